@@ -1,0 +1,3 @@
+"""looprun: declarative loop templates for AI coding agents."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from looprun.cli import main
+
+main()

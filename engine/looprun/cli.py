@@ -1,0 +1,124 @@
+"""The command line: ``looprun TEMPLATE --intent ...`` runs a loop; subcommands validate,
+explain, observe, resume and list runs. This is the one place that touches argv, the
+environment and the terminal, and the one error boundary: every LooprunError becomes a
+message on stderr and a documented exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from looprun import __version__
+from looprun.errors import EXIT_ERROR, EXIT_INVALID, LooprunError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _boundary(fn: F) -> F:
+    """Map LooprunError to its exit code with a one-line (or per-problem) message."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LooprunError as exc:
+            click.echo(f"looprun: {exc}" if "\n" not in str(exc) else str(exc), err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("looprun: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            sys.exit(EXIT_ERROR)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _DefaultToRun(click.Group):
+    """``looprun TEMPLATE ...`` is short for ``looprun run TEMPLATE ...``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="looprun")
+def main() -> None:
+    """Declarative loop templates for AI coding agents.
+
+    \b
+    looprun TEMPLATE --intent TEXT    run a template (a path or a built-in name)
+    looprun validate PATH...          check templates; every problem as file:line:col
+    looprun explain TEMPLATE          show the resolved template and its refine tree
+    """
+
+
+@main.command("validate")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-q", "--quiet", is_flag=True, help="Print problems only, not the OK lines.")
+@_boundary
+def validate_cmd(paths: tuple[str, ...], quiet: bool) -> None:
+    """Validate template files; exit 0 if all are valid, 2 if any is not."""
+    from looprun.template.commands import validate
+
+    sys.exit(validate(paths, quiet=quiet, echo=click.echo))
+
+
+@main.command("explain")
+@click.argument("template")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "mermaid", "json"]), default="text",
+    show_default=True, help="text: resolved template and tree; mermaid: flowchart; json: resolved document.",
+)
+@_boundary
+def explain_cmd(template: str, fmt: str) -> None:
+    """Show a template after composition, with its refine tree drawn."""
+    from looprun.template.commands import explain
+
+    click.echo(explain(template, fmt))
+
+
+@main.command("schema")
+@click.option("--observation", is_flag=True, help="Print the observation schema instead.")
+@_boundary
+def schema_cmd(observation: bool) -> None:
+    """Print the JSON Schema for templates (for editors and CI)."""
+    from looprun.resources import schema_path
+
+    click.echo(schema_path("observation" if observation else "template").read_text("utf-8"), nl=False)
+
+
+@main.command("run", context_settings={"ignore_unknown_options": False})
+@click.argument("template")
+@click.option("--intent", help="What you want done, in words.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Set an input.")
+@click.option("--workdir", default=".", show_default=True, help="The repository to work in.")
+@click.option("--model", help="Model for every role, e.g. openai:gpt-4o-mini, script:FILE.")
+@click.option("--plan-model", help="Model for the plan role.")
+@click.option("--base-url", help="Server for openai-compatible models.")
+@click.option("--max-iterations", type=click.IntRange(min=1), help="Override limits.max_iterations.")
+@click.option("--commit", is_flag=True, help="Commit the result to the current branch when done.")
+@click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@_boundary
+def run_cmd(**options: Any) -> None:
+    """Run a loop template until its exit conditions hold or a limit stops it."""
+    try:
+        from looprun.loop.runner import run_from_cli
+    except ImportError:
+        click.echo(
+            "looprun: running templates is not available yet in this version; "
+            "use `looprun validate` and `looprun explain`.",
+            err=True,
+        )
+        sys.exit(EXIT_INVALID)
+    sys.exit(run_from_cli(**options))
+
+
+def entry() -> None:  # pragma: no cover - console script shim
+    main()

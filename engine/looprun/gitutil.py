@@ -1,0 +1,91 @@
+"""A thin wrapper over the git command line, shared by the workspace and the diff parser.
+
+Snapshots use a private index file, so the user's index, branch and stash are never
+touched. A work tree that is not a git repository can be given a private ``git_dir``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from looprun.errors import LooprunError
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class GitError(LooprunError):
+    """A git command failed; carries the command and what git said."""
+
+
+@dataclass(frozen=True)
+class Git:
+    workdir: Path
+    git_dir: Path | None = None  # a private repository for a work tree that has none
+
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env.update(
+            {
+                "GIT_TERMINAL_PROMPT": "0",
+                "GIT_AUTHOR_NAME": "looprun",
+                "GIT_AUTHOR_EMAIL": "looprun@localhost",
+                "GIT_COMMITTER_NAME": "looprun",
+                "GIT_COMMITTER_EMAIL": "looprun@localhost",
+                "LC_ALL": "C",
+            }
+        )
+        if self.git_dir is not None:
+            env["GIT_DIR"] = str(self.git_dir)
+            env["GIT_WORK_TREE"] = str(self.workdir)
+        if extra:
+            env.update(extra)
+        return env
+
+    def run(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        input: bytes | None = None,
+    ) -> str:
+        """Run git with ``args`` in the work tree; return stdout as text."""
+        proc = subprocess.run(
+            ["git", "-c", "core.quotepath=off", "-c", "core.autocrlf=false", *args],
+            cwd=self.workdir,
+            env=self._env(env),
+            input=input,
+            capture_output=True,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            msg = proc.stderr.decode("utf-8", "replace").strip()
+            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {msg}")
+        return proc.stdout.decode("utf-8", "replace")
+
+    def is_repo(self) -> bool:
+        try:
+            return self.run("rev-parse", "--is-inside-work-tree").strip() == "true"
+        except GitError:
+            return False
+
+    def head(self) -> str | None:
+        """The commit HEAD points at, or None in a repository with no commits yet."""
+        out = self.run("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).strip()
+        return out or None
+
+    def snapshot(self) -> str:
+        """A tree object of the working tree as it is now (tracked + untracked, not ignored)."""
+        with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
+            index = os.path.join(tmp, "index")
+            env = {"GIT_INDEX_FILE": index}
+            self.run("add", "-A", "--", ".", ":(exclude).looprun", env=env)
+            return self.run("write-tree", env=env).strip()
+
+    def diff(self, base: str, target: str, *args: str) -> str:
+        """``git diff`` between two tree-ish objects (no rename detection: stable output)."""
+        return self.run("diff", "--no-color", "--no-renames", "--no-ext-diff", *args, base, target)

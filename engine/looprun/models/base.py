@@ -1,0 +1,93 @@
+"""The protocol between the loop and a model, and the provider-neutral message shapes.
+
+Providers (OpenAI-compatible, Anthropic, scripted) translate these to and from their
+wire formats; the loop never sees HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant", "tool"]
+# Why a model turn ended, normalised across providers.
+Finish = Literal["stop", "tool_calls", "length", "refusal", "content_filter", "other"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model: name, description, JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model asked for.
+
+    ``arguments`` is None when the model's arguments were not a JSON object; then
+    ``error`` says why and the call is answered with a tool error, not a crash.
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] | None
+    raw_arguments: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # role == "tool": which call this answers
+    is_error: bool = False  # role == "tool": the tool failed or was refused
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One model turn: an assistant message, why it ended, and what it cost."""
+
+    message: Message
+    finish: Finish = "stop"
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    model: str = ""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that can answer a conversation, possibly with tool calls."""
+
+    ref: str  # e.g. "openai:gpt-4o-mini", "script:fix.yaml"
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        role: str = "act",
+        timeout_s: float | None = None,
+    ) -> Reply: ...

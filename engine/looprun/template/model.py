@@ -1,0 +1,185 @@
+"""Typed, immutable template objects: what the loader produces and the loop interprets.
+
+Every expression in here is already compiled (see ``expressions``). Nothing in this
+module knows about YAML; ``resolved`` keeps the fully composed document as frozen
+plain data for ``looprun explain``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from looprun.errors import Location
+from looprun.template.expressions import Condition, Text
+
+PlanMode = Literal["none", "static", "model"]
+ActionKind = Literal["retry", "rollback", "replan", "escalate", "abort"]
+Isolation = Literal["worktree", "none"]
+InputType = Literal["string", "integer", "number", "boolean", "list", "command"]
+
+ACTION_KINDS: tuple[str, ...] = ("retry", "rollback", "replan", "escalate", "abort")
+BUILTIN_TOOLS: tuple[str, ...] = ("read_file", "write_file", "edit_file", "list_files", "search", "run")
+
+# Names the engine itself provides to conditions and messages, besides observer names.
+ENGINE_NAMES: frozenset[str] = frozenset(
+    {
+        "intent",  # the user's intent text (also inputs.intent)
+        "inputs",  # every declared input, after defaults and --set
+        "iteration",  # 1-based iteration number within the current task
+        "task",  # the current task: id, goal, paths, attempt
+        "progress",  # repeats (consecutive equal fingerprints), fingerprint, changed
+        "policy",  # violations (count), summary, items, diff_lines, pending_approvals
+        "budget",  # tokens, cost_usd, elapsed_s, iterations and their remaining_* figures
+        "exit",  # ok (all exit conditions hold), failed (list of the ones that do not)
+        "subloops",  # outer loops: all_done, failed, counts by outcome, list of results
+        "feedback",  # act prompt only: the feedback chosen by the last refine decision
+        "run",  # run.id, run.dir, run.artifacts, run.workdir
+    }
+)
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _empty() -> Mapping[str, Any]:
+    return _EMPTY
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    type: InputType = "string"
+    required: bool = False
+    default: Any = None
+    description: str = ""
+    location: Location = Location("<unknown>")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A planned unit of work; ``done_when`` (if any) must hold, besides ``exit``."""
+
+    id: str
+    goal: Text
+    done_when: Condition | None = None
+    paths: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = ()
+    location: Location = Location("<unknown>")
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    mode: PlanMode = "none"
+    tasks: tuple[TaskSpec, ...] = ()
+    prompt: Text | None = None  # mode: model — how the planner is asked
+    max_tasks: int = 8
+
+
+@dataclass(frozen=True)
+class PathRules:
+    allow: tuple[str, ...] = ("**",)
+    deny: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Boundaries the engine enforces on every tool call, whatever the model asks."""
+
+    paths: PathRules = PathRules()
+    commands: tuple[str, ...] = ()  # allow patterns for model-proposed commands
+    max_diff_lines: int | None = None
+    forbidden_patterns: tuple[str, ...] = ()
+    approve: tuple[str, ...] = ()  # path globs whose changes need a person's approval
+    command_timeout_s: float = 300.0
+    max_output_bytes: int = 64_000
+
+
+@dataclass(frozen=True)
+class ActSpec:
+    prompt: Text
+    system: Text | None = None
+    tools: tuple[str, ...] = BUILTIN_TOOLS
+    max_steps: int = 25
+    constraints: Constraints = Constraints()
+
+
+@dataclass(frozen=True)
+class ObserverSpec:
+    """A check run after each act turn; ``run`` is trusted, reviewed template config."""
+
+    name: str
+    parser: str
+    run: Text | None = None  # shell=True: substituted values are quoted unless ShellCode
+    file: Text | None = None
+    timeout_s: float = 600.0
+    when: Condition | None = None
+    options: Mapping[str, Any] = field(default_factory=_empty)
+    location: Location = Location("<unknown>")
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a refine rule decides. No action can declare success."""
+
+    kind: ActionKind
+    message: Text | None = None
+    target: str | None = None  # rollback: last_green | base | previous
+    location: Location = Location("<unknown>")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One node of the refine tree: ``if``/``then`` (action or sub-tree), or ``else``."""
+
+    condition: Condition | None  # None: an ``else`` rule, always matches
+    action: Action | None = None
+    children: tuple[Rule, ...] = ()
+    location: Location = Location("<unknown>")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_iterations: int = 10
+    max_tokens: int | None = None
+    timeout_s: float | None = None
+    max_cost_usd: float | None = None
+    per_tool: Mapping[str, int] = field(default_factory=_empty)
+    max_repeats: int | None = None  # stop as ``stalled`` when progress.repeats reaches this
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    budget_tokens: int = 24_000
+    recent_rounds: int = 3
+
+
+@dataclass(frozen=True)
+class EachTask:
+    """Run another template per planned task (nested loops as composition)."""
+
+    uses: str  # as written: a path (relative to the template) or a built-in name
+    template: Template
+    with_: Mapping[str, Text] = field(default_factory=_empty)
+    isolation: Isolation = "worktree"
+    parallel: int = 1
+    location: Location = Location("<unknown>")
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    source: str  # the file it was loaded from
+    description: str = ""
+    inputs: Mapping[str, InputSpec] = field(default_factory=_empty)
+    models: Mapping[str, str] = field(default_factory=_empty)
+    plan: PlanSpec = PlanSpec()
+    act: ActSpec | None = None
+    observe: Mapping[str, ObserverSpec] = field(default_factory=_empty)  # in declaration order
+    exit: tuple[Condition, ...] = ()
+    refine: tuple[Rule, ...] = ()
+    limits: Limits = Limits()
+    context: ContextSpec = ContextSpec()
+    each_task: EachTask | None = None
+    resolved: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
