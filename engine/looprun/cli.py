@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from looprun import __version__
-from looprun.errors import EXIT_ERROR, EXIT_INVALID, LooprunError
+from looprun.errors import EXIT_ERROR, LooprunError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,6 +94,35 @@ def schema_cmd(observation: bool) -> None:
     click.echo(schema_path("observation" if observation else "template").read_text("utf-8"), nl=False)
 
 
+@main.command("observe")
+@click.argument("parser")
+@click.argument("file", required=False)
+@click.option("--run", "run", metavar="COMMAND", help="Run this shell command first, then parse.")
+@click.option("--file", "file_opt", metavar="REPORT", help="The report the command writes.")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+              help="A parser option; VALUE is JSON or a string; repeat a key for a list.")
+@click.option("--workdir", default=".", show_default=True, help="Where to run and resolve paths.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds for --run.")
+@click.option("--base", help="git_diff: the commit or tree to diff against (default HEAD).")
+@_boundary
+def observe_cmd(
+    parser: str, file: str | None, run: str | None, file_opt: str | None,
+    options: tuple[str, ...], workdir: str, timeout: float, base: str | None,
+) -> None:
+    """Parse a report (or a command's output) and print the observation as JSON.
+
+    Exit 0 when the observation is ok, 1 when it is not, 2 for usage errors.
+    """
+    from looprun.observe.commands import observe
+
+    if file and file_opt and file != file_opt:
+        raise click.UsageError("give the report once: FILE or --file")
+    text, code = observe(parser, file or file_opt, run, options, workdir=workdir,
+                         timeout_s=timeout, base=base)
+    click.echo(text)
+    sys.exit(code)
+
+
 @main.command("run", context_settings={"ignore_unknown_options": False})
 @click.argument("template")
 @click.option("--intent", help="What you want done, in words.")
@@ -102,22 +131,49 @@ def schema_cmd(observation: bool) -> None:
 @click.option("--model", help="Model for every role, e.g. openai:gpt-4o-mini, script:FILE.")
 @click.option("--plan-model", help="Model for the plan role.")
 @click.option("--base-url", help="Server for openai-compatible models.")
-@click.option("--max-iterations", type=click.IntRange(min=1), help="Override limits.max_iterations.")
+@click.option(
+    "--max-iterations", type=click.IntRange(min=1), help="Override limits.max_iterations."
+)
 @click.option("--commit", is_flag=True, help="Commit the result to the current branch when done.")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @_boundary
 def run_cmd(**options: Any) -> None:
-    """Run a loop template until its exit conditions hold or a limit stops it."""
-    try:
-        from looprun.loop.runner import run_from_cli
-    except ImportError:
-        click.echo(
-            "looprun: running templates is not available yet in this version; "
-            "use `looprun validate` and `looprun explain`.",
-            err=True,
-        )
-        sys.exit(EXIT_INVALID)
+    """Run a loop template until its exit conditions hold or a limit stops it.
+
+    \b
+    Exit codes: 0 done, 3 exhausted (a limit), 4 stalled (no progress),
+    5 escalated (needs a person), 6 aborted (by a refine rule),
+    2 invalid template or usage, 1 runtime error.
+    """
+    from looprun.loop.runner import run_from_cli
+
     sys.exit(run_from_cli(**options))
+
+
+@main.command("resume")
+@click.argument("run_id")
+@click.option("--workdir", default=".", show_default=True, help="The repository of the run.")
+@click.option("--approve", is_flag=True, help="Approve the changes a paused run waits on.")
+@click.option("--reject", is_flag=True, help="Reject them: roll back and let the loop retry.")
+@click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@_boundary
+def resume_cmd(run_id: str, workdir: str, approve: bool, reject: bool, as_json: bool) -> None:
+    """Continue a run after a crash, a kill or an approval pause, from its last step."""
+    from looprun.loop.runner import resume_from_cli
+
+    sys.exit(resume_from_cli(run_id=run_id, workdir=workdir, approve=approve, reject=reject,
+                             as_json=as_json))
+
+
+@main.command("runs")
+@click.option("--workdir", default=".", show_default=True, help="The repository to look in.")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@_boundary
+def runs_cmd(workdir: str, as_json: bool) -> None:
+    """List the runs in a repository with their outcomes."""
+    from looprun.loop.runner import runs_from_cli
+
+    sys.exit(runs_from_cli(workdir=workdir, as_json=as_json))
 
 
 def entry() -> None:  # pragma: no cover - console script shim

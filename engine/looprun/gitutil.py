@@ -67,6 +67,22 @@ class Git:
             raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {msg}")
         return proc.stdout.decode("utf-8", "replace")
 
+    def run_status(
+        self, *args: str, env: Mapping[str, str] | None = None, input: bytes | None = None
+    ) -> tuple[int, str, str]:
+        """Run git and return (exit code, stdout, stderr) for commands whose status
+        carries meaning (``merge-tree`` exits 1 on conflicts)."""
+        proc = subprocess.run(
+            ["git", "-c", "core.quotepath=off", "-c", "core.autocrlf=false", *args],
+            cwd=self.workdir,
+            env=self._env(env),
+            input=input,
+            capture_output=True,
+            check=False,
+        )
+        out = proc.stdout.decode("utf-8", "replace")
+        return proc.returncode, out, proc.stderr.decode("utf-8", "replace")
+
     def is_repo(self) -> bool:
         try:
             return self.run("rev-parse", "--is-inside-work-tree").strip() == "true"
@@ -78,13 +94,29 @@ class Git:
         out = self.run("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).strip()
         return out or None
 
-    def snapshot(self) -> str:
-        """A tree object of the working tree as it is now (tracked + untracked, not ignored)."""
+    def snapshot(self, index_file: Path | None = None, exclude: str = ".looprun") -> str:
+        """A tree object of the working tree as it is now (tracked + untracked, not ignored).
+
+        ``exclude`` (the engine's state directory) is never part of it. ``index_file``
+        keeps a private index between calls, so git's stat cache spares re-hashing.
+        """
+        if index_file is not None:
+            return self._snapshot_with({"GIT_INDEX_FILE": str(index_file)}, exclude)
         with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
-            index = os.path.join(tmp, "index")
-            env = {"GIT_INDEX_FILE": index}
-            self.run("add", "-A", "--", ".", ":(exclude).looprun", env=env)
-            return self.run("write-tree", env=env).strip()
+            return self._snapshot_with({"GIT_INDEX_FILE": os.path.join(tmp, "index")}, exclude)
+
+    def _snapshot_with(self, env: Mapping[str, str], exclude: str) -> str:
+        # Start a new index from HEAD, so tracked files matching an ignore rule count too.
+        if not os.path.exists(env["GIT_INDEX_FILE"]) and self.head():
+            self.run("read-tree", "HEAD", env=env)
+        spec = ["."]
+        # git refuses an exclude pathspec naming an ignored path; ignored is excluded anyway.
+        if exclude and not exclude.startswith(".."):
+            code, _, _ = self.run_status("check-ignore", "-q", exclude.rstrip("/") + "/")
+            if code != 0:
+                spec.append(f":(exclude){exclude}")
+        self.run("add", "-A", "--", *spec, env=env)
+        return self.run("write-tree", env=env).strip()
 
     def diff(self, base: str, target: str, *args: str) -> str:
         """``git diff`` between two tree-ish objects (no rename detection: stable output)."""

@@ -1,0 +1,1 @@
+"""Acting on the repository: the built-in tools and the policy that guards them."""

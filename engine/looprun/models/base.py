@@ -52,13 +52,15 @@ class Message:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens read from the provider's cache (cheaper)
+    cache_write_tokens: int = 0  # prompt tokens written to the cache (Anthropic bills extra)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     @property
@@ -75,6 +77,11 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     model: str = ""
+    # False when the model has no known price: cost_usd is then 0 and max_cost_usd
+    # cannot be enforced (the engine warns once).
+    cost_known: bool = True
+    # The provider's own finish/stop reason as sent (e.g. "max_tokens"), for reports.
+    finish_detail: str = ""
 
 
 @runtime_checkable

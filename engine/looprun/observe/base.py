@@ -62,9 +62,7 @@ class Observation:
                 "ran": self.ran,
                 "exit_code": self.exit_code,
                 "counts": thaw(self.counts),
-                "items": [
-                    {k: v for k, v in item.__dict__.items()} for item in self.items
-                ],
+                "items": [{k: v for k, v in item.__dict__.items()} for item in self.items],
                 "signature": self.signature,
                 "feedback": self.feedback,
                 "error": self.error,

@@ -22,20 +22,60 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
     ),
     "sarif": (
         "looprun.observe.sarif:SarifParser",
-        frozenset({"errors", "warnings", "notes", "total", "rules", "files"}),
+        frozenset({"errors", "warnings", "notes", "total", "rules", "files", "tool_errors"}),
     ),
     "coverage": (
         "looprun.observe.coverage:CoverageParser",
-        frozenset({"percent", "branch_percent", "lines_valid", "lines_covered", "files"}),
+        frozenset(
+            {
+                "percent",
+                "branch_percent",
+                "lines_valid",
+                "lines_covered",
+                "files",
+                "target_percent",
+                "targets",
+            }
+        ),
     ),
     "git_diff": (
         "looprun.observe.git_diff:GitDiffParser",
         frozenset(
-            {"files_changed", "added", "removed", "lines", "files", "outside", "forbidden", "binary"}
+            {
+                "files_changed",
+                "added",
+                "removed",
+                "lines",
+                "files",
+                "outside",
+                "forbidden",
+                "binary",
+                "files_added",
+                "files_deleted",
+            }
         ),
     ),
-    "exit_code": ("looprun.observe.exit_code:ExitCodeParser", frozenset({"output_tail", "timed_out"})),
-    "regex": ("looprun.observe.regex:RegexParser", frozenset({"errors", "warnings", "notes", "total"})),
+    "exit_code": (
+        "looprun.observe.exit_code:ExitCodeParser",
+        frozenset({"output_tail", "timed_out"}),
+    ),
+    "regex": (
+        "looprun.observe.regex:RegexParser",
+        frozenset(
+            {
+                "errors",
+                "warnings",
+                "notes",
+                "total",
+                # the pytest preset also reports test counts
+                "tests",
+                "passed",
+                "failed",
+                "skipped",
+                "failing",
+            }
+        ),
+    ),
     "json": ("looprun.observe.json_facts:JsonParser", frozenset()),  # facts named by options
 }
 

@@ -161,8 +161,8 @@ def compile_condition(source: str, location: Location) -> Condition:
     if not text:
         raise TemplateError([Problem(location, "condition is empty")])
     try:
-        ast = ENV.parse("{{ (" + text + ") }}")
         fn = ENV.compile_expression(text, undefined_to_none=False)
+        ast = ENV.parse("{{ (" + text + ") }}")
     except TemplateSyntaxError as exc:
         raise _syntax_problem(location, "condition", exc) from None
     return Condition(text, location, _name_use(ast), fn)

@@ -1,0 +1,221 @@
+"""The boundaries a template sets on the model, enforced by the engine on every call.
+
+Paths: every path is resolved (``realpath``) and must stay inside the workdir, so
+``..``, absolute paths elsewhere and symlinks pointing out (the file itself or any
+parent directory) are refused. ``.git`` (at any depth, since hooks live there) and the
+engine's own ``.looprun`` directory are off limits for reads and writes alike.
+
+Reads are allowed anywhere else inside the workdir except the ``deny`` globs: a model
+needs to read configuration and neighbouring code to make a good change. Writes must
+also match an ``allow`` glob. Globs are gitignore-style (``**`` understood), matched
+against the workdir-relative path both as written and as resolved, so a symlink cannot
+launder a denied path.
+
+Commands: split with ``shlex``, never given to a shell; see ``commandline``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import pathspec
+
+from looprun.act import commandline, diffcheck
+from looprun.errors import PolicyViolation
+from looprun.template.model import Constraints
+
+PROTECTED_DIRS: dict[str, str] = {".git": "path.git", ".looprun": "path.looprun"}
+_MAX_PATTERN_HITS = 20
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One refusal or breach, as journaled and shown to refine rules."""
+
+    rule: str  # e.g. path.outside, command.shell_syntax, diff.too_large
+    message: str
+    tool: str
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "rule": self.rule,
+            "message": self.message,
+            "tool": self.tool,
+            "detail": self.detail,
+        }
+
+
+def _spec(globs: Iterable[str]) -> pathspec.PathSpec:
+    return pathspec.GitIgnoreSpec.from_lines(list(globs))
+
+
+def _forbidden_matcher(pattern: str) -> re.Pattern[str]:
+    """``re:...`` is a regular expression; anything else is a literal substring."""
+    if pattern.startswith("re:"):
+        return re.compile(pattern[3:])
+    return re.compile(re.escape(pattern))
+
+
+class Policy:
+    """Checks paths, commands and diffs against one template's act constraints."""
+
+    def __init__(self, workdir: Path, constraints: Constraints):
+        self.workdir = Path(os.path.realpath(workdir))
+        self._given_workdir = Path(os.path.abspath(workdir))
+        self.constraints = constraints
+        self._allow = _spec(constraints.paths.allow or ("**",))
+        self._deny = _spec(constraints.paths.deny)
+        self._approve = _spec(constraints.approve)
+        self._forbidden = [(p, _forbidden_matcher(p)) for p in constraints.forbidden_patterns]
+
+    # -- paths -------------------------------------------------------------------------
+
+    def relative(self, path: Path) -> str:
+        """Workdir-relative POSIX form of an absolute path inside the workdir."""
+        rel = os.path.relpath(path, self.workdir)
+        return "." if rel == "." else PurePosixPath(Path(rel)).as_posix()
+
+    def check_path(self, path: str, *, write: bool) -> Path:
+        """The resolved absolute path for ``path``, or PolicyViolation saying why not."""
+        if not isinstance(path, str) or not path.strip():
+            raise PolicyViolation("path.invalid", "a path is required")
+        if "\x00" in path:
+            raise PolicyViolation("path.invalid", "the path contains a NUL byte")
+        given = Path(path)
+        if given.is_absolute() and _inside(Path(os.path.normpath(given)), self._given_workdir):
+            given = Path(os.path.relpath(os.path.normpath(given), self._given_workdir))
+        lexical = Path(os.path.normpath(given if given.is_absolute() else self.workdir / given))
+        if not _inside(lexical, self.workdir):
+            raise PolicyViolation(
+                "path.outside", f"{path!r} is outside the working directory; use a relative path"
+            )
+        resolved = Path(os.path.realpath(lexical))
+        if not _inside(resolved, self.workdir):
+            raise PolicyViolation(
+                "path.outside",
+                f"{path!r} resolves through a symlink to a place outside the working directory",
+            )
+        rel_lexical = self.relative(lexical)
+        rel_resolved = self.relative(resolved)
+        for rel in (rel_lexical, rel_resolved):
+            for part in PurePosixPath(rel).parts:
+                rule = PROTECTED_DIRS.get(part.casefold())
+                if rule:
+                    raise PolicyViolation(rule, f"{path!r} is inside {part}/, which is off limits")
+        if rel_resolved == ".":
+            return resolved
+        for rel in {rel_lexical, rel_resolved}:
+            if self._deny.match_file(rel):
+                raise PolicyViolation("path.deny", f"{rel!r} matches a denied path glob")
+        if write and not self._allow.match_file(rel_resolved):
+            allowed = ", ".join(self.constraints.paths.allow)
+            raise PolicyViolation(
+                "path.not_allowed", f"writing {rel_resolved!r} is not allowed (allowed: {allowed})"
+            )
+        return resolved
+
+    def readable(self, rel: str) -> bool:
+        """Whether a workdir-relative path may be shown in listings and searches."""
+        parts = PurePosixPath(rel).parts
+        if any(p.casefold() in PROTECTED_DIRS for p in parts):
+            return False
+        return not self._deny.match_file(rel)
+
+    def needs_approval(self, rel_paths: Iterable[str]) -> list[str]:
+        """The paths among ``rel_paths`` whose changes wait for a person's approval."""
+        if not self.constraints.approve:
+            return []
+        return [p for p in rel_paths if self._approve.match_file(p)]
+
+    # -- commands ----------------------------------------------------------------------
+
+    def check_command(self, command: str) -> list[str]:
+        """The argv to run for a model-proposed command, or PolicyViolation saying why not."""
+        if not isinstance(command, str) or not command.strip():
+            raise PolicyViolation("command.not_allowed", "a command is required")
+        if "\x00" in command:
+            raise PolicyViolation("command.shell_syntax", "the command contains a NUL byte")
+        features = commandline.shell_features(command)
+        try:
+            argv = commandline.split(command)
+        except ValueError as exc:
+            raise PolicyViolation(
+                "command.shell_syntax", f"the command cannot be split into arguments: {exc}"
+            ) from None
+        if not argv:
+            raise PolicyViolation("command.not_allowed", "a command is required")
+        patterns = [p for p in self.constraints.commands if commandline.pattern_matches(p, argv)]
+        blocked = [
+            f
+            for f in features
+            if not any(commandline.pattern_allows_feature(p, f) for p in patterns)
+        ]
+        if blocked:
+            shown = ", ".join("a newline" if f == "newline" else f"`{f}`" for f in blocked)
+            raise PolicyViolation(
+                "command.shell_syntax",
+                f"{shown} needs a shell, and commands run without one: run a single command "
+                "per call, with no pipes, redirections, chaining or substitutions",
+            )
+        wrapper = commandline.wrapper_of(argv)
+        if (
+            patterns
+            and wrapper
+            and not any(commandline.pattern_allows_wrapper(p, wrapper) for p in patterns)
+        ):
+            raise PolicyViolation(
+                "command.wrapper",
+                f"`{wrapper}` runs other code, which the allowed commands do not permit",
+            )
+        if not patterns:
+            allowed = ", ".join(f"`{p}`" for p in self.constraints.commands) or "none"
+            raise PolicyViolation(
+                "command.not_allowed",
+                f"`{command.strip()}` is not an allowed command (allowed: {allowed})",
+            )
+        return argv
+
+    # -- diffs -------------------------------------------------------------------------
+
+    def check_diff(self, diff_text: str) -> list[Violation]:
+        """Diff size and forbidden patterns in added lines, on the real git diff."""
+        found: list[Violation] = []
+        limit = self.constraints.max_diff_lines
+        if limit is not None:
+            stats = diffcheck.stats(diff_text)
+            if stats.lines > limit:
+                found.append(
+                    Violation(
+                        "diff.too_large",
+                        f"the change touches {stats.lines} lines (+{stats.added} -{stats.removed}) "
+                        f"in {len(stats.files)} file(s); the limit is {limit}",
+                        "diff",
+                        detail=str(stats.lines),
+                    )
+                )
+        if self._forbidden:
+            hits = 0
+            for added in diffcheck.added_lines(diff_text):
+                for pattern, matcher in self._forbidden:
+                    if matcher.search(added.text):
+                        hits += 1
+                        if hits <= _MAX_PATTERN_HITS:
+                            found.append(
+                                Violation(
+                                    "pattern.forbidden",
+                                    f"forbidden pattern {pattern!r} added at "
+                                    f"{added.path}:{added.line}",
+                                    "diff",
+                                    detail=f"{added.path}:{added.line}: {added.text.strip()[:200]}",
+                                )
+                            )
+        return found
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents

@@ -1,0 +1,383 @@
+"""The built-in tools a model may call, each guarded by the policy.
+
+``Toolbox.call`` never raises for a model's mistake: unknown tools, bad arguments,
+refusals and failures all come back as a ``ToolResult`` for the model to read, with
+the ``Violation`` attached when the policy refused. Results are redacted: values of
+secret-looking environment variables never reach the model or the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from looprun.act.files import atomic_write, looks_binary, read_capped, walk_files
+from looprun.act.policy import Policy, Violation
+from looprun.errors import PolicyViolation, ToolError
+from looprun.models.base import ToolCall, ToolSpec
+from looprun.proc import run_process, scrubbed_env, secret_values
+from looprun.template.model import BUILTIN_TOOLS, Constraints
+
+MAX_LIST_ENTRIES = 500
+MAX_SEARCH_MATCHES = 200
+SEARCH_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+    violation: Violation | None = None
+    changed: tuple[str, ...] = ()  # workdir-relative paths written
+
+
+def _string(description: str) -> dict[str, str]:
+    return {"type": "string", "description": description}
+
+
+def _params(required: Sequence[str], **props: dict[str, str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+_SPECS: dict[str, ToolSpec] = {
+    "read_file": ToolSpec(
+        "read_file",
+        "Read a text file of the repository. Very large files are cut, with a note.",
+        _params(["path"], path=_string("File path relative to the repository root")),
+    ),
+    "write_file": ToolSpec(
+        "write_file",
+        "Create or overwrite a file with the given content (parent directories are created).",
+        _params(
+            ["path", "content"],
+            path=_string("File path relative to the repository root"),
+            content=_string("The complete new content of the file"),
+        ),
+    ),
+    "edit_file": ToolSpec(
+        "edit_file",
+        "Replace one exact passage of a file. `old` must occur exactly once in the file "
+        "(include enough surrounding lines to make it unique); it is replaced by `new`.",
+        _params(
+            ["path", "old", "new"],
+            path=_string("File path relative to the repository root"),
+            old=_string("The exact text to replace, including whitespace"),
+            new=_string("The replacement text"),
+        ),
+    ),
+    "list_files": ToolSpec(
+        "list_files",
+        "List files under a directory (default: the repository root), skipping ignored "
+        "files. `glob` filters with gitignore-style patterns such as `*.py` or `src/**/*.ts`.",
+        _params(
+            [],
+            path=_string("Directory relative to the repository root (default: the root)"),
+            glob=_string("Optional glob filter, e.g. *.py"),
+        ),
+    ),
+    "search": ToolSpec(
+        "search",
+        "Search text files for a Python regular expression; answers `file:line: text` lines.",
+        _params(
+            ["pattern"],
+            pattern=_string("Python regular expression"),
+            path=_string("File or directory to search (default: the repository root)"),
+        ),
+    ),
+    "run": ToolSpec(
+        "run",
+        "Run one allowed command (no shell: no pipes, redirections, `&&` or `;`) in the "
+        "repository root and return its exit code and output (long output is cut in the middle).",
+        _params(["command"], command=_string("The command line, e.g. python -m pytest -q")),
+    ),
+}
+
+
+class Toolbox:
+    """The enabled tools of one act step, bound to a workdir and its constraints."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        constraints: Constraints,
+        tools: Sequence[str],
+        *,
+        deadline: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ):
+        unknown = [t for t in tools if t not in BUILTIN_TOOLS]
+        if unknown:
+            raise ValueError(f"unknown tool(s): {', '.join(unknown)}")
+        self.policy = Policy(workdir, constraints)
+        self.workdir = self.policy.workdir
+        self.constraints = constraints
+        self.enabled: tuple[str, ...] = tuple(dict.fromkeys(tools))
+        self.deadline = deadline
+        self.search_timeout_s = SEARCH_TIMEOUT_S
+        base_env = dict(os.environ if env is None else env)
+        self._env = scrubbed_env(base_env)
+        secrets = set(secret_values(base_env)) | set(secret_values())
+        self._secrets = sorted(secrets, key=len, reverse=True)
+        self._handlers: dict[str, Callable[[Mapping[str, Any]], ToolResult]] = {
+            "read_file": self._read_file,
+            "write_file": self._write_file,
+            "edit_file": self._edit_file,
+            "list_files": self._list_files,
+            "search": self._search,
+            "run": self._run,
+        }
+
+    def specs(self) -> list[ToolSpec]:
+        return [_SPECS[name] for name in self.enabled]
+
+    # -- dispatch ----------------------------------------------------------------------
+
+    def call(self, call: ToolCall) -> ToolResult:
+        """Carry out one tool call; every failure becomes a result, never an exception."""
+        if call.name not in self._handlers or call.name not in self.enabled:
+            available = ", ".join(self.enabled) or "none"
+            what = "no tool named" if call.name not in self._handlers else "not enabled here:"
+            return self._refused(
+                call.name, "tool.unknown", f"{what} {call.name!r} (available: {available})"
+            )
+        if call.arguments is None:
+            why = call.error or "they were not a JSON object"
+            return ToolResult(f"error: the arguments of {call.name} could not be read: {why}", True)
+        problem = _check_arguments(_SPECS[call.name], call.arguments)
+        if problem:
+            return ToolResult(f"error: {call.name}: {problem}", True)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return ToolResult("error: the run's time limit has been reached", True)
+        try:
+            result = self._handlers[call.name](call.arguments)
+        except PolicyViolation as exc:
+            return self._refused(call.name, exc.rule, str(exc))
+        except ToolError as exc:
+            result = ToolResult(f"error: {exc}", True)
+        except OSError as exc:
+            result = ToolResult(f"error: {exc.strerror or exc}", True)
+        except (ValueError, UnicodeError) as exc:
+            result = ToolResult(f"error: {exc}", True)
+        return self._redacted(result)
+
+    def _refused(self, tool: str, rule: str, message: str) -> ToolResult:
+        violation = Violation(rule, self.redact(message), tool)
+        return ToolResult(f"refused by policy ({rule}): {violation.message}", True, violation)
+
+    def redact(self, text: str) -> str:
+        for value in self._secrets:
+            if value in text:
+                text = text.replace(value, "[redacted]")
+        return text
+
+    def _redacted(self, result: ToolResult) -> ToolResult:
+        content = self.redact(result.content)
+        if content == result.content:
+            return result
+        return ToolResult(content, result.is_error, result.violation, result.changed)
+
+    def _remaining(self, timeout: float) -> float:
+        if self.deadline is None:
+            return timeout
+        return max(0.0, min(timeout, self.deadline - time.monotonic()))
+
+    # -- file tools --------------------------------------------------------------------
+
+    def _read_text(self, path: Path, rel: str, cap: int) -> tuple[str, int]:
+        if path.is_dir():
+            raise ToolError(f"{rel} is a directory; use list_files to see what it holds")
+        if not path.exists():
+            raise ToolError(f"no such file: {rel}")
+        data, size = read_capped(path, cap)
+        if looks_binary(data):
+            raise ToolError(f"{rel} is a binary file ({size} bytes); it cannot be shown as text")
+        return data.decode("utf-8", "replace"), size
+
+    def _read_file(self, args: Mapping[str, Any]) -> ToolResult:
+        path = self.policy.check_path(args["path"], write=False)
+        rel = self.policy.relative(path)
+        cap = max(4096, self.constraints.max_output_bytes)
+        text, size = self._read_text(path, rel, cap)
+        if size > cap:
+            text = text[: text.rfind("\n") + 1] or text
+            text += (
+                f"\n[... {rel} is {size} bytes; only the first {len(text.encode())} are shown."
+                " Use search to find the part you need ...]"
+            )
+        return ToolResult(text)
+
+    def _write_file(self, args: Mapping[str, Any]) -> ToolResult:
+        path = self.policy.check_path(args["path"], write=True)
+        rel = self.policy.relative(path)
+        if path.is_dir():
+            raise ToolError(f"{rel} is a directory")
+        data = args["content"].encode("utf-8")
+        existed = path.exists()
+        atomic_write(path, data)
+        verb = "overwrote" if existed else "created"
+        return ToolResult(f"{verb} {rel} ({len(data)} bytes)", changed=(rel,))
+
+    def _edit_file(self, args: Mapping[str, Any]) -> ToolResult:
+        path = self.policy.check_path(args["path"], write=True)
+        rel = self.policy.relative(path)
+        old, new = args["old"], args["new"]
+        if not old:
+            raise ToolError("`old` is empty; give the exact text to replace")
+        if old == new:
+            raise ToolError("`old` and `new` are the same; nothing would change")
+        data, size = read_capped(path, 50_000_000) if path.is_file() else (b"", -1)
+        if size < 0:
+            self._read_text(path, rel, 1)  # says why: missing or a directory
+        if looks_binary(data):
+            raise ToolError(f"{rel} is a binary file; edit_file works on text")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{rel} is not valid UTF-8 text; edit_file works on text") from None
+        if text.count(old) == 0 and "\r\n" in text and "\r\n" not in old:
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+        if count != 1:
+            raise ToolError(_match_problem(rel, text, old, count))
+        updated = text.replace(old, new, 1)
+        atomic_write(path, updated.encode("utf-8"))
+        line = text.count("\n", 0, text.index(old)) + 1
+        return ToolResult(f"edited {rel} at line {line}", changed=(rel,))
+
+    def _list_files(self, args: Mapping[str, Any]) -> ToolResult:
+        path = self.policy.check_path(args.get("path") or ".", write=False)
+        rel = self.policy.relative(path)
+        if not path.exists():
+            raise ToolError(f"no such directory: {rel}")
+        found: list[str] = []
+        more = 0
+        for entry in walk_files(
+            self.workdir, path, include=self.policy.readable, glob=args.get("glob") or None
+        ):
+            if len(found) < MAX_LIST_ENTRIES:
+                found.append(entry)
+            else:
+                more += 1
+        if not found:
+            return ToolResult("no files")
+        if more:
+            found.append(f"[... {more} more file(s); narrow the path or glob ...]")
+        return ToolResult("\n".join(found))
+
+    def _search(self, args: Mapping[str, Any]) -> ToolResult:
+        pattern = args["pattern"]
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+        start = self.policy.check_path(args.get("path") or ".", write=False)
+        if not start.exists():
+            raise ToolError(f"no such file or directory: {self.policy.relative(start)}")
+        config = {
+            "root": str(self.workdir),
+            "start": str(start),
+            "pattern": pattern,
+            "deny": list(self.constraints.paths.deny),
+            "max_matches": MAX_SEARCH_MATCHES,
+        }
+        env = {
+            "PATH": self._env.get("PATH", os.defpath),
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+            "PYTHONIOENCODING": "utf-8",
+            "LC_ALL": "C.UTF-8",
+        }
+        timeout = self._remaining(self.search_timeout_s)
+        proc = run_process(
+            [sys.executable, "-m", "looprun.act.search", json.dumps(config)],
+            cwd=self.workdir,
+            timeout_s=timeout,
+            env=env,
+            max_output_bytes=self.constraints.max_output_bytes,
+        )
+        if proc.timed_out:
+            raise ToolError(f"search gave up after {timeout:.0f}s; simplify the pattern or path")
+        if proc.exit_code not in (0, 1):
+            raise ToolError(f"search failed: {proc.output.strip()[-500:]}")
+        return ToolResult(proc.output.rstrip("\n"))
+
+    # -- commands ----------------------------------------------------------------------
+
+    def _run(self, args: Mapping[str, Any]) -> ToolResult:
+        argv = self.policy.check_command(args["command"])
+        timeout = self.constraints.command_timeout_s
+        try:
+            proc = run_process(
+                argv,
+                cwd=self.workdir,
+                timeout_s=timeout,
+                env=self._env,
+                max_output_bytes=self.constraints.max_output_bytes,
+                deadline=self.deadline,
+            )
+        except FileNotFoundError:
+            raise ToolError(f"command not found: {argv[0]}") from None
+        except PermissionError:
+            raise ToolError(f"not executable: {argv[0]}") from None
+        shown = shlex.join(argv)
+        if proc.timed_out:
+            return ToolResult(
+                f"$ {shown}\ntimed out after {proc.duration_s:.1f}s; the command and every "
+                f"process it started were killed\n{proc.output}",
+                is_error=True,
+            )
+        return ToolResult(f"$ {shown}\nexit code {proc.exit_code}\n{proc.output}")
+
+
+def _check_arguments(spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
+    """A plain-words problem with the arguments, or None when they fit the spec."""
+    props: Mapping[str, Any] = spec.parameters["properties"]
+    missing = [name for name in spec.parameters["required"] if name not in args]
+    if missing:
+        return f"missing argument(s): {', '.join(missing)}"
+    extra = [name for name in args if name not in props]
+    if extra:
+        return f"unknown argument(s): {', '.join(sorted(extra))} (expected: {', '.join(props)})"
+    for name, value in args.items():
+        if value is not None and not isinstance(value, str):
+            return f"argument {name!r} must be a string, not {type(value).__name__}"
+        if value is None and name in spec.parameters["required"]:
+            return f"argument {name!r} must be a string"
+    return None
+
+
+def _match_problem(rel: str, text: str, old: str, count: int) -> str:
+    if count == 0:
+        hint = ""
+        first = old.strip().splitlines()[0].strip() if old.strip() else ""
+        if first and first in text:
+            line = text.count("\n", 0, text.index(first)) + 1
+            hint = (
+                f"; its first line appears at line {line}, so check whitespace and the "
+                "lines after it"
+            )
+        return f"`old` was found 0 times in {rel}; it must match the file exactly{hint}"
+    lines = []
+    start = 0
+    while len(lines) < 20:
+        index = text.find(old, start)
+        if index < 0:
+            break
+        lines.append(str(text.count("\n", 0, index) + 1))
+        start = index + len(old)
+    return (
+        f"`old` was found {count} times in {rel} (at lines {', '.join(lines)}); "
+        "include more surrounding text so it matches exactly once"
+    )

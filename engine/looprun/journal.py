@@ -1,0 +1,285 @@
+"""A run's durable record under ``.looprun/runs/<run_id>/``.
+
+- ``journal.jsonl``: append-only events, each flushed and fsynced before the call returns
+  (schema: ``schemas/journal-event.schema.json``); a torn last line is tolerated on read
+  and cut off before appending again;
+- ``state.json``: the resumable loop state, replaced atomically (temp file, fsync, rename);
+- ``run.json``: how the run was invoked, so ``looprun resume`` can rebuild it;
+- ``observe/<n>.json``: one structured observation per iteration;
+- ``exchanges.jsonl``: the model exchanges; ``summary.json``: the result at the end.
+
+Every string written is redacted first: values of secret-looking environment variables
+never reach these files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from looprun.errors import UsageError
+from looprun.proc import secret_values
+
+RUNS_DIR = Path(".looprun") / "runs"
+REDACTED = "[REDACTED]"
+
+
+class Redactor:
+    """Replaces every known secret value in strings, recursively through plain data."""
+
+    def __init__(self, values: Iterable[str]):
+        self.values = [v for v in values if v]
+
+    def text(self, s: str) -> str:
+        for v in self.values:
+            if v in s:
+                s = s.replace(v, REDACTED)
+        return s
+
+    def data(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, Mapping):
+            return {self.text(str(k)): self.data(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.data(v) for v in obj]
+        return obj
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a whole file or nothing: temp file in the same directory, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def _repair_tail(path: Path) -> int:
+    """Cut a torn last line (a crash mid-write); return the last complete event's seq."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with open(path, "r+b") as fh:
+            fh.truncate(end)
+            fh.flush()
+            os.fsync(fh.fileno())
+    last = 0
+    for line in data[:end].splitlines()[-1:]:
+        try:
+            last = int(json.loads(line).get("seq", 0))
+        except (ValueError, AttributeError):
+            last = 0
+    return last
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Events of a JSONL file; a torn or garbled line is skipped, never fatal."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+class RunJournal:
+    """The files of one run. Implements the loop's Journal port."""
+
+    def __init__(self, run_dir: Path, run_id: str, redactor: Redactor | None = None):
+        self.dir = run_dir
+        self.run_id = run_id
+        self.redact = redactor or Redactor(secret_values())
+        (self.dir / "observe").mkdir(parents=True, exist_ok=True)
+        (self.dir / "artifacts").mkdir(exist_ok=True)
+        self._events_path = self.dir / "journal.jsonl"
+        self._seq = _repair_tail(self._events_path)
+        self._events = open(self._events_path, "a", encoding="utf-8")  # noqa: SIM115
+        self._exchanges = open(self.dir / "exchanges.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+
+    @classmethod
+    def create(cls, workdir: Path, run_id: str | None = None) -> RunJournal:
+        rid = run_id or new_run_id()
+        run_dir = workdir / RUNS_DIR / rid
+        if run_dir.exists():
+            raise UsageError(f"run {rid} already exists in {run_dir.parent}")
+        run_dir.mkdir(parents=True)
+        return cls(run_dir, rid)
+
+    @classmethod
+    def open(cls, workdir: Path, run_id: str) -> RunJournal:
+        path = find_run(workdir, run_id)
+        return cls(path, path.name)
+
+    @property
+    def artifacts(self) -> Path:
+        return self.dir / "artifacts"
+
+    def close(self) -> None:
+        for fh in (self._events, self._exchanges):
+            if not fh.closed:
+                fh.close()
+
+    def __enter__(self) -> RunJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _append(self, fh: Any, obj: Mapping[str, Any]) -> None:
+        fh.write(_dumps(self.redact.data(obj)) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+    # -- the Journal port -------------------------------------------------------------------
+
+    def event(self, kind: str, **data: Any) -> None:
+        self._seq += 1
+        record = {
+            "seq": self._seq,
+            "ts": round(time.time(), 3),
+            "run_id": self.run_id,
+            "event": kind,
+            **data,
+        }
+        self._append(self._events, record)
+
+    def exchange(self, record: Mapping[str, Any]) -> None:
+        self._append(self._exchanges, {"ts": round(time.time(), 3), **record})
+
+    def save_state(self, state: Mapping[str, Any]) -> None:
+        write_atomic(self.dir / "state.json", _dumps(self.redact.data(state)))
+
+    def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
+        write_atomic(
+            self.dir / "observe" / f"{number}.json",
+            json.dumps(self.redact.data(record), indent=2, ensure_ascii=False, default=str),
+        )
+
+    def save_summary(self, summary: Mapping[str, Any]) -> None:
+        write_atomic(
+            self.dir / "summary.json",
+            json.dumps(self.redact.data(summary), indent=2, ensure_ascii=False),
+        )
+
+    def save_invocation(self, invocation: Mapping[str, Any]) -> None:
+        write_atomic(
+            self.dir / "run.json",
+            json.dumps(self.redact.data(invocation), indent=2, ensure_ascii=False),
+        )
+
+    # -- reading back ---------------------------------------------------------------------
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self._events_path))
+
+    def load_state(self) -> dict[str, Any] | None:
+        return _load_json(self.dir / "state.json")
+
+    def load_invocation(self) -> dict[str, Any]:
+        data = _load_json(self.dir / "run.json")
+        if data is None:
+            raise UsageError(f"{self.dir}: run.json is missing or unreadable; cannot resume")
+        return data
+
+
+def _load_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def find_run(workdir: Path, run_id: str) -> Path:
+    root = workdir / RUNS_DIR
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise UsageError(f"not a run id: {run_id!r}")
+    path = root / run_id
+    if not path.is_dir():
+        matches = sorted(p for p in root.glob(f"{run_id}*") if p.is_dir()) if root.is_dir() else []
+        if len(matches) != 1:
+            raise UsageError(f"no run {run_id!r} under {root} (see `looprun runs`)")
+        path = matches[0]
+    return path
+
+
+@dataclass(frozen=True)
+class RunInfoRow:
+    run_id: str
+    template: str
+    started: str
+    outcome: str
+    iterations: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def list_runs(workdir: Path) -> list[RunInfoRow]:
+    """Every run under ``workdir/.looprun/runs``, oldest first, with its outcome so far."""
+    root = workdir / RUNS_DIR
+    rows = []
+    for d in sorted(root.iterdir() if root.is_dir() else []):
+        if not d.is_dir():
+            continue
+        inv = _load_json(d / "run.json") or {}
+        summary = _load_json(d / "summary.json")
+        state = _load_json(d / "state.json") or {}
+        stop = state.get("stop") or {}
+        if summary is not None and stop:
+            outcome, reason = summary.get("outcome", "?"), summary.get("reason", "")
+        elif state.get("pending"):
+            outcome, reason = "escalated", "waiting for approval"
+        else:
+            outcome, reason = "interrupted", "no outcome recorded (resume it)"
+        rows.append(
+            RunInfoRow(
+                d.name,
+                str(inv.get("template", "?")),
+                str(inv.get("started", "")),
+                outcome,
+                int(state.get("iterations", 0)),
+                reason,
+            )
+        )
+    return rows

@@ -1,0 +1,312 @@
+"""The context budget: every model request is built to fit ``context.budget_tokens``.
+
+A request is the pinned part (system prompt and the head user message, which carries the
+intent, the current task, the latest failure and a summary of earlier attempts) followed
+by the most recent *rounds* verbatim. A round is one assistant message and the tool
+results answering its calls. Older rounds are dropped whole, so a tool result never
+survives without the call that produced it, nor a call without its result.
+
+Tokens are estimated from characters (``chars_per_token``) plus a per-message overhead,
+and the estimate is corrected from the prompt token counts providers report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from looprun.errors import ContextTooLong
+from looprun.models.base import Message, Model, Reply, ToolSpec
+
+# Smallest budget that still leaves room for a shrunk head; below it nothing useful fits.
+MIN_BUDGET_TOKENS = 256
+# A block of the head is never cut below this many characters (its first lines survive).
+_MIN_BLOCK_CHARS = 240
+# A tool output in an oversized latest round keeps at least this much on the first pass.
+_MIN_RESULT_CHARS = 160
+_CUT_MARK = "\n[... {n} characters cut to fit the context budget ...]\n"
+_OMITTED_NOTE = "\n\n({n} earlier tool round{s} omitted to fit the context budget.)"
+_CALIBRATION_RANGE = (0.25, 4.0)
+
+
+def cut_middle(text: str, keep_chars: int) -> str:
+    """Keep the first two thirds and the last third of ``keep_chars``, cutting at lines.
+
+    The start of a block (the intent, the first lines of a failure) and its end (the
+    most recent lines of a summary) are what matter; the middle is what goes.
+    """
+    if len(text) <= keep_chars:
+        return text
+    keep_chars = max(keep_chars, 0)
+    head_n = (keep_chars * 2) // 3
+    tail_n = keep_chars - head_n
+    head = text[:head_n]
+    newline = head.rfind("\n")
+    if newline >= head_n // 2:  # end on a whole line when that loses little
+        head = head[: newline + 1]
+    tail = text[len(text) - tail_n :] if tail_n else ""
+    newline = tail.find("\n")
+    if 0 <= newline < len(tail) // 2:
+        tail = tail[newline + 1 :]
+    cut = len(text) - len(head) - len(tail)
+    result = head.rstrip("\n") + _CUT_MARK.format(n=cut) + tail.lstrip("\n")
+    return result if len(result) < len(text) else text
+
+
+def _message_chars(message: Message) -> int:
+    size = len(message.content) + len(message.tool_call_id or "")
+    for call in message.tool_calls:
+        args = call.raw_arguments
+        if not args and call.arguments is not None:
+            args = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+        size += len(call.id) + len(call.name) + len(args)
+    return size
+
+
+def check_round(index: int, round_: Sequence[Message]) -> None:
+    """Raise ValueError unless every call in the round has a result and vice versa."""
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for message in round_:
+        if message.role == "assistant":
+            calls.update(c.id for c in message.tool_calls)
+        elif message.role == "tool":
+            if message.tool_call_id not in calls:
+                raise ValueError(
+                    f"round {index}: tool result {message.tool_call_id!r} answers no call "
+                    "made earlier in the same round"
+                )
+            answered.add(message.tool_call_id)
+    missing = calls - answered
+    if missing:
+        raise ValueError(f"round {index}: tool calls without a result: {sorted(missing)}")
+
+
+class ContextBudget:
+    """Builds requests that fit a token budget; deterministic for the same inputs."""
+
+    def __init__(
+        self,
+        budget_tokens: int,
+        recent_rounds: int,
+        *,
+        chars_per_token: float = 4.0,
+        per_message_overhead: int = 4,
+    ):
+        if budget_tokens < MIN_BUDGET_TOKENS:
+            raise ValueError(f"context budget must be at least {MIN_BUDGET_TOKENS} tokens")
+        if recent_rounds < 0:
+            raise ValueError("recent_rounds must not be negative")
+        if chars_per_token <= 0:
+            raise ValueError("chars_per_token must be positive")
+        self.budget_tokens = budget_tokens
+        self.recent_rounds = recent_rounds
+        self.chars_per_token = chars_per_token
+        self.per_message_overhead = per_message_overhead
+        # Reported tokens / estimated tokens, learned from usage (1.0 until calibrated).
+        self.correction = 1.0
+        self._calibrated = False
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextBudget(budget_tokens={self.budget_tokens}, recent_rounds="
+            f"{self.recent_rounds}, correction={self.correction:.3f})"
+        )
+
+    # -- estimation ---------------------------------------------------------------------
+
+    def _raw(self, messages: Sequence[Message]) -> float:
+        chars = sum(_message_chars(m) for m in messages)
+        return chars / self.chars_per_token
+
+    def estimate(self, messages: Sequence[Message]) -> int:
+        """Estimated prompt tokens of ``messages``, corrected by calibration."""
+        if not messages:
+            return 0
+        text_tokens = math.ceil(self._raw(messages) * self.correction)
+        return text_tokens + self.per_message_overhead * len(messages)
+
+    def calibrate(self, sent: Sequence[Message], reported_prompt_tokens: int) -> None:
+        """Correct the estimator from the prompt tokens a provider reported for ``sent``.
+
+        The first report sets the correction; later ones move it a third of the way,
+        so one odd response cannot swing it. It stays within 0.25..4.
+        """
+        overhead = self.per_message_overhead * len(sent)
+        raw = self._raw(sent)
+        if raw <= 0 or reported_prompt_tokens <= overhead:
+            return
+        observed = (reported_prompt_tokens - overhead) / raw
+        low, high = _CALIBRATION_RANGE
+        observed = min(max(observed, low), high)
+        if self._calibrated:
+            observed = self.correction + (observed - self.correction) / 3
+        self.correction = min(max(observed, low), high)
+        self._calibrated = True
+
+    def shrink(self, factor: float = 0.5) -> ContextBudget:
+        """A smaller budget (for the one retry after the provider said: too long)."""
+        if not 0 < factor < 1:
+            raise ValueError("shrink factor must be between 0 and 1")
+        smaller = ContextBudget(
+            max(MIN_BUDGET_TOKENS, int(self.budget_tokens * factor)),
+            self.recent_rounds,
+            chars_per_token=self.chars_per_token,
+            per_message_overhead=self.per_message_overhead,
+        )
+        smaller.correction = self.correction
+        smaller._calibrated = self._calibrated
+        return smaller
+
+    # -- building -----------------------------------------------------------------------
+
+    def _chars_for(self, tokens: float) -> int:
+        """How many characters ``tokens`` estimated tokens buy."""
+        return max(0, math.floor(tokens * self.chars_per_token / self.correction))
+
+    def _fit_pinned(self, pinned: list[Message], budget: int) -> list[Message]:
+        """Cut the longest blocks of the pinned messages (middle first) until they fit.
+
+        Blocks are paragraphs (separated by blank lines); each keeps its first lines, so
+        the intent and the first lines of the latest failure survive. The head user
+        message is cut before the system prompt.
+        """
+        order = [i for i, m in enumerate(pinned) if m.role != "system"]
+        order += [i for i, m in enumerate(pinned) if m.role == "system"]
+        for index in order:
+            blocks = pinned[index].content.split("\n\n")
+            for _ in range(4 * len(blocks) + 4):
+                excess = self.estimate(pinned) - budget
+                if excess <= 0:
+                    return pinned
+                longest = max(range(len(blocks)), key=lambda i: (len(blocks[i]), -i))
+                block = blocks[longest]
+                if len(block) <= _MIN_BLOCK_CHARS + len(_CUT_MARK) + 8:
+                    break
+                need = self._chars_for(excess) + len(_CUT_MARK) + 16
+                keep = max(_MIN_BLOCK_CHARS, len(block) - need)
+                blocks[longest] = cut_middle(block, keep)
+                pinned[index] = replace(pinned[index], content="\n\n".join(blocks))
+        # Last resort (a head made of many short blocks): cut the whole message text.
+        for index in order:
+            excess = self.estimate(pinned) - budget
+            if excess <= 0:
+                break
+            text = pinned[index].content
+            keep = max(0, len(text) - self._chars_for(excess) - len(_CUT_MARK) - 16)
+            pinned[index] = replace(pinned[index], content=cut_middle(text, keep))
+        return pinned
+
+    def _fit_round(self, round_: list[Message], room: int) -> list[Message] | None:
+        """The latest round cut in the middle of its texts until it fits ``room``.
+
+        Older tool outputs give way first, then the newest ones, then the assistant's
+        texts, and a user message (an act prompt) last and only down to its first lines.
+        Tool call arguments are never cut (they must stay JSON); nothing is removed, so
+        every call keeps its result.
+        """
+        last_call = max((i for i, m in enumerate(round_) if m.role == "assistant"), default=-1)
+        tools = [i for i, m in enumerate(round_) if m.role == "tool"]
+        older = [i for i in tools if i < last_call]
+        newest = [i for i in tools if i > last_call]
+        texts = [i for i, m in enumerate(round_) if m.role == "assistant"]
+        users = [i for i, m in enumerate(round_) if m.role not in ("tool", "assistant")]
+        passes = [(older + newest + texts, _MIN_RESULT_CHARS), (older + newest + texts, 0)]
+        passes.append((users, _MIN_BLOCK_CHARS))
+        for indexes, floor in passes:
+            for i in indexes:
+                excess = self.estimate(round_) - room
+                if excess <= 0:
+                    return round_
+                text = round_[i].content
+                keep = max(floor, len(text) - self._chars_for(excess) - len(_CUT_MARK) - 16)
+                round_[i] = replace(round_[i], content=cut_middle(text, keep))
+        return round_ if self.estimate(round_) <= room else None
+
+    def build(
+        self, pinned: Sequence[Message], rounds: Sequence[Sequence[Message]]
+    ) -> list[Message]:
+        """Pinned messages, then as many of the most recent whole rounds as fit.
+
+        At most ``recent_rounds`` rounds are kept verbatim, fewer when they do not fit;
+        older rounds are dropped whole and a note in the head says how many. If the
+        latest round alone does not fit, its tool outputs are cut in the middle rather
+        than dropping it (the model must see the answer to its last call). If the
+        pinned messages alone exceed the budget, their longest blocks are shrunk.
+        Raises ValueError for a round with a result that answers no call in it, or a
+        call without a result: that is the caller's bug, not something to hide.
+        """
+        for index, round_ in enumerate(rounds):
+            check_round(index, round_)
+        # Room for the omission note, added to the head when any round is left out.
+        note = _OMITTED_NOTE.format(n=10**6, s="s")
+        reserve = math.ceil(len(note) * self.correction / self.chars_per_token) + 2 if rounds else 0
+        # The head comes first, but the answer to the model's last call must fit too:
+        # the latest round is guaranteed up to half the budget.
+        latest = self.estimate(rounds[-1]) if rounds and self.recent_rounds else 0
+        head_budget = max(self.budget_tokens // 2, self.budget_tokens - latest) - reserve
+        head = self._fit_pinned(list(pinned), head_budget)
+        room = self.budget_tokens - reserve - self.estimate(head)
+        candidates = list(rounds)[-self.recent_rounds :] if self.recent_rounds else []
+        dropped = len(rounds) - len(candidates)
+        kept: list[list[Message]] = []
+        for position, round_ in enumerate(reversed(candidates)):
+            cost = self.estimate(round_)
+            if cost <= room:
+                kept.append(list(round_))
+                room -= cost
+                continue
+            if position == 0:
+                fitted = self._fit_round(list(round_), room)
+                if fitted is not None:
+                    kept.append(fitted)
+                    room -= self.estimate(fitted)
+            break
+        dropped += len(candidates) - len(kept)
+        if dropped and head and head[-1].role == "user":
+            note = _OMITTED_NOTE.format(n=dropped, s="" if dropped == 1 else "s")
+            head[-1] = replace(head[-1], content=head[-1].content + note)
+        result = head + [m for round_ in reversed(kept) for m in round_]
+        return result
+
+
+def complete_in_budget(
+    model: Model,
+    budget: ContextBudget,
+    pinned: Sequence[Message],
+    rounds: Sequence[Sequence[Message]],
+    tools: Sequence[ToolSpec],
+    *,
+    role: str = "act",
+    timeout_s: float | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[Reply, list[Message], ContextBudget]:
+    """One model call within the budget: build, send, calibrate from reported usage.
+
+    When the provider says the request is too long, trim once to half the budget and
+    retry; a second refusal propagates. Returns the reply, the messages sent and the
+    budget to use from now on (the smaller one after a trim).
+    """
+    messages = budget.build(pinned, rounds)
+    try:
+        reply = model.complete(messages, tools, role=role, timeout_s=timeout_s)
+    except ContextTooLong as exc:
+        smaller = budget.shrink()
+        if on_event is not None:
+            on_event(
+                {
+                    "event": "context_trimmed",
+                    "from_tokens": budget.budget_tokens,
+                    "to_tokens": smaller.budget_tokens,
+                    "reason": str(exc),
+                }
+            )
+        budget = smaller
+        messages = budget.build(pinned, rounds)
+        reply = model.complete(messages, tools, role=role, timeout_s=timeout_s)
+    if reply.usage.prompt_tokens:
+        budget.calibrate(messages, reply.usage.prompt_tokens)
+    return reply, messages, budget

@@ -1,0 +1,136 @@
+"""Hard caps, checked by the engine whatever the model does.
+
+Each cap that trips has its own named reason. Caps are checked before every model call,
+after every iteration, and before starting an iteration: an iteration the remaining
+budget cannot fund (judged by what the last one cost) is not started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from looprun.loop.outcome import Stop
+from looprun.template.model import Limits
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a run has used so far, and what its last iteration cost."""
+
+    iterations: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    elapsed_s: float = 0.0
+    per_tool: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    last_tokens: int = 0
+    last_cost_usd: float = 0.0
+    last_duration_s: float = 0.0
+
+
+def _exhausted(code: str, reason: str) -> Stop:
+    return Stop("exhausted", reason, code)
+
+
+def check_spent(limits: Limits, spent: Spent) -> Stop | None:
+    """A cap already reached (tokens, cost, time), whatever comes next."""
+    if limits.max_tokens is not None and spent.tokens >= limits.max_tokens:
+        return _exhausted(
+            "max_tokens", f"max_tokens reached ({spent.tokens} of {limits.max_tokens})"
+        )
+    if limits.max_cost_usd is not None and spent.cost_usd >= limits.max_cost_usd:
+        return _exhausted(
+            "max_cost_usd",
+            f"max_cost_usd reached (${spent.cost_usd:.4f} of ${limits.max_cost_usd})",
+        )
+    if limits.timeout_s is not None and spent.elapsed_s >= limits.timeout_s:
+        return _exhausted(
+            "timeout", f"timeout reached ({spent.elapsed_s:.1f}s of {limits.timeout_s:g}s)"
+        )
+    return None
+
+
+def before_iteration(limits: Limits, spent: Spent) -> Stop | None:
+    """May another iteration start? Also refuses one the remaining budget cannot fund."""
+    if spent.iterations >= limits.max_iterations:
+        return _exhausted("max_iterations", "max_iterations reached")
+    stop = check_spent(limits, spent)
+    if stop is not None:
+        return stop
+    if spent.iterations == 0:
+        return None
+    if limits.max_tokens is not None and spent.last_tokens > limits.max_tokens - spent.tokens:
+        return _exhausted(
+            "max_tokens",
+            f"max_tokens: {limits.max_tokens - spent.tokens} tokens left cannot fund an iteration "
+            f"(the last one used {spent.last_tokens})",
+        )
+    if (
+        limits.max_cost_usd is not None
+        and spent.last_cost_usd > limits.max_cost_usd - spent.cost_usd
+    ):
+        return _exhausted(
+            "max_cost_usd",
+            f"max_cost_usd: ${limits.max_cost_usd - spent.cost_usd:.4f} left cannot fund an "
+            f"iteration (the last one cost ${spent.last_cost_usd:.4f})",
+        )
+    if limits.timeout_s is not None and spent.last_duration_s > limits.timeout_s - spent.elapsed_s:
+        return _exhausted(
+            "timeout",
+            f"timeout: {limits.timeout_s - spent.elapsed_s:.1f}s left cannot fund an iteration "
+            f"(the last one took {spent.last_duration_s:.1f}s)",
+        )
+    return None
+
+
+def before_tool_call(limits: Limits, spent: Spent, tool: str) -> Stop | None:
+    """Would one more call of ``tool`` exceed its per-tool cap?"""
+    cap = limits.per_tool.get(tool)
+    if cap is not None and spent.per_tool.get(tool, 0) >= cap:
+        return _exhausted(f"per_tool.{tool}", f"per_tool limit for {tool} reached ({cap} calls)")
+    return None
+
+
+def remaining_time(limits: Limits, spent: Spent) -> float | None:
+    """Seconds left on the wall clock, for a model call's timeout and tools' deadline."""
+    if limits.timeout_s is None:
+        return None
+    return max(0.0, limits.timeout_s - spent.elapsed_s)
+
+
+def budget_facts(limits: Limits, spent: Spent) -> dict[str, Any]:
+    """The ``budget`` record conditions see."""
+
+    def left(cap: float | None, used: float) -> float | None:
+        return None if cap is None else max(0, cap - used)
+
+    return {
+        "iterations": spent.iterations,
+        "tokens": spent.tokens,
+        "cost_usd": round(spent.cost_usd, 6),
+        "elapsed_s": round(spent.elapsed_s, 3),
+        "per_tool": dict(spent.per_tool),
+        "remaining_iterations": max(0, limits.max_iterations - spent.iterations),
+        "remaining_tokens": left(limits.max_tokens, spent.tokens),
+        "remaining_cost_usd": left(limits.max_cost_usd, spent.cost_usd),
+        "remaining_s": left(limits.timeout_s, spent.elapsed_s),
+    }
+
+
+def limit_report(limits: Limits, spent: Spent) -> list[dict[str, Any]]:
+    """Each limit with its current value against its maximum, for ``observe/<n>.json``."""
+    rows: list[dict[str, Any]] = [
+        {"limit": "max_iterations", "current": spent.iterations, "max": limits.max_iterations},
+        {"limit": "max_tokens", "current": spent.tokens, "max": limits.max_tokens},
+        {"limit": "max_cost_usd", "current": round(spent.cost_usd, 6), "max": limits.max_cost_usd},
+        {"limit": "timeout", "current": round(spent.elapsed_s, 3), "max": limits.timeout_s},
+    ]
+    for tool, cap in sorted(limits.per_tool.items()):
+        rows.append(
+            {"limit": f"per_tool.{tool}", "current": spent.per_tool.get(tool, 0), "max": cap}
+        )
+    if limits.max_repeats is not None:
+        rows.append({"limit": "max_repeats", "current": None, "max": limits.max_repeats})
+    return rows

@@ -1,0 +1,163 @@
+"""The small protocols the loop core depends on, and the bundle that carries them.
+
+The engine knows nothing of HTTP, git or YAML: the model, tools, workspace, observers,
+journal and clock all come in through these ports, so tests and outer loops swap
+implementations by passing different objects, never by monkeypatching.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from looprun.models.base import Message, Model, ToolCall, ToolSpec
+from looprun.observe.base import Observation
+from looprun.template.model import Constraints, ObserverSpec
+
+
+class ViolationLike(Protocol):
+    rule: str
+    message: str
+    tool: str
+    detail: str
+
+
+class ToolOutcome(Protocol):
+    content: str
+    is_error: bool
+    violation: ViolationLike | None
+    changed: tuple[str, ...]
+
+
+class Toolbox(Protocol):
+    def specs(self) -> list[ToolSpec]: ...
+    def call(self, call: ToolCall) -> ToolOutcome: ...
+
+
+class ToolboxFactory(Protocol):
+    """Builds the act turn's tools for one iteration, bounded by the run's deadline."""
+
+    def __call__(
+        self, constraints: Constraints, tools: Sequence[str], *, deadline: float | None
+    ) -> Toolbox: ...
+
+
+class Workspace(Protocol):
+    """The working tree: base, checkpoints on private refs, restore, diff."""
+
+    def base(self) -> str: ...
+    def checkpoint(self, ref: str) -> str: ...
+    def restore(self, ref_or_sha: str) -> None: ...
+    def diff(self, base: str | None = None) -> str: ...
+    def changed_files(self, base: str | None = None) -> list[str]: ...
+
+
+class Guard(Protocol):
+    """The policy checks the engine runs on the real diff after each act turn."""
+
+    def check_diff(self, diff_text: str) -> Sequence[ViolationLike]: ...
+    def needs_approval(self, rel_paths: Iterable[str]) -> list[str]: ...
+
+
+class Observer(Protocol):
+    """Runs one observer on the real working tree and returns what it found."""
+
+    def observe(
+        self,
+        spec: ObserverSpec,
+        context: Mapping[str, Any],
+        *,
+        deadline: float | None,
+        base: str,
+    ) -> Observation: ...
+
+
+class Journal(Protocol):
+    """Where a run records itself; every call is durable when it returns."""
+
+    def event(self, kind: str, **data: Any) -> None: ...
+    def save_state(self, state: Mapping[str, Any]) -> None: ...
+    def save_observation(self, number: int, record: Mapping[str, Any]) -> None: ...
+    def exchange(self, record: Mapping[str, Any]) -> None: ...
+    def save_summary(self, summary: Mapping[str, Any]) -> None: ...
+
+
+class ContextBuilder(Protocol):
+    """Fits the pinned messages and the most recent rounds into the context budget."""
+
+    def build(
+        self, pinned: Sequence[Message], rounds: Sequence[Sequence[Message]]
+    ) -> list[Message]: ...
+
+
+class Approver(Protocol):
+    """Asks a person about changes under ``approve`` paths; None when nobody can answer."""
+
+    def ask(self, paths: Sequence[str], diff: str) -> bool | None: ...
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class NoApprover:
+    """Non-interactive runs: nobody to ask, so the run stops as escalated."""
+
+    def ask(self, paths: Sequence[str], diff: str) -> bool | None:
+        return None
+
+
+class KeepRecent:
+    """A plain context builder: pinned messages plus the last ``recent_rounds`` rounds whole."""
+
+    def __init__(self, budget_tokens: int = 0, recent_rounds: int = 3):
+        self.recent_rounds = recent_rounds
+
+    def build(
+        self, pinned: Sequence[Message], rounds: Sequence[Sequence[Message]]
+    ) -> list[Message]:
+        kept = list(rounds)[-self.recent_rounds :] if self.recent_rounds else []
+        return [*pinned, *(m for r in kept for m in r)]
+
+
+class NullJournal:
+    """Records nothing; for outer loops' dry runs and benchmarks."""
+
+    def event(self, kind: str, **data: Any) -> None:
+        pass
+
+    def save_state(self, state: Mapping[str, Any]) -> None:
+        pass
+
+    def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
+        pass
+
+    def exchange(self, record: Mapping[str, Any]) -> None:
+        pass
+
+    def save_summary(self, summary: Mapping[str, Any]) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Everything one loop needs from the outside world."""
+
+    model: Model  # the act role
+    toolbox: ToolboxFactory
+    workspace: Workspace
+    guard: Guard
+    observer: Observer
+    journal: Journal
+    context: ContextBuilder
+    plan_model: Model | None = None  # defaults to ``model``
+    approver: Approver = field(default_factory=NoApprover)
+    clock: Clock = field(default_factory=SystemClock)
+    report: Callable[[str], None] = lambda line: None  # one progress line per step

@@ -1,0 +1,341 @@
+"""Wiring for the command line: real implementations behind the loop's ports.
+
+``run_from_cli`` starts a run, ``resume_from_cli`` continues one after a crash, a kill
+or an approval pause, ``runs_from_cli`` lists them. Progress goes to stderr; with
+``--json`` stdout carries only the summary object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from looprun.errors import UsageError
+from looprun.journal import RunJournal, list_runs
+from looprun.loop.engine import Engine, RunInfo, with_iterations
+from looprun.loop.inputs import build_inputs, parse_sets
+from looprun.loop.outcome import RunResult
+from looprun.loop.ports import KeepRecent, NoApprover, Ports
+from looprun.loop.state import LoopState
+from looprun.models.base import Model
+from looprun.observe.base import Observation
+from looprun.template.model import Constraints, ObserverSpec, Template
+
+Echo = Callable[[str], None]
+
+
+def _err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+# -- the real implementations behind the ports -----------------------------------------------
+
+
+@dataclass
+class RealObserver:
+    """Runs observers with the observe runner on the real working tree."""
+
+    workdir: Path
+    artifacts: Path
+    git_dir: Path | None
+    constraints: Constraints | None
+
+    def observe(
+        self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
+    ) -> Observation:
+        from looprun.observe.runner import run_observer
+
+        return run_observer(
+            spec,
+            context,
+            workdir=self.workdir,
+            artifacts=self.artifacts,
+            base=base,
+            git_dir=self.git_dir,
+            deadline=deadline,
+            constraints=self.constraints,
+        )
+
+
+class TtyApprover:
+    """Shows the diff and asks, when a person is at the terminal."""
+
+    def ask(self, paths: Sequence[str], diff: str) -> bool | None:
+        _err("These changes touch paths that need approval: " + ", ".join(paths))
+        _err(diff[:20_000])
+        return click.confirm("Approve these changes?", default=False, err=True)
+
+
+def _models(
+    template: Template, model: str | None, plan_model: str | None, base_url: str | None
+) -> tuple[Model, Model, dict[str, str]]:
+    """The act and plan models; one shared object when both roles name the same script."""
+    try:
+        from looprun.models.registry import model_ref_for_role, resolve_model
+    except ImportError:  # pragma: no cover - the registry is part of every release
+        from looprun.models.scripted import ScriptedModel
+
+        ref = model or template.models.get("act") or ""
+        if not ref.startswith("script:"):
+            raise UsageError("only script: models are available in this build") from None
+        m = ScriptedModel.from_file(ref.removeprefix("script:"))
+        return m, m, {"act": ref, "plan": ref}
+    refs = {
+        role: model_ref_for_role(
+            role,
+            cli_model=model,
+            cli_role_models={"plan": plan_model},
+            template_models=template.models,
+        )
+        for role in ("act", "plan")
+    }
+    refs = {r: _absolute_script(v) for r, v in refs.items()}
+    act = resolve_model(refs["act"], base_url=base_url)
+    plan = act if refs["plan"] == refs["act"] else resolve_model(refs["plan"], base_url=base_url)
+    return act, plan, refs
+
+
+def _absolute_script(ref: str) -> str:
+    if ref.startswith("script:"):
+        return "script:" + str(Path(ref.removeprefix("script:")).expanduser().resolve())
+    return ref
+
+
+def build_ports(
+    template: Template,
+    workdir: Path,
+    journal: RunJournal,
+    *,
+    act: Model,
+    plan: Model,
+    report: Echo,
+    interactive: bool,
+    base: str | None = None,
+) -> tuple[Ports, Any]:
+    """Real tools, workspace, observers and context budget for one run."""
+    from looprun.act.policy import Policy
+    from looprun.act.tools import Toolbox
+    from looprun.workspace import Workspace
+
+    assert template.act is not None
+    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base)
+    try:
+        from looprun.loop.context import ContextBudget
+
+        context: Any = ContextBudget(template.context.budget_tokens, template.context.recent_rounds)
+    except (ImportError, ValueError):
+        context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
+
+    def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
+        return Toolbox(ws.workdir, constraints, tools, deadline=deadline)
+
+    git_dir = getattr(ws.git, "git_dir", None)
+    ports = Ports(
+        model=act,
+        plan_model=plan,
+        toolbox=toolbox,
+        workspace=ws,
+        guard=Policy(ws.workdir, template.act.constraints),
+        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, template.act.constraints),
+        journal=journal,
+        context=context,
+        approver=TtyApprover() if interactive else NoApprover(),
+        report=report,
+    )
+    return ports, ws
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _load(ref: str) -> Template:
+    from looprun.template.loader import load_template
+
+    return load_template(ref)
+
+
+def _resolve_ref(ref: str) -> str:
+    """A template path made absolute (resume runs from anywhere); built-in names stay."""
+    p = Path(ref).expanduser()
+    return str(p.resolve()) if p.exists() else ref
+
+
+def _workdir(path: str) -> Path:
+    wd = Path(path).expanduser().resolve()
+    if not wd.is_dir():
+        raise UsageError(f"--workdir {path}: not a directory")
+    return wd
+
+
+def _emit(result: RunResult, as_json: bool) -> int:
+    if as_json:
+        click.echo(json.dumps(result.summary(), indent=2))
+    elif not result.finished:
+        state = result.summary()["state"]
+        done = ", ".join(state["tasks_completed"]) or "none"
+        _err(
+            f"  tasks completed: {done}; files changed so far: "
+            f"{', '.join(state['changed_files']) or 'none'}"
+        )
+        if result.last_failure:
+            _err("  last failure: " + result.last_failure.splitlines()[0][:200])
+        _err(f"  run: {result.run_dir}  (looprun resume {result.run_id})")
+    return result.exit_code
+
+
+def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> None:
+    if commit and result.finished:
+        sha = ws.commit_to_branch(f"looprun {template.name}: {result.reason}")
+        _err(f"committed {sha[:12]} to the current branch")
+
+
+# -- the commands ---------------------------------------------------------------------------
+
+
+def run_from_cli(**options: Any) -> int:
+    """``looprun TEMPLATE --intent ...``: returns the outcome's exit code."""
+    workdir = _workdir(options.get("workdir") or ".")
+    ref = _resolve_ref(options["template"])
+    template = _load(ref)
+    sets = parse_sets(options.get("sets") or ())
+    inputs = build_inputs(template.inputs, options.get("intent"), sets)
+    act, plan, refs = _models(
+        template, options.get("model"), options.get("plan_model"), options.get("base_url")
+    )
+    journal = RunJournal.create(workdir)
+    invocation = {
+        "template": ref,
+        "intent": options.get("intent"),
+        "sets": sets,
+        "models": refs,
+        "base_url": options.get("base_url"),
+        "max_iterations": options.get("max_iterations"),
+        "commit": bool(options.get("commit")),
+        "workdir": str(workdir),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    journal.save_invocation(invocation)
+    with journal:
+        return _drive(
+            template,
+            workdir,
+            journal,
+            inputs,
+            invocation,
+            act,
+            plan,
+            as_json=bool(options.get("as_json")),
+            state=None,
+            approval=None,
+        )
+
+
+def _drive(
+    template: Template,
+    workdir: Path,
+    journal: RunJournal,
+    inputs: Mapping[str, Any],
+    invocation: Mapping[str, Any],
+    act: Model,
+    plan: Model,
+    *,
+    as_json: bool,
+    state: LoopState | None,
+    approval: bool | None,
+) -> int:
+    report = _err
+    ports, ws = build_ports(
+        template,
+        workdir,
+        journal,
+        act=act,
+        plan=plan,
+        report=report,
+        interactive=_interactive() and not as_json,
+        base=state.base if state is not None and state.base else None,
+    )
+    _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
+    run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
+    limits = with_iterations(template.limits, invocation.get("max_iterations"))
+    engine = Engine(template, ports, inputs=inputs, run=run, limits=limits, state=state)
+    result = engine.run(approval=approval)
+    _finish(result, ws, bool(invocation.get("commit")), template)
+    return _emit(result, as_json)
+
+
+def resume_from_cli(
+    *, run_id: str, workdir: str | None, approve: bool, reject: bool, as_json: bool
+) -> int:
+    """``looprun resume RUN_ID``: continue from the last completed step."""
+    if approve and reject:
+        raise UsageError("--approve and --reject exclude each other")
+    wd = _workdir(workdir or ".")
+    journal = RunJournal.open(wd, run_id)
+    with journal:
+        invocation = journal.load_invocation()
+        raw_state = journal.load_state()
+        if raw_state is None:
+            raise UsageError(f"run {journal.run_id} has no saved state yet; start it again")
+        state = LoopState.from_dict(raw_state)
+        approval = True if approve else False if reject else None
+        stop = state.stop or {}
+        if state.pending is not None:
+            if approval is None:
+                raise UsageError(
+                    f"run {journal.run_id} waits for approval of "
+                    f"{', '.join(state.pending.get('paths', []))}; "
+                    "resume with --approve or --reject"
+                )
+        elif stop and stop.get("outcome") != "error":
+            raise UsageError(
+                f"run {journal.run_id} already ended {stop.get('outcome')}: {stop.get('reason')}"
+            )
+        elif approval is not None:
+            raise UsageError(f"run {journal.run_id} is not waiting for an approval")
+        state.stop = None
+        template = _load(invocation["template"])
+        inputs = build_inputs(
+            template.inputs, invocation.get("intent"), invocation.get("sets") or {}
+        )
+        models = invocation.get("models") or {}
+        act, plan, _ = _models(
+            template, models.get("act"), models.get("plan"), invocation.get("base_url")
+        )
+        _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
+        return _drive(
+            template,
+            wd,
+            journal,
+            inputs,
+            invocation,
+            act,
+            plan,
+            as_json=as_json,
+            state=state,
+            approval=approval,
+        )
+
+
+def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
+    """``looprun runs``: every run in the workdir with its outcome."""
+    wd = _workdir(workdir or ".")
+    rows = list_runs(wd)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        return 0
+    if not rows:
+        click.echo(f"no runs under {wd / '.looprun' / 'runs'}")
+        return 0
+    for r in rows:
+        click.echo(
+            f"{r.run_id}  {r.outcome:<11} {r.iterations:>3} it  {Path(r.template).name}  {r.reason}"
+        )
+    return 0

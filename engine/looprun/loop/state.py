@@ -1,0 +1,121 @@
+"""The loop's resumable state: what must survive a crash to continue where it stopped.
+
+This is the one mutable record of a run. It is saved atomically after every completed
+step (plan, iteration, stop), and a resumed run starts from it: the working tree is
+restored to ``current`` and the scripted model seeks back to its saved position, so an
+interrupted iteration is redone once, never half-applied and never applied twice.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from looprun.loop.limits import Spent
+from looprun.loop.plan import PlannedTask
+from looprun.loop.progress import Progress
+from looprun.models.base import Message, ToolCall
+
+STATE_VERSION = 1
+
+
+def message_to_dict(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "name": c.name,
+                "arguments": dict(c.arguments) if c.arguments else None,
+                "raw_arguments": c.raw_arguments,
+                "error": c.error,
+            }
+            for c in m.tool_calls
+        ]
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    if m.is_error:
+        out["is_error"] = True
+    return out
+
+
+def message_from_dict(d: Mapping[str, Any]) -> Message:
+    calls = tuple(
+        ToolCall(c["id"], c["name"], c.get("arguments"), c.get("raw_arguments", ""), c.get("error"))
+        for c in d.get("tool_calls") or ()
+    )
+    return Message(
+        d["role"], d.get("content", ""), calls, d.get("tool_call_id"), bool(d.get("is_error"))
+    )
+
+
+@dataclass
+class LoopState:
+    base: str = ""  # tree of the start state
+    current: str = ""  # checkpoint the next iteration starts from
+    previous: str = ""  # checkpoint before the last iteration
+    last_green: str = ""  # last checkpoint where every observer was ok
+    task_start: str = ""  # checkpoint the current task started from
+    tasks: list[PlannedTask] | None = None
+    task_index: int = 0
+    task_iteration: int = 0  # iterations done in the current task
+    task_attempt: int = 1  # restarts of the current task (replan in static mode)
+    task_results: list[dict[str, Any]] = field(default_factory=list)
+    iterations: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    elapsed_s: float = 0.0
+    per_tool: dict[str, int] = field(default_factory=dict)
+    last_tokens: int = 0
+    last_cost_usd: float = 0.0
+    last_duration_s: float = 0.0
+    progress: Progress = field(default_factory=Progress)
+    feedback: str = ""
+    last_failure: str = ""
+    attempts: list[str] = field(default_factory=list)
+    rounds: list[list[Message]] = field(default_factory=list)
+    last_facts: dict[str, Any] = field(default_factory=dict)  # observer facts, for prompts
+    approved: list[str] = field(default_factory=list)
+    pending: dict[str, Any] | None = None  # an approval waiting for a person
+    model_positions: dict[str, int] = field(default_factory=dict)
+    stop: dict[str, Any] | None = None  # set once the run has ended
+
+    def spent(self, elapsed_s: float) -> Spent:
+        return Spent(
+            iterations=self.iterations,
+            tokens=self.prompt_tokens + self.completion_tokens,
+            cost_usd=self.cost_usd,
+            elapsed_s=elapsed_s,
+            per_tool=dict(self.per_tool),
+            last_tokens=self.last_tokens,
+            last_cost_usd=self.last_cost_usd,
+            last_duration_s=self.last_duration_s,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        special = {"tasks", "progress", "rounds"}
+        data = {
+            k: copy.deepcopy(getattr(self, k))
+            for k in self.__dataclass_fields__
+            if k not in special
+        }
+        data["version"] = STATE_VERSION
+        data["tasks"] = None if self.tasks is None else [t.to_dict() for t in self.tasks]
+        data["progress"] = {
+            "fingerprint": self.progress.fingerprint,
+            "repeats": self.progress.repeats,
+        }
+        data["rounds"] = [[message_to_dict(m) for m in r] for r in self.rounds]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
+        d = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if d.get("tasks") is not None:
+            d["tasks"] = [PlannedTask.from_dict(t) for t in d["tasks"]]
+        d["progress"] = Progress(**(d.get("progress") or {}))
+        d["rounds"] = [[message_from_dict(m) for m in r] for r in d.get("rounds") or []]
+        return cls(**d)

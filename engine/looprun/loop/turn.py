@@ -1,0 +1,140 @@
+"""One act turn: the inner tool-calling loop.
+
+The model calls tools until it answers without a tool call or the turn reaches
+``act.max_steps``. Every tool call the model makes is answered (a refused or unrun call
+gets an error result), so a conversation never holds an orphaned call. Caps are checked
+before every model call and every tool call; a cap that trips ends the turn with a Stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from looprun.errors import LooprunError
+from looprun.loop import limits as caps
+from looprun.loop.outcome import Stop
+from looprun.loop.ports import Ports, ToolOutcome
+from looprun.loop.progress import normalise_action
+from looprun.loop.state import LoopState, message_to_dict
+from looprun.models.base import Message, ToolCall
+from looprun.template.model import ActSpec, Limits
+
+TOOL_LOG_CHARS = 2_000
+
+
+@dataclass
+class Turn:
+    """What one act turn did."""
+
+    messages: list[Message] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)  # names, in call order
+    actions: list[str] = field(default_factory=list)  # normalised, for the fingerprint
+    refusals: list[dict[str, Any]] = field(default_factory=list)
+    tokens: int = 0
+    cost_usd: float = 0.0
+    stop: Stop | None = None
+
+
+def _not_run(call: ToolCall, why: str) -> Message:
+    return Message("tool", f"not run: {why}", tool_call_id=call.id, is_error=True)
+
+
+def act_turn(
+    ports: Ports,
+    act: ActSpec,
+    limits: Limits,
+    state: LoopState,
+    pinned: Sequence[Message],
+    prompt: str,
+    *,
+    elapsed: Callable[[], float],
+    iteration: int,
+) -> Turn:
+    turn = Turn(messages=[Message("user", prompt)])
+    deadline_left = caps.remaining_time(limits, state.spent(elapsed()))
+    deadline = None if deadline_left is None else ports.clock.monotonic() + deadline_left
+    toolbox = ports.toolbox(act.constraints, act.tools, deadline=deadline)
+    specs = toolbox.specs()
+    steps = 0
+    while True:
+        spent = state.spent(elapsed())
+        turn.stop = caps.check_spent(limits, spent)
+        if turn.stop is not None:
+            return turn
+        messages = ports.context.build(pinned, [*state.rounds, turn.messages])
+        try:
+            reply = ports.model.complete(
+                messages, specs, role="act", timeout_s=caps.remaining_time(limits, spent)
+            )
+        except LooprunError:
+            turn.stop = caps.check_spent(limits, state.spent(elapsed()))
+            if turn.stop is None:
+                raise
+            return turn
+        used = reply.usage.total_tokens
+        state.prompt_tokens += reply.usage.prompt_tokens
+        state.completion_tokens += reply.usage.completion_tokens
+        state.cost_usd += reply.cost_usd
+        turn.tokens += used
+        turn.cost_usd += reply.cost_usd
+        ports.journal.exchange(
+            {
+                "iteration": iteration,
+                "role": "act",
+                "model": reply.model or ports.model.ref,
+                "request": [message_to_dict(m) for m in messages],
+                "reply": message_to_dict(reply.message),
+                "finish": reply.finish,
+                "usage": {
+                    "prompt_tokens": reply.usage.prompt_tokens,
+                    "completion_tokens": reply.usage.completion_tokens,
+                    "cost_usd": reply.cost_usd,
+                },
+            }
+        )
+        turn.messages.append(reply.message)
+        if not reply.message.tool_calls:
+            return turn
+        for call in reply.message.tool_calls:
+            if turn.stop is not None or steps >= act.max_steps:
+                why = "the run stopped" if turn.stop else f"act.max_steps ({act.max_steps}) reached"
+                turn.messages.append(_not_run(call, why))
+                continue
+            turn.stop = caps.before_tool_call(limits, state.spent(elapsed()), call.name)
+            if turn.stop is not None:
+                ports.journal.event("limit", iteration=iteration, **turn.stop.to_dict())
+                turn.messages.append(_not_run(call, turn.stop.reason))
+                continue
+            steps += 1
+            state.per_tool[call.name] = state.per_tool.get(call.name, 0) + 1
+            result = toolbox.call(call)
+            _record(ports, turn, call, result, iteration)
+        if turn.stop is not None or steps >= act.max_steps:
+            return turn
+
+
+def _record(ports: Ports, turn: Turn, call: ToolCall, result: ToolOutcome, iteration: int) -> None:
+    turn.tools.append(call.name)
+    turn.actions.append(normalise_action(call.name, call.arguments))
+    turn.messages.append(
+        Message("tool", result.content, tool_call_id=call.id, is_error=result.is_error)
+    )
+    content = result.content
+    if len(content) > TOOL_LOG_CHARS:
+        content = content[:TOOL_LOG_CHARS] + f"... [{len(result.content)} chars]"
+    event: dict[str, Any] = {
+        "iteration": iteration,
+        "tool": call.name,
+        "arguments": dict(call.arguments) if call.arguments is not None else call.raw_arguments,
+        "is_error": result.is_error,
+        "changed": list(result.changed),
+        "result": content,
+    }
+    if result.violation is not None:
+        v = result.violation
+        refusal = {"rule": v.rule, "message": v.message, "tool": v.tool, "detail": v.detail}
+        turn.refusals.append(refusal)
+        ports.journal.event("policy_violation", iteration=iteration, **refusal)
+    ports.journal.event("tool_call", **event)

@@ -1,0 +1,108 @@
+"""Prices per model, in US dollars per million tokens, and the cost of a reply's usage.
+
+A small built-in table of public list prices; the config file's ``prices:`` adds models or
+overrides these. A model without a price costs 0 and is flagged as unknown, so the engine
+can warn that ``limits.max_cost_usd`` cannot be enforced for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from looprun.models.base import Usage
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million tokens. ``cached_input`` defaults to ``input`` and
+    ``cache_write`` (Anthropic's cache creation) to 1.25 x ``input``."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+    cache_write: float | None = None
+
+    def cost(self, usage: Usage) -> float:
+        cached = min(usage.cached_tokens, usage.prompt_tokens)
+        writes = min(usage.cache_write_tokens, usage.prompt_tokens - cached)
+        plain = usage.prompt_tokens - cached - writes
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        write_rate = self.input * 1.25 if self.cache_write is None else self.cache_write
+        total = (
+            plain * self.input
+            + cached * cached_rate
+            + writes * write_rate
+            + usage.completion_tokens * self.output
+        )
+        return total / 1_000_000
+
+
+def _p(inp: float, out: float, cached: float | None = None, write: float | None = None) -> Price:
+    return Price(inp, out, cached, write)
+
+
+# Public list prices (standard tier, USD per million tokens) at the time of writing.
+BUILTIN_PRICES: Mapping[str, Price] = MappingProxyType(
+    {
+        # OpenAI
+        "gpt-5": _p(1.25, 10.0, 0.125),
+        "gpt-5-mini": _p(0.25, 2.0, 0.025),
+        "gpt-5-nano": _p(0.05, 0.40, 0.005),
+        "gpt-4.1": _p(2.0, 8.0, 0.50),
+        "gpt-4.1-mini": _p(0.40, 1.60, 0.10),
+        "gpt-4.1-nano": _p(0.10, 0.40, 0.025),
+        "gpt-4o": _p(2.50, 10.0, 1.25),
+        "gpt-4o-mini": _p(0.15, 0.60, 0.075),
+        "o3": _p(2.0, 8.0, 0.50),
+        "o4-mini": _p(1.10, 4.40, 0.275),
+        # Anthropic (cache reads at 0.1 x input, 5-minute cache writes at 1.25 x input)
+        "claude-opus-4-5": _p(5.0, 25.0, 0.50, 6.25),
+        "claude-opus-4-1": _p(15.0, 75.0, 1.50, 18.75),
+        "claude-opus-4": _p(15.0, 75.0, 1.50, 18.75),
+        "claude-sonnet-4-5": _p(3.0, 15.0, 0.30, 3.75),
+        "claude-sonnet-4": _p(3.0, 15.0, 0.30, 3.75),
+        "claude-3-7-sonnet": _p(3.0, 15.0, 0.30, 3.75),
+        "claude-haiku-4-5": _p(1.0, 5.0, 0.10, 1.25),
+        "claude-3-5-haiku": _p(0.80, 4.0, 0.08, 1.0),
+    }
+)
+
+# A dated snapshot ("gpt-4o-mini-2024-07-18", "claude-haiku-4-5-20251001") or "-latest".
+_SNAPSHOT = re.compile(r"^-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
+
+
+class PriceTable:
+    """Built-in prices overlaid with the user's; looks names up the way providers spell them."""
+
+    def __init__(self, extra: Mapping[str, Price] | None = None, *, builtin: bool = True):
+        table = dict(BUILTIN_PRICES) if builtin else {}
+        table.update(extra or {})
+        self._table = MappingProxyType(table)
+
+    @property
+    def models(self) -> Mapping[str, Price]:
+        return self._table
+
+    def lookup(self, model: str) -> Price | None:
+        """Exact name; else without a router prefix (``openai/gpt-4o``); else the base
+        name of a dated snapshot. Never a looser match: a wrong price is worse than none."""
+        candidates = [model]
+        if "/" in model:
+            candidates.append(model.rsplit("/", 1)[1])
+        for name in candidates:
+            if name in self._table:
+                return self._table[name]
+            for known in sorted(self._table, key=len, reverse=True):
+                if name.startswith(known) and _SNAPSHOT.match(name[len(known) :]):
+                    return self._table[known]
+        return None
+
+    def cost(self, model: str, usage: Usage) -> tuple[float, bool]:
+        """(cost in USD, whether the price was known)."""
+        price = self.lookup(model)
+        if price is None:
+            return 0.0, False
+        return price.cost(usage), True

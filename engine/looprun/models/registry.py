@@ -1,0 +1,160 @@
+"""Model references (``openai:<model>``, ``anthropic:<model>``, ``script:<file>``) to
+Model objects, and which reference each role uses.
+
+Precedence for every setting: command line > environment > config file > template.
+Environment: ``LOOPRUN_MODEL`` (every role), ``LOOPRUN_<ROLE>_MODEL`` (one role, e.g.
+``LOOPRUN_PLAN_MODEL``), ``LOOPRUN_BASE_URL`` (openai-compatible server),
+``ANTHROPIC_BASE_URL``; keys from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` or the
+variables the config file names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from looprun.config import Config
+from looprun.errors import ModelError, UsageError
+from looprun.models import anthropic, openai
+from looprun.models.base import Model
+from looprun.models.http import EventSink, JsonClient, describe_server
+from looprun.models.pricing import PriceTable
+from looprun.proc import secret_values
+
+SCHEMES = ("openai", "anthropic", "script")
+# Template values meaning "no preference": fall through to the next source.
+_NO_PREFERENCE = frozenset({"", "default"})
+
+
+def _split(ref: str) -> tuple[str, str]:
+    scheme, sep, rest = ref.partition(":")
+    if not sep or scheme not in SCHEMES or not rest.strip():
+        raise UsageError(
+            f"unknown model reference {ref!r}: use one of "
+            + ", ".join(f"{s}:<{'file' if s == 'script' else 'model'}>" for s in SCHEMES)
+        )
+    return scheme, rest.strip()
+
+
+def _is_local(url: str) -> bool:
+    host = httpx.URL(url).host
+    return host in ("localhost", "127.0.0.1", "::1") or host.endswith(".local")
+
+
+def resolve_model(
+    ref: str,
+    *,
+    base_url: str | None = None,
+    config: Config | None = None,
+    on_event: EventSink | None = None,
+    env: Mapping[str, str] | None = None,
+    transport: httpx.BaseTransport | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Model:
+    """A Model for ``ref``. ``base_url`` (from ``--base-url``) applies to openai models.
+
+    A hosted server without its API key is refused here, before any run starts. The key
+    is read from the environment and lives only in the client's request headers.
+    """
+    scheme, name = _split(ref)
+    if scheme == "script":
+        from looprun.models.scripted import ScriptedModel
+
+        return ScriptedModel.from_file(name)
+    env = os.environ if env is None else env
+    config = config or Config()
+    prices = PriceTable(config.prices)
+    extra: dict[str, Any] = {"on_event": on_event, "transport": transport}
+    if sleep is not None:
+        extra["sleep"] = sleep
+    if scheme == "openai":
+        url = base_url or env.get("LOOPRUN_BASE_URL") or config.base_url or openai.DEFAULT_BASE_URL
+        key_env = config.api_key_env.get("openai", openai.DEFAULT_KEY_ENV)
+        key = env.get(key_env, "")
+        if not key and url.rstrip("/") == openai.DEFAULT_BASE_URL:
+            raise ModelError(
+                f"openai model {name!r} at {describe_server(url)}: no API key; set {key_env} "
+                "(or point --base-url / LOOPRUN_BASE_URL at a local server)"
+            )
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        client = JsonClient(
+            provider="openai",
+            model=name,
+            url=url.rstrip("/") + "/chat/completions",
+            headers=headers,
+            key_env=key_env,
+            secrets=[key, *secret_values(env)],
+            policy=config.retry,
+            **extra,
+        )
+        official = httpx.URL(url).host == "api.openai.com"
+        return openai.OpenAIModel(
+            name,
+            client,
+            prices=prices,
+            max_output_tokens=config.max_output_tokens,
+            output_tokens_field="max_completion_tokens" if official else "max_tokens",
+        )
+    url = env.get("ANTHROPIC_BASE_URL") or config.anthropic_base_url or anthropic.DEFAULT_BASE_URL
+    key_env = config.api_key_env.get("anthropic", anthropic.DEFAULT_KEY_ENV)
+    key = env.get(key_env, "")
+    if not key and not _is_local(url):
+        raise ModelError(
+            f"anthropic model {name!r} at {describe_server(url)}: no API key; set {key_env}"
+        )
+    headers = {"anthropic-version": anthropic.API_VERSION}
+    if key:
+        headers["x-api-key"] = key
+    client = JsonClient(
+        provider="anthropic",
+        model=name,
+        url=url.rstrip("/") + "/v1/messages",
+        headers=headers,
+        key_env=key_env,
+        secrets=[key, *secret_values(env)],
+        policy=config.retry,
+        **extra,
+    )
+    return anthropic.AnthropicModel(
+        name, client, prices=prices, max_output_tokens=config.max_output_tokens
+    )
+
+
+def model_ref_for_role(
+    role: str,
+    *,
+    cli_model: str | None = None,
+    cli_role_models: Mapping[str, str | None] | None = None,
+    env: Mapping[str, str] | None = None,
+    config: Config | None = None,
+    template_models: Mapping[str, str] | None = None,
+) -> str:
+    """The model reference for ``role``: command line > environment > config > template.
+
+    Within each source a role-specific setting beats the all-roles one (``--plan-model``
+    over ``--model``; ``LOOPRUN_PLAN_MODEL`` over ``LOOPRUN_MODEL``; config
+    ``models.plan`` over ``models.default``). Raises UsageError when nothing names one.
+    """
+    env = os.environ if env is None else env
+    config = config or Config()
+    candidates = [
+        (cli_role_models or {}).get(role),
+        cli_model,
+        env.get(f"LOOPRUN_{role.upper()}_MODEL"),
+        env.get("LOOPRUN_MODEL"),
+        config.models.get(role),
+        config.models.get("default"),
+        (template_models or {}).get(role),
+        (template_models or {}).get("default"),
+    ]
+    for ref in candidates:
+        if ref and ref.strip() not in _NO_PREFERENCE:
+            _split(ref.strip())
+            return ref.strip()
+    raise UsageError(
+        f"no model for the {role} role: pass --model (e.g. openai:gpt-4o-mini, "
+        "script:FILE), set LOOPRUN_MODEL, or set models in the config file"
+    )

@@ -1,0 +1,276 @@
+"""Line-oriented diagnostics (``file:line:col: message``) from any tool, with presets.
+
+Option ``pattern``: a Python regex with named groups ``file``, ``line``, ``col``,
+``message``, and optionally ``severity``, ``rule``. Option ``preset``: one of
+``PRESETS`` (mypy, pyright, tsc, eslint, eslint-compact, gcc, clang, rustc, go-vet,
+pytest). The text is the report ``file`` when one is given, else the command output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from looprun.observe.base import Item, Observation, ParseInput
+from looprun.observe.feedback import clip, render, tail
+from looprun.observe.normalise import failure_signature
+from looprun.observe.pytest_text import PytestText
+from looprun.observe.reports import (
+    ReportProblem,
+    display_path,
+    max_feedback,
+    option,
+    report_path,
+    signature_of,
+    unusable,
+)
+from looprun.template.expressions import freeze
+
+NAME = "regex"
+FACTS = frozenset(
+    {"errors", "warnings", "notes", "total", "tests", "passed", "failed", "skipped", "failing"}
+)
+EMPTY_FACTS: dict[str, Any] = {
+    "errors": 0,
+    "warnings": 0,
+    "notes": 0,
+    "total": 0,
+    "tests": 0,
+    "passed": 0,
+    "failed": 0,
+    "skipped": 0,
+    "failing": [],
+}
+
+_LOC = r"(?P<file>[^\s:(][^:(\n]*?):(?P<line>\d+)"
+_GCC = (
+    rf"^{_LOC}:(?P<col>\d+): (?P<severity>fatal error|error|warning|note): "
+    r"(?P<message>.*?)(?: \[(?P<rule>-W[\w=+-]+)\])?$"
+)
+PRESETS: dict[str, tuple[str, ...]] = {
+    "mypy": (
+        rf"^{_LOC}(?::(?P<col>\d+))?: (?P<severity>error|warning|note): "
+        r"(?P<message>.*?)(?:  \[(?P<rule>[\w-]+)\])?$",
+    ),
+    "pyright": (
+        r"^\s*(?P<file>.+?):(?P<line>\d+):(?P<col>\d+) - (?P<severity>error|warning|information): "
+        r"(?P<message>.*?)(?: \((?P<rule>report\w+)\))?$",
+    ),
+    "tsc": (
+        r"^(?P<file>[^\s(][^(\n]*?)\((?P<line>\d+),(?P<col>\d+)\): (?P<severity>error|warning) "
+        r"(?P<rule>TS\d+): (?P<message>.*)$",
+        rf"^{_LOC}:(?P<col>\d+) - (?P<severity>error|warning) (?P<rule>TS\d+): (?P<message>.*)$",
+    ),
+    "eslint": (
+        rf"^{_LOC}:(?P<col>\d+): (?P<message>.*?) "
+        r"\[(?P<severity>Error|Warning)(?:/(?P<rule>[^\]]+))?\]$",
+        r"^(?P<file>.+?): line (?P<line>\d+), col (?P<col>\d+), (?P<severity>Error|Warning) - "
+        r"(?P<message>.*?)(?: \((?P<rule>[\w/@-]+)\))?$",
+    ),
+    "eslint-compact": (
+        r"^(?P<file>.+?): line (?P<line>\d+), col (?P<col>\d+), (?P<severity>Error|Warning) - "
+        r"(?P<message>.*?)(?: \((?P<rule>[\w/@-]+)\))?$",
+    ),
+    "gcc": (_GCC,),
+    "clang": (_GCC,),
+    "rustc": (
+        rf"^{_LOC}:(?P<col>\d+): (?P<severity>error|warning|note)(?:\[(?P<rule>E\d+)\])?: "
+        r"(?P<message>.*)$",
+    ),
+    "go-vet": (
+        r"^(?:vet: )?(?P<file>[^\s:][^:\n]*\.go):(?P<line>\d+):(?P<col>\d+): (?P<message>.*)$",
+    ),
+    "pytest": (),  # handled by pytest_text
+}
+_SEVERITY = {
+    "fatal error": "error",
+    "error": "error",
+    "warning": "warning",
+    "note": "note",
+    "information": "note",
+    "info": "note",
+    "hint": "note",
+}
+_RANK = {"error": 3, "warning": 2, "note": 1}
+_MAX_ITEMS = 2000
+
+
+def _lines(data: ParseInput) -> tuple[Iterator[str], str]:
+    """The text to scan, line by line, and what to call it in messages."""
+    if data.file is not None:
+        path = report_path(data)
+        shown = display_path(path, data.workdir)
+
+        def read() -> Iterator[str]:
+            try:
+                with path.open("r", encoding="utf-8", errors="replace") as fh:
+                    yield from fh
+            except OSError as exc:
+                raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
+
+        return read(), shown
+    if data.output is None:
+        raise ReportProblem("nothing to read: give a report `file` or a command to `run`")
+    return iter(data.output.splitlines()), "the command output"
+
+
+def _compile(data: ParseInput) -> tuple[str, list[re.Pattern[str]]]:
+    preset = option(data, "preset")
+    pattern = option(data, "pattern")
+    if preset is not None and pattern is not None:
+        raise ReportProblem("give either option `preset` or option `pattern`, not both")
+    if pattern is not None:
+        try:
+            rx = re.compile(str(pattern))
+        except re.error as exc:
+            raise ReportProblem(f"option `pattern` is not a valid regex: {exc}") from None
+        if "message" not in rx.groupindex:
+            raise ReportProblem("option `pattern` needs a named group (?P<message>...)")
+        return "pattern", [rx]
+    if preset is None:
+        raise ReportProblem(f"option `preset` ({', '.join(PRESETS)}) or `pattern` is required")
+    if preset not in PRESETS:
+        raise ReportProblem(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+    return str(preset), [re.compile(p) for p in PRESETS[preset]]
+
+
+def _group(m: re.Match[str], name: str) -> str | None:
+    return m.groupdict().get(name)
+
+
+def _scan(
+    lines: Iterable[str], patterns: list[re.Pattern[str]], workdir: str
+) -> tuple[list[Item], dict[str, int]]:
+    from looprun.observe.traceback import project_path
+
+    items: list[Item] = []
+    counts = {"errors": 0, "warnings": 0, "notes": 0}
+    for raw in lines:
+        line = raw.rstrip("\r\n")
+        for rx in patterns:
+            m = rx.search(line)
+            if not m:
+                continue
+            sev = _SEVERITY.get((_group(m, "severity") or "error").lower(), "error")
+            counts[{"error": "errors", "warning": "warnings", "note": "notes"}[sev]] += 1
+            if len(items) < _MAX_ITEMS:
+                file = _group(m, "file")
+                if file:
+                    file = project_path(file, workdir) or file.strip()
+                ln, col = _group(m, "line"), _group(m, "col")
+                rule = _group(m, "rule")
+                items.append(
+                    Item(
+                        id=rule or file or "line",
+                        rule=rule,
+                        severity=sev,
+                        message=clip((_group(m, "message") or line).strip(), 300),
+                        file=file,
+                        line=int(ln) if ln and ln.isdigit() else None,
+                        col=int(col) if col and col.isdigit() else None,
+                    )
+                )
+            break
+    return items, counts
+
+
+class RegexParser:
+    """Diagnostics matched line by line by a preset or a custom pattern."""
+
+    name = NAME
+    facts = FACTS
+    empty_facts = EMPTY_FACTS
+
+    def parse(self, data: ParseInput) -> Observation:
+        try:
+            preset, patterns = _compile(data)
+            lines, shown = _lines(data)
+            if preset == "pytest":
+                text = PytestText(workdir=str(data.workdir))
+                text.feed(lines)
+                return _pytest_observation(data, text, shown)
+            items, counts = _scan(lines, patterns, str(data.workdir))
+        except ReportProblem as exc:
+            return unusable(NAME, data, str(exc), EMPTY_FACTS)
+        return _observation(data, preset, items, counts, shown)
+
+
+def _exit_note(data: ParseInput, shown: str, found: bool) -> str:
+    if data.exit_code in (None, 0) or found:
+        return ""
+    note = f"the command exited {data.exit_code} but no line of {shown} matched"
+    if data.output:
+        note += "\n" + tail(data.output, max_feedback(data) // 2)
+    return note
+
+
+def _observation(
+    data: ParseInput, preset: str, items: list[Item], counts: dict[str, int], shown: str
+) -> Observation:
+    counts = {**counts, "total": sum(counts.values())}
+    threshold = _RANK.get(str(option(data, "fail_on", "error")), 3)
+    failing = [i for i in items if _RANK[i.severity] >= threshold]
+    bad = sum(n for k, n in counts.items() if k != "total" and _RANK[k[:-1]] >= threshold)
+    ok = bad == 0 and data.exit_code in (None, 0)
+    header = (
+        f"{preset}: {counts['errors']} errors, {counts['warnings']} warnings, "
+        f"{counts['notes']} notes"
+    )
+    note = _exit_note(data, shown, bool(items))
+    return Observation(
+        parser=NAME,
+        ok=ok,
+        exit_code=data.exit_code,
+        counts=freeze(counts),
+        items=tuple(items),
+        signature=failure_signature(
+            [(f"{i.id} {i.file or ''}", i.message) for i in failing]
+            or ([(f"exit {data.exit_code}", "")] if not ok else [])
+        ),
+        feedback=render(header, items, max_bytes=max_feedback(data), footer=note, noun="more"),
+        facts=freeze({**EMPTY_FACTS, **counts}),
+    )
+
+
+def _pytest_observation(data: ParseInput, text: PytestText, shown: str) -> Observation:
+    items = text.items()
+    counts = text.counts(items)
+    ran = counts["tests"] - counts["skipped"]
+    bad = counts["failed"] + counts["errors"]
+    ok = bad == 0 and ran > 0 and data.exit_code in (None, 0)
+    summary = ", ".join(
+        f"{v} {k}" for k, v in counts.items() if k != "tests" and (v or k == "passed")
+    )
+    header = f"tests: {summary} ({counts['tests']} tests)"
+    notes = []
+    if ran == 0 and bad == 0:
+        notes.append(f"no tests ran according to {shown}")
+    if bad == 0 and not items:
+        extra = _exit_note(data, shown, False)
+        if extra:
+            notes.append(extra)
+    failing = list(dict.fromkeys(i.id for i in items))
+    facts = {
+        **counts,
+        "failing": failing,
+        "total": bad,
+        "warnings": text.tally.get("warnings", 0),
+        "notes": 0,
+    }
+    return Observation(
+        parser=NAME,
+        ok=ok,
+        exit_code=data.exit_code,
+        counts=freeze(counts),
+        items=tuple(items),
+        signature=signature_of(items, None if ok or items else "; ".join(notes)[:200]),
+        feedback=render(
+            header,
+            items,
+            max_bytes=max_feedback(data),
+            footer="\n".join(notes),
+            noun="more failing",
+        ),
+        facts=freeze(facts),
+    )

@@ -1,0 +1,108 @@
+"""Shared plumbing for parsers: locating the report, option access, failed observations.
+
+Parsers never raise on bad input; they return ``unusable(...)``: ok is false and
+``error`` names the file and the problem, and every declared fact is still present
+(with an empty value) so conditions such as ``tests.failed > 0`` keep evaluating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from looprun.observe.base import Item, Observation, ParseInput
+from looprun.observe.feedback import DEFAULT_MAX_FEEDBACK, tail
+from looprun.observe.normalise import failure_signature
+from looprun.template.expressions import freeze
+
+
+class ReportProblem(Exception):
+    """Internal: the report cannot be used; the message names the file and the problem."""
+
+
+def display_path(path: Path, workdir: Path) -> str:
+    """``path`` relative to the workdir when inside it, else as given."""
+    try:
+        return path.resolve().relative_to(workdir.resolve()).as_posix()
+    except (ValueError, OSError):
+        return str(path)
+
+
+def report_path(data: ParseInput) -> Path:
+    """The report file to read; raises ReportProblem when none is usable."""
+    if data.file is None:
+        raise ReportProblem("no report file given (set `file:` on the observer)")
+    path = data.file if data.file.is_absolute() else data.workdir / data.file
+    shown = display_path(path, data.workdir)
+    if not path.exists():
+        if data.exit_code is not None:
+            raise ReportProblem(
+                f"{shown}: report not found; the command (exit {data.exit_code}) did not write it"
+            )
+        raise ReportProblem(f"{shown}: report not found")
+    if path.is_dir():
+        raise ReportProblem(f"{shown}: is a directory, not a report file")
+    try:
+        if path.stat().st_size == 0:
+            raise ReportProblem(f"{shown}: report is empty")
+    except OSError as exc:
+        raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    return path
+
+
+def read_text(path: Path, shown: str) -> str:
+    try:
+        return path.read_bytes().decode("utf-8-sig", "replace")
+    except OSError as exc:
+        raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
+
+
+def option(data: ParseInput, name: str, default: Any = None) -> Any:
+    value = data.options.get(name, default) if isinstance(data.options, Mapping) else default
+    return default if value is None else value
+
+
+def max_feedback(data: ParseInput) -> int:
+    try:
+        return max(256, int(option(data, "max_feedback", DEFAULT_MAX_FEEDBACK)))
+    except (TypeError, ValueError):
+        return DEFAULT_MAX_FEEDBACK
+
+
+def as_list(value: Any) -> list[str]:
+    """An option that may be one string or a list of strings."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def unusable(
+    parser: str,
+    data: ParseInput,
+    message: str,
+    empty_facts: Mapping[str, Any] | None = None,
+    counts: Mapping[str, int | float] | None = None,
+) -> Observation:
+    """An observation that could not be made: ok false, the reason, the output tail."""
+    feedback = f"{parser}: {message}"[:1000]
+    if data.output:
+        feedback += "\n" + tail(data.output, max(256, max_feedback(data) - len(feedback) - 1))
+    return Observation(
+        parser=parser,
+        ok=False,
+        exit_code=data.exit_code,
+        counts=freeze(dict(counts or {})),
+        signature=failure_signature([], message),
+        feedback=feedback,
+        facts=freeze(dict(empty_facts or {})),
+        error=message,
+    )
+
+
+def signature_of(items: list[Item] | tuple[Item, ...], error: str | None = None) -> str:
+    return failure_signature(
+        ((i.id, i.message) for i in items if i.severity in ("error", "failure")), error
+    )

@@ -1,0 +1,181 @@
+"""Run one observer: decide whether it applies, run its command, parse what it produced.
+
+The observer's ``run`` is trusted, reviewed template config and runs through a shell,
+with a timeout that kills its process group. A report file left from an earlier
+iteration is deleted before the command runs, so a stale report can never pass as
+fresh; a report missing afterwards is a failed observation, not a crash.
+
+A skipped observer (its ``when`` is false) gives ``ran=False, ok=True``: the template
+said the check does not apply. Conditions that need the check to have run use
+``name.ran and name.ok``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from looprun.observe.base import Observation, ParseInput
+from looprun.observe.feedback import tail
+from looprun.observe.normalise import failure_signature
+from looprun.observe.registry import get_parser
+from looprun.proc import run_process, secret_values
+from looprun.template.expressions import freeze
+from looprun.template.model import Constraints, ObserverSpec
+
+# git_diff options that default to the act constraints when the observer does not set them.
+_CONSTRAINT_DEFAULTS = ("allow", "deny", "forbidden_patterns", "max_lines")
+
+
+def _redact(text: str | None, secrets: list[str]) -> str | None:
+    if not text:
+        return text
+    for value in secrets:
+        text = text.replace(value, "***")
+    return text
+
+
+def _with_constraints(
+    parser: str, options: Mapping[str, Any], constraints: Constraints | None
+) -> dict[str, Any]:
+    merged = dict(options)
+    if parser != "git_diff" or constraints is None:
+        return merged
+    defaults = {
+        "allow": list(constraints.paths.allow),
+        "deny": list(constraints.paths.deny),
+        "forbidden_patterns": list(constraints.forbidden_patterns),
+        "max_lines": constraints.max_diff_lines,
+    }
+    for key in _CONSTRAINT_DEFAULTS:
+        if merged.get(key) is None and defaults[key]:
+            merged[key] = defaults[key]
+    return merged
+
+
+def _empty_facts(parser: object) -> dict[str, Any]:
+    facts = getattr(parser, "empty_facts", None)
+    return dict(facts) if isinstance(facts, Mapping) else {}
+
+
+def observe_command(
+    parser_name: str,
+    *,
+    workdir: Path,
+    command: str | None = None,
+    file: Path | None = None,
+    options: Mapping[str, Any] | None = None,
+    timeout_s: float | None = 600.0,
+    deadline: float | None = None,
+    base: str | None = None,
+    git_dir: Path | None = None,
+    on_output: Callable[[bytes], None] | None = None,
+    output_log: Path | None = None,
+) -> Observation:
+    """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output."""
+    parser = get_parser(parser_name)
+    report = None if file is None else (file if file.is_absolute() else workdir / file)
+    output: str | None = None
+    exit_code: int | None = None
+    timed_out = False
+    secrets = secret_values()
+    if command is not None:
+        if report is not None and report.is_file():
+            report.unlink()  # never let an old report pass as this run's result
+        result = run_process(
+            command,
+            cwd=workdir,
+            timeout_s=timeout_s,
+            shell=True,
+            deadline=deadline,
+            on_output=on_output,
+        )
+        output, exit_code, timed_out = (
+            _redact(result.output, secrets),
+            result.exit_code,
+            result.timed_out,
+        )
+        if output_log is not None:
+            output_log.parent.mkdir(parents=True, exist_ok=True)
+            tmp = output_log.with_suffix(output_log.suffix + ".tmp")
+            tmp.write_text(output or "", "utf-8")
+            tmp.replace(output_log)
+    data = ParseInput(
+        workdir=workdir,
+        file=report,
+        output=output,
+        exit_code=exit_code,
+        timed_out=timed_out,
+        options=freeze(dict(options or {})),
+        base=base,
+        git_dir=git_dir,
+    )
+    try:
+        obs = parser.parse(data)
+    except Exception as exc:
+        message = f"parser {parser_name!r} failed: {type(exc).__name__}: {exc}"
+        obs = Observation(
+            parser=parser_name,
+            ok=False,
+            error=message,
+            signature=failure_signature([], message),
+            feedback=message,
+            facts=freeze(_empty_facts(parser)),
+        )
+    changes: dict[str, Any] = {"exit_code": exit_code}
+    if timed_out and parser_name != "exit_code":
+        message = (
+            f"the command timed out after {timeout_s:g}s" if timeout_s else "the command timed out"
+        )
+        changes.update(
+            ok=False,
+            error=message if obs.error is None else f"{message}; {obs.error}",
+            feedback=f"{message}\n{tail(output or '', 2048)}\n{obs.feedback}"[:4096],
+            signature=failure_signature([], message),
+        )
+    changes["feedback"] = _redact(changes.get("feedback", obs.feedback), secrets) or ""
+    if obs.error:
+        changes["error"] = _redact(changes.get("error", obs.error), secrets)
+    return dataclasses.replace(obs, **changes)
+
+
+def run_observer(
+    spec: ObserverSpec,
+    context: Mapping[str, Any],
+    *,
+    workdir: Path,
+    artifacts: Path,
+    base: str | None,
+    git_dir: Path | None,
+    deadline: float | None,
+    on_output: Callable[[bytes], None] | None = None,
+    constraints: Constraints | None = None,
+) -> Observation:
+    """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates."""
+    if spec.when is not None and not spec.when.evaluate(context):
+        parser = get_parser(spec.parser)
+        return Observation(
+            parser=spec.parser,
+            ok=True,
+            ran=False,
+            feedback=f"{spec.name}: skipped (`{spec.when.source}` is false)",
+            signature=failure_signature([]),
+            facts=freeze(_empty_facts(parser)),
+        )
+    command = spec.run.render(context) if spec.run is not None else None
+    file = Path(spec.file.render(context).strip()) if spec.file is not None else None
+    return observe_command(
+        spec.parser,
+        workdir=workdir,
+        command=command,
+        file=file,
+        options=_with_constraints(spec.parser, spec.options, constraints),
+        timeout_s=spec.timeout_s,
+        deadline=deadline,
+        base=base,
+        git_dir=git_dir,
+        on_output=on_output,
+        output_log=artifacts / f"{spec.name}.output.txt" if command is not None else None,
+    )

@@ -1,0 +1,139 @@
+"""Key lines of a failure's traceback: the assertion, ``E`` lines, the innermost project frame.
+
+Understands Python (standard and pytest styles), Java/JavaScript ``at ...`` frames and the
+bare ``file.ext:LINE`` references of Go and Rust. "Project" frames are files inside the
+working tree: relative paths, or absolute paths under it, and never installed packages.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from looprun.observe.feedback import clip
+
+_PY_STD = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_PY_TEST = re.compile(
+    r"^\s*(?P<file>[^\s:<>][^:\n]*?\.[A-Za-z]\w{0,5}):(?P<line>\d+): (?:in \S+|\w+)"
+)
+_AT = re.compile(
+    r"^\s*at (?P<where>.*?)\(?(?P<file>[^\s()]+?\.[A-Za-z]\w{0,5}):(?P<line>\d+)(?::\d+)?\)?\s*$"
+)
+_BARE = re.compile(r"(?P<file>[\w./\\-]*\w\.[A-Za-z]\w{0,5}):(?P<line>\d+)(?::\d+)?")
+_LIBRARY = re.compile(
+    r"site-packages|dist-packages|node_modules|<frozen|/lib/python\d|node:internal|^internal/|"
+    r"^\s*at (?:java|javax|jdk|sun|kotlin|scala|org\.junit|junit|org\.apache\.maven|"
+    r"org\.gradle|org\.opentest4j|org\.testng|org\.hamcrest|org\.assertj|worker\.org\.gradle)\."
+)
+_HEAD_BYTES = 32_000
+_TAIL_BYTES = 32_000
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    text: str  # the traceback line the frame was read from
+
+
+def bounded(text: str) -> str:
+    """Head and tail of a huge traceback: the key lines live at either end."""
+    if len(text) <= _HEAD_BYTES + _TAIL_BYTES:
+        return text
+    return text[:_HEAD_BYTES] + "\n…\n" + text[-_TAIL_BYTES:]
+
+
+def project_path(path: str, workdir: str | None) -> str | None:
+    """``path`` relative to the project, or None for files outside it (libraries, stdlib)."""
+    path = path.strip().replace("\\", "/") if not re.match(r"^[A-Za-z]:\\", path) else path
+    if _LIBRARY.search(path) or path.startswith("<"):
+        return None
+    if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
+        if not workdir:
+            return None
+        root = workdir.rstrip("/") + "/"
+        if not path.startswith(root):
+            return None
+        path = path[len(root) :]
+    while path.startswith("./"):
+        path = path[2:]
+    return str(PurePosixPath(path)) if path else None
+
+
+def frames(text: str, workdir: str | None = None) -> list[Frame]:
+    """Project frames, innermost first."""
+    python: list[Frame] = []
+    at: list[Frame] = []
+    bare: list[Frame] = []
+    for raw in bounded(text).splitlines():
+        m = _PY_STD.match(raw) or _PY_TEST.match(raw)
+        if m:
+            f = project_path(m["file"], workdir)
+            if f:
+                python.append(Frame(f, int(m["line"]), raw.strip()))
+            continue
+        m = _AT.match(raw)
+        if m:
+            if not _LIBRARY.search(raw):
+                f = project_path(m["file"], workdir)
+                if f:
+                    at.append(Frame(f, int(m["line"]), raw.strip()))
+            continue
+        for m in _BARE.finditer(raw):
+            f = project_path(m["file"], workdir)
+            if f and not f[0].isdigit():
+                bare.append(Frame(f, int(m["line"]), raw.strip()))
+    return list(reversed(python)) + at + bare
+
+
+def innermost(text: str, workdir: str | None = None) -> Frame | None:
+    found = frames(text, workdir)
+    return found[0] if found else None
+
+
+_E_LINE = re.compile(r"^\s*E\s+\S")
+_SOURCE_LINE = re.compile(r"^\s*>\s")
+_FRAME_LINE = re.compile(r"^\s*(?:at |File \")")
+
+
+def _e_lines(lines: list[str]) -> list[str]:
+    return [ln.strip() for ln in lines if _E_LINE.match(ln)]
+
+
+def first_assertion(message: str | None, text: str | None) -> str:
+    """The line that says what went wrong: the first ``E`` line of a pytest traceback,
+    else the message's first line, else the text's first line."""
+    lines = bounded(text or "").splitlines()
+    for ln in _e_lines(lines):
+        stripped = ln[1:].strip()
+        if stripped:
+            return clip(stripped, 300)
+    for candidate in [*(message or "").splitlines(), *lines]:
+        if candidate.strip():
+            return clip(candidate.strip(), 300)
+    return ""
+
+
+def key_lines(text: str | None, workdir: str | None = None, *, max_lines: int = 8) -> str:
+    """A few lines that explain a failure, bounded to about 800 characters."""
+    if not text:
+        return ""
+    lines = bounded(text).splitlines()
+    picked: list[str] = []
+    errors = _e_lines(lines)
+    found = frames(text, workdir)
+    if errors:
+        source = [ln.strip() for ln in lines if _SOURCE_LINE.match(ln)]
+        picked.extend(source[-1:])
+        picked.extend(errors[: max_lines - 2])
+        picked.extend(f.text for f in found[:1])
+    else:  # the message lines before the first frame, then the innermost project frames
+        for ln in lines:
+            if _FRAME_LINE.match(ln) or len(picked) >= max_lines // 2:
+                break
+            if ln.strip():
+                picked.append(ln.strip())
+        picked.extend(f.text for f in found[:2] if f.text not in picked)
+    out = "\n".join(clip(ln, 200) for ln in picked[:max_lines])
+    return clip(out, 800)

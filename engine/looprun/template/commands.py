@@ -1,0 +1,87 @@
+"""`looprun validate` and `looprun explain`: the template commands behind the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from looprun.errors import EXIT_DONE, EXIT_INVALID, Location, Problem, TemplateError
+from looprun.template.compose import FRAGMENT_KEYS, compose
+from looprun.template.loader import load_template
+from looprun.template.yamlpos import load_document
+
+Echo = Callable[..., None]
+
+_NOT_IN_FRAGMENTS = ("name", "extends", "plan", "each_task", "act", "exit", "refine")
+
+
+def _is_fragment(path: Path) -> bool:
+    """A file without a name that holds only fragment keys (observer packs, input sets)."""
+    try:
+        data = load_document(path).data
+    except TemplateError:
+        return False
+    return (
+        isinstance(data, dict)
+        and not any(k in data for k in _NOT_IN_FRAGMENTS)
+        and any(k in data for k in FRAGMENT_KEYS)
+    )
+
+
+def check_fragment(path: Path) -> list[Problem]:
+    """Validate a fragment on its own: composition, schema (minus template-only keys), observers."""
+    from looprun.template.build import Builder
+    from looprun.template.schema_check import schema_problems
+
+    doc = compose(path, fragment=True)
+    problems = [
+        p for p in schema_problems(doc) if not p.message.startswith("missing required key")
+    ]
+    builder = Builder(doc)
+    builder.inputs()
+    builder.observe()
+    return [*problems, *builder.problems]
+
+
+def check_file(ref: str) -> list[Problem]:
+    """Every problem in one template or fragment file (empty when it is valid)."""
+    path = Path(ref)
+    try:
+        if path.is_file() and _is_fragment(path):
+            return check_fragment(path)
+        load_template(ref)
+    except TemplateError as exc:
+        return list(exc.problems)
+    return []
+
+
+def validate(paths: Iterable[str], *, quiet: bool = False, echo: Echo = print) -> int:
+    """Validate each file; print `path: OK` or each problem as `path:line:col: message`."""
+    refs = list(paths)
+    bad_files = 0
+    count = 0
+    for ref in refs:
+        problems = check_file(ref)
+        if not problems:
+            if not quiet:
+                echo(f"{ref}: OK")
+            continue
+        bad_files += 1
+        count += len(problems)
+        for problem in sorted(problems, key=_order):
+            echo(str(problem))
+    if count and len(refs) > 1:
+        echo(f"{count} problem{'s' if count != 1 else ''} in {bad_files} of {len(refs)} files")
+    return EXIT_INVALID if count else EXIT_DONE
+
+
+def _order(problem: Problem) -> tuple[str, int, int]:
+    loc: Location = problem.location
+    return (loc.file, loc.line, loc.col)
+
+
+def explain(ref: str, fmt: str = "text") -> str:
+    """The resolved template as text, a Mermaid flowchart, or JSON."""
+    from looprun.template.explain import explain as render
+
+    return render(load_template(ref), fmt)

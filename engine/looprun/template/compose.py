@@ -1,0 +1,208 @@
+"""Composition: ``extends`` a parent template and ``include`` fragments, with positions kept.
+
+Merge rules (one rule set, applied at every level):
+
+* mappings merge key by key, recursively;
+* scalars and lists replace what they override (``refine``, ``exit``, ``act.tools``,
+  ``plan.tasks``, path globs ...: restate the whole list to change it);
+* ``key: null`` removes the key (``observe: {lint: null}`` drops an inherited observer).
+
+Order: the parent (``extends``) first, then each ``include`` fragment in order, then the
+file's own content. Every value keeps the location of the file it came from, so a
+mistake inside a parent or a fragment is reported in that file.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from looprun.errors import Location, Problem, TemplateError
+from looprun.resources import builtin_names, builtin_template
+from looprun.template.suggest import did_you_mean
+from looprun.template.yamlpos import Document, JsonPath, load_document
+
+# What a fragment may contribute; ``looprun``, ``description`` and ``include`` are its own.
+FRAGMENT_KEYS = ("inputs", "models", "act", "observe", "exit", "refine", "limits", "context")
+_FRAGMENT_OWN = ("looprun", "description", "include")
+MAX_DEPTH = 16
+
+
+def display(path: Path) -> str:
+    """A path as the user would like to read it: relative to the working directory if inside."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def resolve_ref(ref: str, base_dir: Path) -> Path | None:
+    """A referenced template: a path relative to ``base_dir`` first, else a built-in name."""
+    candidate = Path(ref).expanduser()
+    if not candidate.is_absolute():
+        candidate = base_dir / candidate
+    if candidate.exists():
+        return candidate
+    name = ref.removesuffix(".yaml").removesuffix(".yml")
+    return builtin_template(name)
+
+
+def missing_ref_message(ref: str) -> str:
+    hint = did_you_mean(ref.removesuffix(".yaml").removesuffix(".yml"), _all_builtins())
+    return (
+        f"cannot find template '{ref}': no such file next to this template and no built-in "
+        f"template of that name{hint}"
+    )
+
+
+def _all_builtins() -> list[str]:
+    from looprun.resources import templates_dir
+
+    names = set(builtin_names())
+    names.update(
+        str(p.relative_to(templates_dir()).with_suffix("")) for p in templates_dir().glob("*/*.yaml")
+    )
+    return sorted(names)
+
+
+@dataclass
+class _Layer:
+    """Mutable merge state: data plus the location of every value and key."""
+
+    data: dict[str, Any]
+    values: dict[JsonPath, Location]
+    keys: dict[JsonPath, Location]
+    blocks: dict[JsonPath, Location]
+
+    @classmethod
+    def empty(cls) -> _Layer:
+        return cls({}, {}, {}, {})
+
+    def merge(self, doc: Document, skip: tuple[str, ...] = ()) -> None:
+        body = {k: v for k, v in doc.data.items() if k not in skip}
+        if () in doc.values:
+            self.values[()] = doc.values[()]
+        self._merge_map(self.data, body, (), doc)
+
+    def _merge_map(self, dst: dict[str, Any], src: dict[str, Any], path: JsonPath, doc: Document) -> None:
+        for key, value in src.items():
+            child = (*path, key)
+            if value is None:
+                dst.pop(key, None)
+                self._forget(child)
+                continue
+            if isinstance(value, dict):
+                if not isinstance(dst.get(key), dict):
+                    dst[key] = {}
+                    self._forget(child)
+                self._take(child, doc, subtree=False)
+                self._merge_map(dst[key], value, child, doc)
+                continue
+            dst[key] = copy.deepcopy(value)
+            self._forget(child)
+            self._take(child, doc, subtree=True)
+
+    def _forget(self, prefix: JsonPath) -> None:
+        n = len(prefix)
+        for table in (self.values, self.keys, self.blocks):
+            for p in [p for p in table if p[:n] == prefix]:
+                del table[p]
+
+    def _take(self, prefix: JsonPath, doc: Document, *, subtree: bool) -> None:
+        n = len(prefix)
+        for mine, theirs in ((self.values, doc.values), (self.keys, doc.keys), (self.blocks, doc.blocks)):
+            if subtree:
+                mine.update({p: loc for p, loc in theirs.items() if p[:n] == prefix})
+            else:
+                for p in (prefix,):
+                    if p in theirs:
+                        mine[p] = theirs[p]
+
+    def document(self, path: Path) -> Document:
+        return Document(path, self.data, self.values, self.keys, self.blocks)
+
+
+def _ref_list(doc: Document, key: str, problems: list[Problem]) -> list[tuple[str, JsonPath]]:
+    value = doc.data.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str) and key == "extends":
+        return [(value, (key,))]
+    if isinstance(value, list) and key == "include":
+        out = []
+        for i, item in enumerate(value):
+            if isinstance(item, str) and item.strip():
+                out.append((item, (key, i)))
+            else:
+                problems.append(Problem(doc.value_at((key, i)), f"{key}[{i}]: expected a path or a built-in name"))
+        return out
+    what = "a path or a built-in name" if key == "extends" else "a list of paths or built-in names"
+    problems.append(Problem(doc.value_at((key,)), f"{key}: expected {what}"))
+    return []
+
+
+def _chain(stack: tuple[Path, ...], last: Path) -> str:
+    return " -> ".join(display(p) for p in (*stack, last))
+
+
+def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False) -> Document:
+    """Load ``path`` and resolve its ``extends`` and ``include`` into one located document."""
+    doc = load_document(path)
+    if not isinstance(doc.data, dict):
+        raise TemplateError(
+            [Problem(doc.value_at(()), "expected a mapping of template keys at the top level")]
+        )
+    problems: list[Problem] = []
+    here = path.resolve()
+    stack = (*stack, here)
+    layer = _Layer.empty()
+
+    def sub(ref: str, at: JsonPath, kind: str) -> Document | None:
+        loc = doc.value_at(at)
+        target = resolve_ref(ref, path.parent)
+        if target is None:
+            problems.append(Problem(loc, f"{kind}: {missing_ref_message(ref)}"))
+            return None
+        if target.resolve() in stack:
+            problems.append(Problem(loc, f"{kind} cycle: {_chain(stack, target)}"))
+            return None
+        if len(stack) > MAX_DEPTH:
+            problems.append(Problem(loc, f"{kind}: nesting deeper than {MAX_DEPTH} levels"))
+            return None
+        if target.is_dir():
+            problems.append(Problem(loc, f"{kind}: '{ref}' is a directory, not a template file"))
+            return None
+        try:
+            return compose(target, stack, fragment=(kind == "include"))
+        except TemplateError as exc:
+            problems.extend(exc.problems)
+            return None
+
+    if fragment:
+        for key in doc.data:
+            if key not in FRAGMENT_KEYS and key not in _FRAGMENT_OWN:
+                problems.append(
+                    Problem(
+                        doc.key_at((key,)),
+                        f"'{key}' is not allowed in a fragment (a fragment may hold: "
+                        f"{', '.join(FRAGMENT_KEYS)})",
+                    )
+                )
+    else:
+        for ref, at in _ref_list(doc, "extends", problems):
+            parent = sub(ref, at, "extends")
+            if parent is not None:
+                layer.merge(parent)
+    for ref, at in _ref_list(doc, "include", problems):
+        frag = sub(ref, at, "include")
+        if frag is not None:
+            layer.merge(frag, skip=_FRAGMENT_OWN)
+    if problems:
+        raise TemplateError(problems)
+    skip: tuple[str, ...] = _FRAGMENT_OWN if fragment else ("extends", "include")
+    if fragment:
+        skip = tuple(k for k in doc.data if k not in FRAGMENT_KEYS)
+    layer.merge(doc, skip=skip)
+    return layer.document(path)

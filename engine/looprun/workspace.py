@@ -1,0 +1,302 @@
+"""The working tree as git sees it: a base, checkpoints, rollback, diffs and merges.
+
+Everything goes through git plumbing with a private index file, so the user's branch,
+index, HEAD and stash are never touched (only ``commit_to_branch``, for ``--commit``,
+moves the branch). Checkpoints are commits on private refs, ``refs/looprun/<ref>``.
+
+A workdir that is not the top of a git repository (a plain directory, or a
+subdirectory of a repository) gets a private repository at ``<state_dir>/git`` whose
+work tree is the workdir, so diff and rollback work the same everywhere. The state
+directory itself is never part of a snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from looprun.errors import LooprunError, UsageError
+from looprun.gitutil import Git, GitError
+
+REF_PREFIX = "refs/looprun/"
+_GITLINK = "160000"
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """The outcome of merging another snapshot into this working tree."""
+
+    ok: bool
+    conflicts: tuple[str, ...] = ()
+    tree: str | None = None  # the merged tree, when ok
+    changed: tuple[str, ...] = ()  # paths the merge changed in this working tree
+
+
+class Workspace:
+    """Snapshots and rollback of one working tree, on private refs."""
+
+    def __init__(self, workdir: Path, git: Git, state_dir: Path, *, private: bool):
+        self.workdir = workdir
+        self.git = git
+        self.state_dir = state_dir
+        self.private = private
+        self._base: str | None = None
+
+    @classmethod
+    def open(cls, workdir: Path, *, state_dir: Path, base: str | None = None) -> Workspace:
+        """Open ``workdir``; ``base`` adopts a base recorded earlier (when resuming)."""
+        workdir = Path(os.path.realpath(workdir))
+        if not workdir.is_dir():
+            raise UsageError(f"{workdir}: the working directory does not exist")
+        state_dir = Path(os.path.abspath(state_dir))
+        state_dir.mkdir(parents=True, exist_ok=True)
+        plain = Git(workdir)
+        top = plain.run("rev-parse", "--show-toplevel", check=False).strip()
+        if top and Path(os.path.realpath(top)) == workdir:
+            ws = cls(workdir, plain, state_dir, private=False)
+        else:
+            ws = cls(workdir, _private_repo(workdir, state_dir / "git"), state_dir, private=True)
+            if top:  # a subdirectory: keep the state out of the enclosing repo's status too
+                outer_dir = Path(os.path.realpath(top))
+                outer = cls(outer_dir, Git(outer_dir), state_dir, private=False)
+                outer._exclude_state_dir()
+        ws._exclude_state_dir()
+        if base is not None:
+            ws._base = ws.tree_of(base)
+        return ws
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    def snapshot(self) -> str:
+        """The tree of the working tree now: tracked and untracked files, not ignored ones.
+
+        A persistent private index keeps git's stat cache, so unchanged files are not
+        hashed again. It starts from HEAD, so tracked files that match an ignore rule
+        are part of the snapshot too.
+        """
+        index = self.state_dir / "snapshot.index"
+        return self.git.snapshot(index, exclude=self._state_rel())
+
+    def base(self) -> str:
+        """Tree of the start state (HEAD plus the dirty working tree), recorded once."""
+        if self._base is None:
+            tree = self.snapshot()
+            self._anchor(f"{REF_PREFIX}base/{tree}", tree, "looprun base")
+            self._base = tree
+        return self._base
+
+    def checkpoint(self, ref: str) -> str:
+        """Commit the working tree as it is to ``refs/looprun/<ref>``; returns the commit."""
+        name = REF_PREFIX + ref
+        code, _, _ = self.git.run_status("check-ref-format", name)
+        if code != 0:
+            raise LooprunError(f"invalid checkpoint name {ref!r}")
+        return self._anchor(name, self.snapshot(), f"looprun checkpoint {ref}")
+
+    def _anchor(self, ref: str, tree: str, message: str) -> str:
+        parents: list[str] = []
+        head = self.git.head()
+        if head:
+            parents = ["-p", head]
+        commit = self.git.run("commit-tree", tree, *parents, "-m", message).strip()
+        self.git.run("update-ref", "-m", message, ref, commit)
+        return commit
+
+    def tree_of(self, ref_or_sha: str) -> str:
+        """The tree a checkpoint name, ref, commit or tree stands for."""
+        for candidate in (REF_PREFIX + ref_or_sha, ref_or_sha):
+            out = self.git.run("rev-parse", "--verify", "-q", f"{candidate}^{{tree}}", check=False)
+            if out.strip():
+                return out.strip()
+        raise LooprunError(f"no such checkpoint or snapshot: {ref_or_sha}")
+
+    # -- rollback ----------------------------------------------------------------------
+
+    def restore(self, ref_or_sha: str) -> None:
+        """Make the working tree exactly the snapshot ``ref_or_sha``.
+
+        Modified and deleted files come back, files added since are removed; ignored
+        files and the state directory are left alone, and so are the user's index and
+        HEAD. Directories emptied by the removal are removed too.
+        """
+        target = self.tree_of(ref_or_sha)
+        self._apply(self.snapshot(), target)
+
+    def _apply(self, current: str, target: str) -> list[str]:
+        if current == target:
+            return []
+        removed: list[str] = []
+        written: list[str] = []
+        for src_mode, dst_mode, status, path in self._raw_diff(current, target):
+            if _GITLINK in (src_mode, dst_mode):
+                continue  # submodules are their own repositories; leave them be
+            if status == "D" or status == "T":
+                removed.append(path)
+            if status != "D":
+                written.append(path)
+        for path in removed:
+            full = self.workdir / path
+            if full.is_symlink() or full.is_file():
+                full.unlink()
+                _prune_empty_dirs(full.parent, self.workdir)
+        if written:
+            with self._temp_index() as env:
+                self.git.run("read-tree", target, env=env)
+                data = b"".join(p.encode("utf-8") + b"\0" for p in written)
+                self.git.run("checkout-index", "-f", "-z", "--stdin", env=env, input=data)
+        return sorted(set(removed) | set(written))
+
+    def _raw_diff(self, a: str, b: str) -> Iterator[tuple[str, str, str, str]]:
+        out = self.git.run("diff-tree", "-r", "-z", "--no-renames", "--raw", a, b)
+        fields = out.split("\0")
+        i = 0
+        while i + 1 < len(fields):
+            meta, path = fields[i], fields[i + 1]
+            i += 2
+            if not meta.startswith(":"):
+                continue
+            src_mode, dst_mode, _, _, status = meta[1:].split(" ")
+            yield src_mode, dst_mode, status[:1], path
+
+    @contextlib.contextmanager
+    def _temp_index(self) -> Iterator[dict[str, str]]:
+        with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
+            yield {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+
+    # -- diffs -------------------------------------------------------------------------
+
+    def diff(self, base: str | None = None) -> str:
+        """Unified diff of the working tree against ``base`` (default: the recorded base)."""
+        start = self.tree_of(base) if base else self.base()
+        return self.git.diff(start, self.snapshot())
+
+    def changed_files(self, base: str | None = None) -> list[str]:
+        start = self.tree_of(base) if base else self.base()
+        out = self.git.run(
+            "diff-tree", "-r", "-z", "--no-renames", "--name-only", start, self.snapshot()
+        )
+        return [p for p in out.split("\0") if p]
+
+    # -- commits and worktrees ----------------------------------------------------------
+
+    def commit_to_branch(self, message: str) -> str:
+        """Commit the working tree on the current branch (``--commit`` only).
+
+        The commit is made with plumbing (no hooks, no editor); the index is then reset
+        to it, as after ``git add -A && git commit``.
+        """
+        if self.private:
+            raise UsageError(f"{self.workdir} is not a git repository; nothing to commit to")
+        tree = self.snapshot()
+        head = self.git.head()
+        parents = ["-p", head] if head else []
+        env = self._user_identity()
+        commit = self.git.run("commit-tree", tree, *parents, "-m", message, env=env).strip()
+        self.git.run("update-ref", "-m", f"looprun: {message}", "HEAD", commit, head or "")
+        self.git.run("reset", "-q")
+        return commit
+
+    def _user_identity(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        name = self.git.run("config", "user.name", check=False).strip()
+        email = self.git.run("config", "user.email", check=False).strip()
+        if name:
+            env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = name
+        if email:
+            env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = email
+        return env
+
+    def add_worktree(self, path: Path, branch: str, start: str) -> Workspace:
+        """A git worktree at ``path`` on a new private branch from commit ``start``."""
+        commit = self.git.run("rev-parse", "--verify", "-q", f"{start}^{{commit}}", check=False)
+        if not commit.strip():
+            commit = self.git.run(
+                "rev-parse", "--verify", "-q", f"{REF_PREFIX}{start}^{{commit}}", check=False
+            )
+        if not commit.strip():
+            raise LooprunError(f"no such commit to start a worktree from: {start}")
+        path = Path(os.path.abspath(path))
+        self.git.run("worktree", "add", "-q", "-b", branch, str(path), commit.strip())
+        sub = Workspace.open(path, state_dir=path / ".looprun")
+        sub._base = sub.tree_of(commit.strip())
+        return sub
+
+    def remove_worktree(self, path: Path) -> None:
+        self.git.run("worktree", "remove", "--force", str(Path(os.path.abspath(path))))
+        self.git.run("worktree", "prune")
+
+    def delete_branch(self, branch: str) -> None:
+        """Delete a private branch made for a worktree (never the current branch)."""
+        self.git.run("branch", "-D", "-q", branch)
+
+    def merge_from(self, other_commit: str, base_commit: str) -> MergeResult:
+        """Apply the changes ``other_commit`` made relative to ``base_commit`` onto this
+        working tree, three-way. On conflict nothing changes and the paths are reported.
+        """
+        base_tree = self.tree_of(base_commit)
+        other_tree = self.tree_of(other_commit)
+        ours_tree = self.snapshot()
+        if other_tree == base_tree:
+            return MergeResult(True, tree=ours_tree)
+        base = self.git.run("commit-tree", base_tree, "-m", "looprun merge base").strip()
+        ours = self.git.run("commit-tree", ours_tree, "-p", base, "-m", "ours").strip()
+        theirs = self.git.run("commit-tree", other_tree, "-p", base, "-m", "theirs").strip()
+        code, out, err = self.git.run_status(
+            "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs
+        )
+        fields = [f for f in out.split("\0") if f]
+        if code == 1:
+            return MergeResult(False, conflicts=tuple(dict.fromkeys(fields[1:])))
+        if code != 0 or not fields:
+            raise GitError(f"git merge-tree failed in {self.workdir}: {err.strip()}")
+        merged = fields[0]
+        changed = self._apply(ours_tree, merged)
+        return MergeResult(True, tree=merged, changed=tuple(changed))
+
+    # -- setup -------------------------------------------------------------------------
+
+    def _state_rel(self) -> str:
+        try:
+            return Path(os.path.relpath(self.state_dir, self.workdir)).as_posix()
+        except ValueError:
+            return ".looprun"
+
+    def _exclude_state_dir(self) -> None:
+        """``.looprun/`` in info/exclude: local to this clone, never committed."""
+        rel = self.git.run("rev-parse", "--git-path", "info/exclude").strip()
+        exclude = Path(rel) if os.path.isabs(rel) else self.workdir / rel
+        line = "/" + self._state_rel().strip("/") + "/"
+        if line.startswith("/.."):
+            return  # the state directory is outside the work tree
+        try:
+            existing = exclude.read_text("utf-8").splitlines()
+        except FileNotFoundError:
+            existing = []
+        if line in existing:
+            return
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with open(exclude, "a", encoding="utf-8") as fh:
+            prefix = "" if not existing or exclude.read_text("utf-8").endswith("\n") else "\n"
+            fh.write(f"{prefix}{line}\n")
+
+
+def _private_repo(workdir: Path, git_dir: Path) -> Git:
+    git = Git(workdir, git_dir)
+    if not (git_dir / "HEAD").exists():
+        git.run("init", "-q")
+        # No core.worktree: linked worktrees made for sub-loops must not inherit it.
+        git.run("config", "--unset", "core.worktree", check=False)
+    return git
+
+
+def _prune_empty_dirs(directory: Path, root: Path) -> None:
+    while directory != root and root in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent

@@ -1,0 +1,1 @@
+"""A tiny invoicing library: line items in cents, totals and tax."""

@@ -1,0 +1,279 @@
+"""The policy on its own: paths, commands and diffs against act constraints."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from looprun.act import commandline
+from looprun.act.policy import Policy
+from looprun.errors import PolicyViolation
+from looprun.template.model import Constraints, PathRules
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "mod.py").write_text("x = 1\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "guide.md").write_text("# guide\n")
+    (root / "secrets").mkdir()
+    (root / "secrets" / "key.pem").write_text("PRIVATE\n")
+    (root / ".git").mkdir()
+    (root / ".looprun").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "target.txt").write_text("outside\n")
+    return root
+
+
+def policy(workdir: Path, **kw: object) -> Policy:
+    rules = PathRules(
+        allow=tuple(kw.pop("allow", ("src/**", "tests/**"))),  # type: ignore[arg-type]
+        deny=tuple(kw.pop("deny", ("secrets/", "**/*.lock"))),  # type: ignore[arg-type]
+    )
+    return Policy(workdir, Constraints(paths=rules, **kw))  # type: ignore[arg-type]
+
+
+def rule_of(fn, *args, **kwargs) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(PolicyViolation) as info:
+        fn(*args, **kwargs)
+    return info.value.rule
+
+
+# -- paths -------------------------------------------------------------------------------
+
+
+def test_paths_inside_resolve_to_absolute(workdir: Path) -> None:
+    pol = policy(workdir)
+    assert pol.check_path("src/pkg/mod.py", write=True) == workdir / "src/pkg/mod.py"
+    assert pol.check_path("./src/../src/new.py", write=True) == workdir / "src/new.py"
+    assert pol.check_path(str(workdir / "src/pkg/mod.py"), write=True) == workdir / "src/pkg/mod.py"
+
+
+def test_reads_are_wider_than_writes(workdir: Path) -> None:
+    pol = policy(workdir)
+    assert pol.check_path("docs/guide.md", write=False) == workdir / "docs/guide.md"
+    assert rule_of(pol.check_path, "docs/guide.md", write=True) == "path.not_allowed"
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("../outside/target.txt", "path.outside"),
+        ("src/../../outside/target.txt", "path.outside"),
+        ("/etc/passwd", "path.outside"),
+        (".git/config", "path.git"),
+        ("src/../.git/HEAD", "path.git"),
+        ("src/sub/.git/hooks/pre-commit", "path.git"),
+        (".GIT/config", "path.git"),
+        (".looprun/runs/x/journal.jsonl", "path.looprun"),
+        ("secrets/key.pem", "path.deny"),
+        ("src/Cargo.lock", "path.deny"),
+        ("", "path.invalid"),
+        ("src/a\x00b", "path.invalid"),
+    ],
+)
+def test_refused_reads(workdir: Path, path: str, rule: str) -> None:
+    assert rule_of(policy(workdir).check_path, path, write=False) == rule
+
+
+def test_symlinks_are_followed_before_judging(workdir: Path, tmp_path: Path) -> None:
+    pol = policy(workdir)
+    (workdir / "src" / "out_file").symlink_to(tmp_path / "outside" / "target.txt")
+    (workdir / "src" / "out_dir").symlink_to(tmp_path / "outside")
+    (workdir / "src" / "dangling").symlink_to(tmp_path / "outside" / "nothing-yet")
+    (workdir / "src" / "to_git").symlink_to(workdir / ".git")
+    (workdir / "src" / "to_secrets").symlink_to(workdir / "secrets")
+    (workdir / "src" / "inside").symlink_to(workdir / "src" / "pkg" / "mod.py")
+    assert rule_of(pol.check_path, "src/out_file", write=False) == "path.outside"
+    assert rule_of(pol.check_path, "src/out_dir/target.txt", write=True) == "path.outside"
+    assert rule_of(pol.check_path, "src/out_dir/new.txt", write=True) == "path.outside"
+    assert rule_of(pol.check_path, "src/dangling", write=True) == "path.outside"
+    assert rule_of(pol.check_path, "src/to_git/config", write=True) == "path.git"
+    assert rule_of(pol.check_path, "src/to_secrets/key.pem", write=False) == "path.deny"
+    # A link that stays inside is fine, and writes go to its target.
+    assert pol.check_path("src/inside", write=True) == workdir / "src/pkg/mod.py"
+
+
+def test_symlinked_workdir_still_contains_its_files(workdir: Path, tmp_path: Path) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(workdir)
+    pol = Policy(alias, Constraints())
+    assert pol.check_path(str(alias / "docs/guide.md"), write=True) == workdir / "docs/guide.md"
+    assert pol.check_path("docs/guide.md", write=True) == workdir / "docs/guide.md"
+
+
+def test_default_allow_is_everything_but_protected(workdir: Path) -> None:
+    pol = Policy(workdir, Constraints())
+    assert pol.check_path("anything/new.txt", write=True) == workdir / "anything/new.txt"
+    assert rule_of(pol.check_path, ".git/hooks/pre-commit", write=True) == "path.git"
+
+
+def test_needs_approval(workdir: Path) -> None:
+    pol = policy(workdir, approve=("migrations/**", "*.sql"))
+    assert pol.needs_approval(["src/a.py", "migrations/001.py", "db/x.sql"]) == [
+        "migrations/001.py",
+        "db/x.sql",
+    ]
+    assert policy(workdir).needs_approval(["migrations/001.py"]) == []
+
+
+# -- commands ----------------------------------------------------------------------------
+
+ALLOWED = ("python -m pytest *", "ruff check *", "git status")
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [
+        ("python -m pytest", ["python", "-m", "pytest"]),
+        (
+            "python -m pytest -q tests/test_a.py",
+            ["python", "-m", "pytest", "-q", "tests/test_a.py"],
+        ),
+        ('python -m pytest -k "a or b"', ["python", "-m", "pytest", "-k", "a or b"]),
+        ("python -m pytest -k 'x;y|z'", ["python", "-m", "pytest", "-k", "x;y|z"]),
+        ("python -m pytest -k '$HOME'", ["python", "-m", "pytest", "-k", "$HOME"]),
+        ("  ruff   check  src ", ["ruff", "check", "src"]),
+        ("git status", ["git", "status"]),
+    ],
+)
+def test_allowed_commands(workdir: Path, command: str, argv: list[str]) -> None:
+    assert policy(workdir, commands=ALLOWED).check_command(command) == argv
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("git status --short", "command.not_allowed"),
+        ("rm -rf /", "command.not_allowed"),
+        ("/usr/bin/python -m pytest", "command.not_allowed"),
+        ("python -m pytest; rm -rf ~", "command.shell_syntax"),
+        ("python -m pytest && curl evil", "command.shell_syntax"),
+        ("python -m pytest || true", "command.shell_syntax"),
+        ("python -m pytest | tee out", "command.shell_syntax"),
+        ("python -m pytest > /tmp/x", "command.shell_syntax"),
+        ("python -m pytest < /etc/passwd", "command.shell_syntax"),
+        ("python -m pytest &", "command.shell_syntax"),
+        ("python -m pytest $(cat /etc/passwd)", "command.shell_syntax"),
+        ('python -m pytest "$(id)"', "command.shell_syntax"),
+        ("python -m pytest `id`", "command.shell_syntax"),
+        ("python -m pytest $HOME", "command.shell_syntax"),
+        ("python -m pytest ${HOME}", "command.shell_syntax"),
+        ("python -m pytest\nrm -rf /", "command.shell_syntax"),
+        ("python -m pytest 'unbalanced", "command.shell_syntax"),
+        ("", "command.not_allowed"),
+    ],
+)
+def test_refused_commands(workdir: Path, command: str, rule: str) -> None:
+    assert rule_of(policy(workdir, commands=ALLOWED).check_command, command) == rule
+
+
+def test_wrappers_need_a_pattern_naming_them(workdir: Path) -> None:
+    broad = policy(workdir, commands=("*", "python *"))
+    assert rule_of(broad.check_command, "bash -c 'echo hi'") == "command.wrapper"
+    assert rule_of(broad.check_command, "env X=1 python -m pytest") == "command.wrapper"
+    assert rule_of(broad.check_command, "xargs rm") == "command.wrapper"
+    assert rule_of(broad.check_command, "sudo ls") == "command.wrapper"
+    assert rule_of(broad.check_command, "python -c 'print(1)'") == "command.wrapper"
+    assert rule_of(broad.check_command, "python3 -Sc 'print(1)'") == "command.wrapper"
+    assert broad.check_command("python -W ignore -m pytest") == [
+        "python", "-W", "ignore", "-m", "pytest"
+    ]  # fmt: skip
+    explicit = policy(workdir, commands=("bash scripts/check.sh", "env", "python -c *"))
+    assert explicit.check_command("bash scripts/check.sh") == ["bash", "scripts/check.sh"]
+    assert explicit.check_command("env") == ["env"]
+    assert explicit.check_command("python -c 'print(1)'") == ["python", "-c", "print(1)"]
+    assert rule_of(explicit.check_command, "bash -c 'id'") == "command.not_allowed"
+
+
+def test_pattern_may_allow_shell_syntax_explicitly(workdir: Path) -> None:
+    pol = policy(workdir, commands=("grep -E a|b *",))
+    assert pol.check_command("grep -E a|b src") == ["grep", "-E", "a|b", "src"]
+
+
+def test_pattern_matching_is_by_token() -> None:
+    assert commandline.pattern_matches("python -m pytest *", ["python", "-m", "pytest"])
+    assert commandline.pattern_matches("pytest --junitxml=* *", ["pytest", "--junitxml=a.xml"])
+    assert commandline.pattern_matches("a * z", ["a", "b", "c", "z"])
+    assert not commandline.pattern_matches("a * z", ["a", "b", "z", "c"])
+    assert not commandline.pattern_matches("python -m pytest", ["python", "-m", "pytest", "-x"])
+    assert not commandline.pattern_matches("ruff check *", ["ruff", "format"])
+
+
+def test_quoting_is_honoured_when_looking_for_shell_syntax() -> None:
+    assert commandline.shell_features("echo 'a;b' \"c|d\" e\\;f") == []
+    assert commandline.shell_features('echo "$(id)"') == ["$("]
+    assert commandline.shell_features("echo a&&b; c") == ["&&", ";"]
+
+
+# -- diffs -------------------------------------------------------------------------------
+
+
+def _git_diff(tmp_path: Path, before: dict[str, str], after: dict[str, str]) -> str:
+    """A real git diff between two versions of a small tree."""
+    repo = tmp_path / "diffrepo"
+    repo.mkdir(parents=True)
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "core.quotepath=off", *args],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    git("init", "-q")
+    trees = []
+    for version in (before, after):
+        for old in repo.iterdir():
+            if old.name != ".git":
+                old.unlink()
+        for name, text in version.items():
+            (repo / name).write_text(text)
+        git("add", "-A")
+        trees.append(git("write-tree").strip())
+    return git("diff", "--no-renames", *trees)
+
+
+def test_diff_limits_and_forbidden_patterns_on_a_real_diff(tmp_path: Path) -> None:
+    before = {"calc.py": "def f():\n    return 1\n", "old.py": "a\nb\n"}
+    after = {
+        "calc.py": "def f():\n    breakpoint()\n    return 2\n",
+        "new file.py": "import pytest\n\npytest.skip('later')\n+++ not a header\n",
+    }
+    diff = _git_diff(tmp_path, before, after)
+    pol = Policy(
+        tmp_path,
+        Constraints(
+            max_diff_lines=5, forbidden_patterns=("breakpoint()", "pytest.skip(", "re:^\\+\\+")
+        ),
+    )
+    found = pol.check_diff(diff)
+    rules = [v.rule for v in found]
+    assert rules.count("diff.too_large") == 1
+    messages = [v.message for v in found if v.rule == "pattern.forbidden"]
+    assert "forbidden pattern 'breakpoint()' added at calc.py:2" in messages
+    assert "forbidden pattern 'pytest.skip(' added at new file.py:3" in messages
+    assert "forbidden pattern 're:^\\\\+\\\\+' added at new file.py:4" in messages
+    # Removed lines never count as added.
+    removed_only = _git_diff(tmp_path / "b", {"x.py": "breakpoint()\n"}, {"x.py": "ok\n"})
+    assert (
+        Policy(tmp_path, Constraints(forbidden_patterns=("breakpoint()",))).check_diff(removed_only)
+        == []
+    )
+
+
+def test_small_diff_passes(tmp_path: Path) -> None:
+    diff = _git_diff(tmp_path, {"a.py": "x = 1\n"}, {"a.py": "x = 2\n"})
+    assert Policy(tmp_path, Constraints(max_diff_lines=2)).check_diff(diff) == []
+    assert [v.rule for v in Policy(tmp_path, Constraints(max_diff_lines=1)).check_diff(diff)] == [
+        "diff.too_large"
+    ]

@@ -1,0 +1,65 @@
+"""End-to-end helpers: scratch copies of the samples and the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "samples"
+
+
+def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    # the samples' checks run `python -m pytest`: this interpreter's environment
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.pop("LOOPRUN_MODEL", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def looprun(*args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "looprun", *args], capture_output=True,
+                          text=True, env=cli_env(env), cwd=cwd, timeout=timeout)
+
+
+def start(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "looprun", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env(env),
+                            start_new_session=True)
+
+
+def git_init(path: Path) -> Path:
+    def git(*a: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=path,
+                       check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "init")
+    return path
+
+
+def sample_copy(name: str, tmp: Path) -> Path:
+    sys.path.insert(0, str(SAMPLES))
+    try:
+        import demo  # the samples' own scratch-copy helper
+    finally:
+        sys.path.remove(str(SAMPLES))
+    return demo.scratch_copy(name, tmp)
+
+
+def run_dirs(workdir: Path) -> list[Path]:
+    return sorted((workdir / ".looprun" / "runs").iterdir())
+
+
+def summary_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.stdout.strip(), proc.stderr
+    return json.loads(proc.stdout)

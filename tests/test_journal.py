@@ -1,0 +1,86 @@
+"""The run journal: durable events, atomic state, torn lines, redaction, run listing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from looprun.errors import UsageError
+from looprun.journal import Redactor, RunJournal, list_runs, read_jsonl, write_atomic
+from looprun.resources import schemas_dir
+
+
+@pytest.fixture
+def validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads((schemas_dir() / "journal-event.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_events_are_numbered_and_valid(tmp_path: Path, validator) -> None:  # type: ignore[no-untyped-def]
+    with RunJournal.create(tmp_path, "r1") as j:
+        j.event("plan", mode="none", tasks=[{"id": "main", "goal": "g"}])
+        j.event("run_finished", outcome="done", reason="ok", code="", iterations=1)
+        events = j.events()
+    assert [e["seq"] for e in events] == [1, 2]
+    for e in events:
+        validator.validate(e)
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate({**events[1], "outcome": "finished"})  # not an outcome
+
+
+def test_torn_last_line_is_skipped_then_cut(tmp_path: Path) -> None:
+    with RunJournal.create(tmp_path, "r2") as j:
+        j.event("resumed", iteration=0, task_index=0)
+    path = tmp_path / ".looprun" / "runs" / "r2" / "journal.jsonl"
+    with open(path, "a") as fh:
+        fh.write('{"seq": 2, "event": "ite')
+    assert [e["seq"] for e in read_jsonl(path)] == [1]
+    with RunJournal.open(tmp_path, "r2") as j:
+        j.event("resumed", iteration=1, task_index=0)
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == [1, 2]
+
+
+def test_state_is_replaced_atomically(tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    write_atomic(target, '{"a": 1}')
+    write_atomic(target, '{"a": 2}')
+    assert json.loads(target.read_text()) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # no temp file left
+
+
+def test_redaction_reaches_every_file(tmp_path: Path) -> None:
+    secret = "hunter2-but-longer"
+    j = RunJournal(tmp_path / "run", "r", Redactor([secret]))
+    with j:
+        j.event("tool_call", iteration=1, tool="run", arguments={"command": secret},
+                is_error=False, changed=[], result=f"out {secret}")
+        j.exchange({"reply": {"content": secret}})
+        j.save_state({"feedback": secret})
+        j.save_observation(1, {"feedback": [secret]})
+        j.save_summary({"reason": secret})
+        j.save_invocation({"intent": secret})
+    for p in (tmp_path / "run").rglob("*"):
+        if p.is_file():
+            assert secret not in p.read_text(), p
+
+
+def test_list_runs_and_unknown_ids(tmp_path: Path) -> None:
+    with RunJournal.create(tmp_path, "20250101-000000-aaaaaa") as j:
+        j.save_invocation({"template": "/x/bugfix.yaml", "started": "2025"})
+        j.save_state({"iterations": 2, "stop": {"outcome": "done"}})
+        j.save_summary({"outcome": "done", "reason": "exit conditions hold"})
+    with RunJournal.create(tmp_path, "20250102-000000-bbbbbb") as j:
+        j.save_state({"iterations": 1, "stop": None})
+    rows = list_runs(tmp_path)
+    assert [(r.outcome, r.iterations) for r in rows] == [("done", 2), ("interrupted", 1)]
+    with RunJournal.open(tmp_path, "20250102") as j:  # a unique prefix is enough
+        assert j.run_id == "20250102-000000-bbbbbb"
+    with pytest.raises(UsageError, match="no run"):
+        RunJournal.open(tmp_path, "2025")  # ambiguous
+    with pytest.raises(UsageError, match="not a run id"):
+        RunJournal.open(tmp_path, "../x")
