@@ -57,8 +57,15 @@ def test_redaction_reaches_every_file(tmp_path: Path) -> None:
     secret = "hunter2-but-longer"
     j = RunJournal(tmp_path / "run", "r", Redactor([secret]))
     with j:
-        j.event("tool_call", iteration=1, tool="run", arguments={"command": secret},
-                is_error=False, changed=[], result=f"out {secret}")
+        j.event(
+            "tool_call",
+            iteration=1,
+            tool="run",
+            arguments={"command": secret},
+            is_error=False,
+            changed=[],
+            result=f"out {secret}",
+        )
         j.exchange({"reply": {"content": secret}})
         j.save_state({"feedback": secret})
         j.save_observation(1, {"feedback": [secret]})

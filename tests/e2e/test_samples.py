@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, looprun, sample_copy, summary_of
+from e2e_helpers import SAMPLES, looprun, sample_copy, summary_of
 
 from looprun.journal import read_jsonl
 from looprun.resources import schemas_dir
@@ -21,19 +21,29 @@ def _tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
-@pytest.mark.parametrize("name", ["invoice", "pagination"])
+@pytest.mark.parametrize("name", ["invoice", pytest.param("pagination", marks=pytest.mark.slow)])
 def test_sample_ends_done_after_a_wrong_first_fix(name: str, tmp_path: Path) -> None:
     before = _tree_digest(SAMPLES / name)
     workdir = sample_copy(name, tmp_path)
     intent = (SAMPLES / name / "intent.txt").read_text().strip()
-    proc = looprun("bugfix", "--intent", intent, "--workdir", str(workdir),
-                   "--model", f"script:{SAMPLES / name / 'script.yaml'}", "--json")
+    proc = looprun(
+        "bugfix",
+        "--intent",
+        intent,
+        "--workdir",
+        str(workdir),
+        "--model",
+        f"script:{SAMPLES / name / 'script.yaml'}",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     summary = summary_of(proc)
     assert summary["outcome"] == "done"
     assert summary["iterations"] == 3
     assert [(t["id"], t["outcome"], t["iterations"]) for t in summary["tasks"]] == [
-        ("reproduce", "done", 1), ("fix", "done", 2)]
+        ("reproduce", "done", 1),
+        ("fix", "done", 2),
+    ]
     assert set(summary["usage"]) == {"prompt_tokens", "completion_tokens", "cost_usd"}
     assert "→ done after 3 iteration(s)" in proc.stderr
     assert "#2 fix:" in proc.stderr and "→ retry" in proc.stderr
@@ -41,8 +51,12 @@ def test_sample_ends_done_after_a_wrong_first_fix(name: str, tmp_path: Path) -> 
     import subprocess
     import sys
 
-    check = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                           cwd=workdir, capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 0, check.stdout
     assert _tree_digest(SAMPLES / name) == before
     # every journal event matches the published schema
@@ -58,11 +72,21 @@ def test_sample_ends_done_after_a_wrong_first_fix(name: str, tmp_path: Path) -> 
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
 
 
+@pytest.mark.slow
 def test_runs_lists_outcomes(tmp_path: Path) -> None:
     workdir = sample_copy("invoice", tmp_path)
     intent = (SAMPLES / "invoice" / "intent.txt").read_text().strip()
-    looprun("bugfix", "--intent", intent, "--workdir", str(workdir),
-            "--model", f"script:{SAMPLES / 'invoice' / 'script.yaml'}", "--max-iterations", "2")
+    looprun(
+        "bugfix",
+        "--intent",
+        intent,
+        "--workdir",
+        str(workdir),
+        "--model",
+        f"script:{SAMPLES / 'invoice' / 'script.yaml'}",
+        "--max-iterations",
+        "2",
+    )
     proc = looprun("runs", "--workdir", str(workdir), "--json")
     rows = json.loads(proc.stdout)
     assert [(r["outcome"], r["iterations"]) for r in rows] == [("exhausted", 2)]
@@ -72,9 +96,18 @@ def test_runs_lists_outcomes(tmp_path: Path) -> None:
 
 def test_unfinished_run_reports_its_state(tmp_path: Path) -> None:
     workdir = sample_copy("invoice", tmp_path)
-    proc = looprun("bugfix", "--intent", "x", "--workdir", str(workdir), "--model",
-                   f"script:{SAMPLES / 'invoice' / 'script.yaml'}", "--max-iterations", "2",
-                   "--json")
+    proc = looprun(
+        "bugfix",
+        "--intent",
+        "x",
+        "--workdir",
+        str(workdir),
+        "--model",
+        f"script:{SAMPLES / 'invoice' / 'script.yaml'}",
+        "--max-iterations",
+        "2",
+        "--json",
+    )
     assert proc.returncode == 3
     summary = summary_of(proc)
     assert summary["outcome"] == "exhausted" and summary["reason"] == "max_iterations reached"
@@ -86,9 +119,19 @@ def test_unfinished_run_reports_its_state(tmp_path: Path) -> None:
 
 def test_bad_set_is_a_usage_error(tmp_path: Path) -> None:
     workdir = sample_copy("invoice", tmp_path)
-    proc = looprun("bugfix", "--intent", "x", "--workdir", str(workdir), "--model",
-                   f"script:{SAMPLES / 'invoice' / 'script.yaml'}", "--set", "nope=1")
+    proc = looprun(
+        "bugfix",
+        "--intent",
+        "x",
+        "--workdir",
+        str(workdir),
+        "--model",
+        f"script:{SAMPLES / 'invoice' / 'script.yaml'}",
+        "--set",
+        "nope=1",
+    )
     assert proc.returncode == 2
     assert "unknown input(s) nope" in proc.stderr and "Traceback" not in proc.stderr
     assert not (workdir / ".looprun" / "runs").exists() or not any(
-        (workdir / ".looprun" / "runs").iterdir())
+        (workdir / ".looprun" / "runs").iterdir()
+    )

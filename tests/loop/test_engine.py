@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import FINISHED, Rig, cond, make_template, rule, write
+from loop_helpers import FINISHED, Rig, cond, make_template, rule, write
 
 from looprun.errors import EXIT_DONE, EXIT_EXHAUSTED, EXIT_STALLED
 from looprun.journal import RunJournal
@@ -82,19 +82,25 @@ def test_refine_rules_see_repeats_and_escalate(rig: Rig) -> None:
     ]
     result = rig.run(make_template(refine=refine), [write("worse"), FINISHED] * 4)
     assert (result.outcome, result.reason, result.iterations) == (
-        "escalated", "same failure 2 times", 2)
+        "escalated",
+        "same failure 2 times",
+        2,
+    )
 
 
 def test_abort_rule(rig: Rig) -> None:
-    result = rig.run(make_template(refine=[rule("iteration >= 1", "abort", "give up")]),
-                     [write("worse"), FINISHED])
+    result = rig.run(
+        make_template(refine=[rule("iteration >= 1", "abort", "give up")]),
+        [write("worse"), FINISHED],
+    )
     assert (result.outcome, result.reason, result.exit_code) == ("aborted", "give up", 6)
 
 
 def test_rollback_restores_the_last_green_state(rig: Rig) -> None:
     refine = [rule("check.ok == false", "rollback", "rolled back", target="base")]
-    result = rig.run(make_template(refine=refine, limits=Limits(max_iterations=1)),
-                     [write("worse"), FINISHED])
+    result = rig.run(
+        make_template(refine=refine, limits=Limits(max_iterations=1)), [write("worse"), FINISHED]
+    )
     assert result.outcome == "exhausted"
     assert rig.read() == "bad\n"
 
@@ -136,10 +142,12 @@ def test_timeout_stops_a_hanging_tool_and_the_run(rig: Rig) -> None:
 
 
 def test_policy_refusals_are_counted_and_journaled(rig: Rig) -> None:
-    escape = {"tool_calls": [
-        {"name": "write_file", "arguments": {"path": "../outside.txt", "content": "x"}},
-        {"name": "run", "arguments": {"command": "python3 -c pass; rm -rf /"}},
-    ]}
+    escape = {
+        "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "../outside.txt", "content": "x"}},
+            {"name": "run", "arguments": {"command": "python3 -c pass; rm -rf /"}},
+        ]
+    }
     refine = [rule("policy.violations >= 2", "abort", "{{ policy.summary }}")]
     result = rig.run(make_template(refine=refine), [escape, FINISHED])
     assert result.outcome == "aborted"
@@ -149,16 +157,21 @@ def test_policy_refusals_are_counted_and_journaled(rig: Rig) -> None:
 
 
 def test_forbidden_pattern_in_the_diff_blocks_done(rig: Rig) -> None:
-    cheat = {"tool_calls": [{"name": "write_file", "arguments": {
-        "path": "value.txt", "content": "good\n"}}, {"name": "write_file", "arguments": {
-        "path": "x.py", "content": "breakpoint()\n"}}]}
+    cheat = {
+        "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "value.txt", "content": "good\n"}},
+            {"name": "write_file", "arguments": {"path": "x.py", "content": "breakpoint()\n"}},
+        ]
+    }
     template = make_template(forbidden=["breakpoint()"], limits=Limits(max_iterations=1))
     result = rig.run(template, [cheat, FINISHED])
     assert result.outcome == "exhausted"
     record = json.loads((Path(result.run_dir) / "observe" / "1.json").read_text())
     assert record["policy"]["diff_violations"] == 1
-    assert record["exit"][-1] == {"condition": "policy: diff within the act constraints",
-                                  "value": False}
+    assert record["exit"][-1] == {
+        "condition": "policy: diff within the act constraints",
+        "value": False,
+    }
 
 
 def test_approval_pauses_then_resume_approves(rig: Rig) -> None:
@@ -191,19 +204,27 @@ class Yes:
 
 
 def test_interactive_approval(rig: Rig) -> None:
-    result = rig.run(make_template(approve=["value.txt"]), [write("good"), FINISHED], approver=Yes())
+    result = rig.run(
+        make_template(approve=["value.txt"]), [write("good"), FINISHED], approver=Yes()
+    )
     assert result.outcome == "done"
 
 
 def test_task_done_when_must_hold_too(rig: Rig) -> None:
-    from looprun.template.model import PlanSpec, TaskSpec
-    from conftest import text
+    from loop_helpers import text
 
-    tasks = (TaskSpec("first", text("make it good"), cond("check.ok")),
-             TaskSpec("second", text("also add notes"), cond("iteration >= 2")))
-    result = rig.run(make_template(plan=PlanSpec("static", tasks)),
-                     [write("good"), FINISHED, FINISHED, FINISHED])
+    from looprun.template.model import PlanSpec, TaskSpec
+
+    tasks = (
+        TaskSpec("first", text("make it good"), cond("check.ok")),
+        TaskSpec("second", text("also add notes"), cond("iteration >= 2")),
+    )
+    result = rig.run(
+        make_template(plan=PlanSpec("static", tasks)), [write("good"), FINISHED, FINISHED, FINISHED]
+    )
     assert result.outcome == "done"
     assert [(t.id, t.outcome, t.iterations) for t in result.tasks] == [
-        ("first", "done", 1), ("second", "done", 2)]
+        ("first", "done", 1),
+        ("second", "done", 2),
+    ]
     assert result.reason == "exit conditions hold for all 2 tasks"

@@ -65,8 +65,16 @@ def test_observe_truncated_report_names_file(tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))
-def test_every_parser_output_matches_schema(tmp_path, name, junit_report):
-    root, report, _ = junit_report
+def test_every_parser_output_matches_schema(tmp_path, name):
+    root = tmp_path / "proj"
+    report = root / "junit.xml"
+    write(
+        root,
+        {
+            "junit.xml": '<testsuite><testcase classname="a" name="b">'
+            '<failure message="m">E   x</failure></testcase></testsuite>'
+        },
+    )
     write(root, {"r.json": '{"a": {"b": [1, 2]}}', "bad.txt": "\x00garbage"})
     files = {"junit": report, "json": root / "r.json"}
     options = {"regex": {"preset": "gcc"}, "json": {"facts": {"b": "a.b[1]"}}}

@@ -31,8 +31,9 @@ def parse(workdir: Path, file: Path, **options):
     return CoverageParser().parse(ParseInput(workdir=workdir, file=file, options=options))
 
 
-@pytest.fixture
-def measured(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("cov")
     write(
         tmp_path,
         {

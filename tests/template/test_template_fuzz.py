@@ -7,6 +7,7 @@ return a Template or raise TemplateError - never any other exception.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import tempfile
 from pathlib import Path
@@ -25,9 +26,34 @@ SOURCES = {name: builtin_template(name).read_text("utf-8") for name in builtin_n
 DOCS = {name: yaml.safe_load(text) for name, text in SOURCES.items()}
 
 JUNK = st.sampled_from(
-    [None, 0, -1, 3.5, True, "", "junk", [], {}, ["x"], {"x": 1}, "{{", "{% if %}", "tests.",
-     "a b c", "}}", "lambda: 1", "__class__", "tests.__class__.__mro__", "1h2x", "ünïcödé",
-     "{{ tests.feedback }", "else", "retry", "rollback", "{{ cycler.__init__ }}"]
+    [
+        None,
+        0,
+        -1,
+        3.5,
+        True,
+        "",
+        "junk",
+        [],
+        {},
+        ["x"],
+        {"x": 1},
+        "{{",
+        "{% if %}",
+        "tests.",
+        "a b c",
+        "}}",
+        "lambda: 1",
+        "__class__",
+        "tests.__class__.__mro__",
+        "1h2x",
+        "ünïcödé",
+        "{{ tests.feedback }",
+        "else",
+        "retry",
+        "rollback",
+        "{{ cycler.__init__ }}",
+    ]
 )
 
 
@@ -67,10 +93,8 @@ def _mutate(doc: Any, data: st.DataObject) -> Any:
             parent[key] = text[:at] + junk + text[at:]
         elif op == "swap":
             other = data.draw(st.sampled_from(paths), label="other")
-            try:
+            with contextlib.suppress(KeyError, IndexError, TypeError):
                 parent[key] = copy.deepcopy(_get(doc, other))
-            except (KeyError, IndexError, TypeError):
-                pass
         paths = _paths(doc)
     return doc
 
@@ -101,7 +125,9 @@ def test_mutated_documents_only_raise_template_errors(name: str, data: st.DataOb
 @given(
     name=st.sampled_from(sorted(SOURCES)),
     at=st.floats(0, 1),
-    junk=st.sampled_from(["\t", ":", "- ", "[", "{", "&a ", "*a", "\x00", "'", '"', "\n  x: 1", "#"]),
+    junk=st.sampled_from(
+        ["\t", ":", "- ", "[", "{", "&a ", "*a", "\x00", "'", '"', "\n  x: 1", "#"]
+    ),
 )
 def test_corrupted_text_only_raises_template_errors(name: str, at: float, junk: str) -> None:
     text = SOURCES[name]

@@ -3,11 +3,23 @@
 The script is a YAML list; each item answers one model call, across all roles:
 ``{text: "..."}`` or ``{tool_calls: [{name: ..., arguments: {...}}], text: "..."}``.
 When the list is used up, every further call answers with text only.
+
+For outer loops the script may instead be a mapping, so that each sub-loop plays its
+own script whatever order parallel sub-loops call in::
+
+    turns: [...]            # this loop's own calls (alias: plan)
+    tasks:
+      task-id: [...]        # the sub-loop of that task: a list, or a nested mapping
+      other: {attempts: [[...], [...]]}   # one script per attempt (the last repeats)
+
+A turn may carry ``delay_s`` (the answer comes after that many seconds), for tests and
+benchmarks of concurrency.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,15 +39,23 @@ def _estimate_tokens(text: str) -> int:
 class ScriptedModel:
     """Answers from a list of authored turns; thread-safe so sub-loops may share it."""
 
-    def __init__(self, turns: Sequence[Mapping[str, Any]], *, ref: str = "script:<inline>"):
+    def __init__(
+        self,
+        turns: Sequence[Mapping[str, Any]],
+        *,
+        ref: str = "script:<inline>",
+        script_key: tuple[tuple[str, int], ...] = (),
+    ):
         self.ref = ref
+        self.script_key = script_key  # (task id, attempt) per nesting level; see select_script
         self._turns = [self._check(i, t) for i, t in enumerate(turns)]
         self._next = 0
         self._lock = threading.Lock()
         self.calls: list[tuple[str, tuple[Message, ...]]] = []  # (role, messages) as received
 
     @classmethod
-    def from_file(cls, path: str | Path) -> ScriptedModel:
+    def from_file(cls, path: str | Path, key: Sequence[tuple[str, int]] = ()) -> ScriptedModel:
+        """Load a script; ``key`` picks a sub-loop's own script out of a mapping script."""
         p = Path(path)
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -45,10 +65,9 @@ class ScriptedModel:
             raise UsageError(f"{p}: model script is not valid YAML: {exc}") from None
         if data is None:
             data = []
-        if not isinstance(data, list):
-            raise UsageError(f"{p}: a model script must be a YAML list of turns")
         try:
-            return cls(data, ref=f"script:{p}")
+            turns = select_script(data, tuple(key))
+            return cls(turns, ref=f"script:{p}", script_key=tuple(key))
         except ValueError as exc:
             raise UsageError(f"{p}: {exc}") from None
 
@@ -56,7 +75,7 @@ class ScriptedModel:
     def _check(index: int, turn: Any) -> Mapping[str, Any]:
         if not isinstance(turn, Mapping):
             raise ValueError(f"turn {index + 1}: expected a mapping with text and/or tool_calls")
-        unknown = set(turn) - {"text", "tool_calls", "role", "usage"}
+        unknown = set(turn) - {"text", "tool_calls", "role", "usage", "delay_s"}
         if unknown:
             raise ValueError(f"turn {index + 1}: unknown keys {sorted(unknown)}")
         for call in turn.get("tool_calls") or []:
@@ -93,6 +112,9 @@ class ScriptedModel:
                 self._next += 1
             else:
                 turn, index = {"text": EXHAUSTED_TEXT}, self._next
+        delay = turn.get("delay_s")
+        if isinstance(delay, (int, float)) and delay > 0:
+            time.sleep(float(delay))
         calls = tuple(
             ToolCall(
                 id=f"call_{index}_{n}",
@@ -110,3 +132,37 @@ class ScriptedModel:
             usage=usage,
             model=self.ref,
         )
+
+
+def select_script(data: Any, key: tuple[tuple[str, int], ...]) -> list[Any]:
+    """The turns one loop plays: the whole list, or its part of a mapping script.
+
+    A plain list serves every loop from its start (sub-loops included); a mapping gives
+    the loop at ``key`` — (task id, attempt) per nesting level — its own ``tasks`` entry.
+    """
+    node = data
+    for task_id, attempt in key:
+        if isinstance(node, list):
+            return node
+        if not isinstance(node, Mapping):
+            raise ValueError("a model script must be a YAML list of turns or a mapping")
+        tasks = node.get("tasks") or {}
+        if not isinstance(tasks, Mapping) or task_id not in tasks:
+            raise ValueError(f"the script has no entry for task {task_id!r} under tasks")
+        node = tasks[task_id]
+        if isinstance(node, Mapping) and "attempts" in node:
+            attempts = node["attempts"]
+            if not isinstance(attempts, list) or not attempts:
+                raise ValueError(f"tasks.{task_id}.attempts must be a non-empty list of scripts")
+            node = attempts[min(max(attempt, 1), len(attempts)) - 1]
+    if isinstance(node, list):
+        return node
+    if isinstance(node, Mapping):
+        unknown = set(node) - {"turns", "plan", "tasks", "attempts"}
+        if unknown:
+            raise ValueError(f"unknown keys in a mapping script: {sorted(unknown)}")
+        turns = node.get("turns", node.get("plan")) or []
+        if not isinstance(turns, list):
+            raise ValueError("turns (or plan) must be a list of turns")
+        return turns
+    raise ValueError("a model script must be a YAML list of turns or a mapping")

@@ -81,10 +81,7 @@ def render(
         shown += 1
         if item.detail:
             detail = "\n".join("    " + d for d in item.detail.splitlines() if d.strip())
-            if (
-                detail
-                and used + _size(detail) + 1 + min(rest, max_bytes // 2) + reserve <= max_bytes
-            ):
+            if detail and used + _size(detail) + 1 + rest + reserve <= max_bytes:
                 lines.append(detail)
                 used += _size(detail) + 1
     if shown < len(items):

@@ -9,8 +9,10 @@ already rejected (skipping what it cannot check) and never raises on bad input.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,7 @@ _INPUT_CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 SubLoader = Callable[[Path, Location], Template]
+_NOWHERE = Location("<template>")
 
 
 def parse_duration(value: Any) -> float | None:
@@ -93,7 +96,7 @@ def _const_truth(cond: Condition) -> bool | None:
     """True/False if a condition is a constant (``true``, ``1``, ``'x'``), else None."""
     try:
         ast = ENV.parse("{{ (" + cond.source + ") }}")
-    except Exception:  # noqa: BLE001 - already compiled; be safe
+    except Exception:
         return None
     output = ast.body[0]
     if isinstance(output, nodes.Output) and len(output.nodes) == 1:
@@ -140,7 +143,9 @@ class Builder:
             return default
         return node if isinstance(node, kind) else default
 
-    def _check_names(self, use: NameUse, path: JsonPath, allowed: frozenset[str], what: str) -> None:
+    def _check_names(
+        self, use: NameUse, path: JsonPath, allowed: frozenset[str], what: str
+    ) -> None:
         for name in sorted(use.names):
             if name in allowed:
                 continue
@@ -174,7 +179,7 @@ class Builder:
             return None
         source = ("true" if value else "false") if isinstance(value, bool) else value
         try:
-            cond = compile_condition(source, self.at(path))
+            cond = _compiled_condition(source, self.at(path))
         except TemplateError as exc:
             self.problems.extend(
                 Problem(p.location, f"{dotted(path)}: {p.message}") for p in exc.problems
@@ -192,7 +197,7 @@ class Builder:
             return None
         source = str(value)
         try:
-            text = compile_text(source, self.at(path), shell=shell)
+            text = _compiled_text(source, shell, self.at(path))
         except TemplateError as exc:
             line = _syntax_line(source)
             loc = self.doc.text_line(path, line)
@@ -223,7 +228,9 @@ class Builder:
     def build(self) -> Template | None:
         data = self.data
         inputs = self.inputs()
-        models = {k: v for k, v in (self.get(("models",), dict) or {}).items() if isinstance(v, str)}
+        models = {
+            k: v for k, v in (self.get(("models",), dict) or {}).items() if isinstance(v, str)
+        }
         observe = self.observe()
         plan = self.plan()
         outer = "each_task" in data
@@ -287,23 +294,35 @@ class Builder:
         for name, spec in self.observers.items():
             path: JsonPath = ("observe", name)
             if name in ENGINE_NAMES:
-                self.problem(path, f"observer name '{name}' is taken by an engine variable", key=True)
+                self.problem(
+                    path, f"observer name '{name}' is taken by an engine variable", key=True
+                )
             if not isinstance(spec, dict):
                 continue
             parser = spec.get("parser")
             if isinstance(parser, str) and parser not in known_parsers:
-                hint = did_you_mean(parser, known_parsers) or f" (known: {', '.join(known_parsers)})"
+                hint = (
+                    did_you_mean(parser, known_parsers) or f" (known: {', '.join(known_parsers)})"
+                )
                 self.problem((*path, "parser"), f"unknown parser '{parser}'{hint}")
-            if isinstance(parser, str) and parser not in ("git_diff",) and not (
-                spec.get("run") or spec.get("file")
+            if (
+                isinstance(parser, str)
+                and parser not in ("git_diff",)
+                and not (spec.get("run") or spec.get("file"))
             ):
-                self.problem(path, f"parser '{parser}' needs `run` (a command) or `file` (a report)")
-            run = self.text((*path, "run"), OBSERVER_COMMAND_NAMES, "an observer command", shell=True)
+                self.problem(
+                    path, f"parser '{parser}' needs `run` (a command) or `file` (a report)"
+                )
+            run = self.text(
+                (*path, "run"), OBSERVER_COMMAND_NAMES, "an observer command", shell=True
+            )
             file = self.text((*path, "file"), OBSERVER_COMMAND_NAMES, "an observer file")
             when_allowed = frozenset(CONDITION_ENGINE_NAMES | earlier)
             when = None
             if "when" in spec:
-                when = self.condition((*path, "when"), when_allowed, "`when` (earlier observers only)")
+                when = self.condition(
+                    (*path, "when"), when_allowed, "`when` (earlier observers only)"
+                )
             earlier.add(name)
             timeout = self.duration((*path, "timeout"))
             options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
@@ -335,9 +354,13 @@ class Builder:
             )
         if mode != "model":
             if "prompt" in raw:
-                self.problem(("plan", "prompt"), "a plan prompt is only used with plan.mode model", key=True)
+                self.problem(
+                    ("plan", "prompt"), "a plan prompt is only used with plan.mode model", key=True
+                )
             if "max_tasks" in raw:
-                self.problem(("plan", "max_tasks"), "max_tasks only applies to plan.mode model", key=True)
+                self.problem(
+                    ("plan", "max_tasks"), "max_tasks only applies to plan.mode model", key=True
+                )
         tasks = self.tasks(tasks_raw or []) if mode == "static" else []
         prompt = None
         if mode == "model":
@@ -358,7 +381,9 @@ class Builder:
                 continue
             tid = task["id"]
             if tid in seen:
-                self.problem((*path, "id"), f"duplicate task id '{tid}' (first at line {seen[tid].line})")
+                self.problem(
+                    (*path, "id"), f"duplicate task id '{tid}' (first at line {seen[tid].line})"
+                )
                 continue
             seen[tid] = self.at((*path, "id"))
             goal = self.text((*path, "goal"), GOAL_NAMES, "a task goal")
@@ -366,9 +391,7 @@ class Builder:
             deps = [d for d in task.get("depends_on") or [] if isinstance(d, str)]
             paths_ = [p for p in task.get("paths") or [] if isinstance(p, str)]
             if goal is not None:
-                out.append(
-                    TaskSpec(tid, goal, done, tuple(paths_), tuple(deps), self.at(path))
-                )
+                out.append(TaskSpec(tid, goal, done, tuple(paths_), tuple(deps), self.at(path)))
         ids = [t.id for t in out]
         for i, task in enumerate(raw):
             if not isinstance(task, dict) or not isinstance(task.get("depends_on"), list):
@@ -394,7 +417,8 @@ class Builder:
             if raw:
                 self.problem(
                     ("act",),
-                    "an outer loop (each_task) does not act itself; its sub-loops do — remove `act`",
+                    "an outer loop (each_task) does not act itself; "
+                    "its sub-loops do - remove `act`",
                     key=True,
                 )
             return None
@@ -410,7 +434,9 @@ class Builder:
             tools = tuple(t for t in tools_raw if isinstance(t, str))
             for i, tool in enumerate(tools_raw):
                 if isinstance(tool, str) and tool not in BUILTIN_TOOLS:
-                    hint = did_you_mean(tool, BUILTIN_TOOLS) or f" (tools: {', '.join(BUILTIN_TOOLS)})"
+                    hint = (
+                        did_you_mean(tool, BUILTIN_TOOLS) or f" (tools: {', '.join(BUILTIN_TOOLS)})"
+                    )
                     self.problem(("act", "tools", i), f"unknown tool '{tool}'{hint}")
         constraints = self.constraints(tools)
         if prompt is None:
@@ -432,7 +458,9 @@ class Builder:
 
         commands = strings("commands", "allow") or ()
         if commands and "run" not in tools:
-            self.problem((*base, "commands"), "command patterns given, but the `run` tool is not enabled")
+            self.problem(
+                (*base, "commands"), "command patterns given, but the `run` tool is not enabled"
+            )
         timeout = self.duration((*base, "command_timeout"))
         defaults = Constraints()
         return Constraints(
@@ -490,7 +518,8 @@ class Builder:
             if blocked_by is not None:
                 self.problem(
                     rpath,
-                    f"unreachable rule: {blocked_by[0]} at line {blocked_by[1]} always matches first",
+                    f"unreachable rule: {blocked_by[0]} at line {blocked_by[1]} "
+                    "always matches first",
                 )
             built = self.rule(rule, rpath)
             if built is None:
@@ -508,13 +537,12 @@ class Builder:
             if src in seen_conditions:
                 self.problem(
                     (*rpath, "if"),
-                    f"unreachable rule: the same condition at line {seen_conditions[src]} matches first",
+                    "unreachable rule: the same condition at line "
+                    f"{seen_conditions[src]} matches first",
                 )
             else:
                 seen_conditions[src] = self.at((*rpath, "if")).line
-        if not top and raw and not any(
-            isinstance(r, dict) and "else" in r for r in raw[-1:]
-        ):
+        if not top and raw and not any(isinstance(r, dict) and "else" in r for r in raw[-1:]):
             self.problem(
                 path,
                 "a sub-tree must end with an `else` rule, so that every path ends in an action",
@@ -575,7 +603,10 @@ class Builder:
             message_path = (*path, kind)
         if "feedback" in raw:
             if message_path is not None:
-                self.problem((*path, "feedback"), f"give the message once: as the `{kind}` value or as `feedback`")
+                self.problem(
+                    (*path, "feedback"),
+                    f"give the message once: as the `{kind}` value or as `feedback`",
+                )
                 return None
             message_path = (*path, "feedback")
         message = None
@@ -662,6 +693,35 @@ class Builder:
         except TemplateError as exc:
             self.problems.extend(exc.problems)
             return None
+
+
+@lru_cache(maxsize=2048)
+def _compile_text_cached(source: str, shell: bool) -> Text:
+    return compile_text(source, _NOWHERE, shell=shell)
+
+
+@lru_cache(maxsize=2048)
+def _compile_condition_cached(source: str) -> Condition:
+    return compile_condition(source, _NOWHERE)
+
+
+def _relocate(problems: tuple[Problem, ...], where: Location) -> TemplateError:
+    return TemplateError([Problem(where, p.message) for p in problems])
+
+
+def _compiled_text(source: str, shell: bool, where: Location) -> Text:
+    """compile_text, compiled once per distinct source (templates share many messages)."""
+    try:
+        return dataclasses.replace(_compile_text_cached(source, shell), location=where)
+    except TemplateError as exc:
+        raise _relocate(exc.problems, where) from None
+
+
+def _compiled_condition(source: str, where: Location) -> Condition:
+    try:
+        return dataclasses.replace(_compile_condition_cached(source), location=where)
+    except TemplateError as exc:
+        raise _relocate(exc.problems, where) from None
 
 
 def _canonical_order(data: dict[str, Any]) -> dict[str, Any]:

@@ -34,9 +34,7 @@ def check_fragment(path: Path) -> list[Problem]:
     from looprun.template.schema_check import schema_problems
 
     doc = compose(path, fragment=True)
-    problems = [
-        p for p in schema_problems(doc) if not p.message.startswith("missing required key")
-    ]
+    problems = [p for p in schema_problems(doc) if not p.message.startswith("missing required key")]
     builder = Builder(doc)
     builder.inputs()
     builder.observe()

@@ -62,7 +62,8 @@ def _all_builtins() -> list[str]:
 
     names = set(builtin_names())
     names.update(
-        str(p.relative_to(templates_dir()).with_suffix("")) for p in templates_dir().glob("*/*.yaml")
+        str(p.relative_to(templates_dir()).with_suffix(""))
+        for p in templates_dir().glob("*/*.yaml")
     )
     return sorted(names)
 
@@ -86,7 +87,9 @@ class _Layer:
             self.values[()] = doc.values[()]
         self._merge_map(self.data, body, (), doc)
 
-    def _merge_map(self, dst: dict[str, Any], src: dict[str, Any], path: JsonPath, doc: Document) -> None:
+    def _merge_map(
+        self, dst: dict[str, Any], src: dict[str, Any], path: JsonPath, doc: Document
+    ) -> None:
         for key, value in src.items():
             child = (*path, key)
             if value is None:
@@ -112,7 +115,11 @@ class _Layer:
 
     def _take(self, prefix: JsonPath, doc: Document, *, subtree: bool) -> None:
         n = len(prefix)
-        for mine, theirs in ((self.values, doc.values), (self.keys, doc.keys), (self.blocks, doc.blocks)):
+        for mine, theirs in (
+            (self.values, doc.values),
+            (self.keys, doc.keys),
+            (self.blocks, doc.blocks),
+        ):
             if subtree:
                 mine.update({p: loc for p, loc in theirs.items() if p[:n] == prefix})
             else:
@@ -136,7 +143,11 @@ def _ref_list(doc: Document, key: str, problems: list[Problem]) -> list[tuple[st
             if isinstance(item, str) and item.strip():
                 out.append((item, (key, i)))
             else:
-                problems.append(Problem(doc.value_at((key, i)), f"{key}[{i}]: expected a path or a built-in name"))
+                problems.append(
+                    Problem(
+                        doc.value_at((key, i)), f"{key}[{i}]: expected a path or a built-in name"
+                    )
+                )
         return out
     what = "a path or a built-in name" if key == "extends" else "a list of paths or built-in names"
     problems.append(Problem(doc.value_at((key,)), f"{key}: expected {what}"))
@@ -200,6 +211,12 @@ def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False)
         if frag is not None:
             layer.merge(frag, skip=_FRAGMENT_OWN)
     if problems:
+        if not fragment:  # still report this file's own mistakes, not only the composition's
+            from looprun.template.schema_check import schema_problems
+
+            problems += [
+                p for p in schema_problems(doc) if not p.message.startswith("missing required key")
+            ]
         raise TemplateError(problems)
     skip: tuple[str, ...] = _FRAGMENT_OWN if fragment else ("extends", "include")
     if fragment:

@@ -62,7 +62,10 @@ def explain_text(template: Template, indent: str = "") -> str:
     if template.models:
         add(f"{indent}models: " + ", ".join(f"{k}={v}" for k, v in template.models.items()))
     plan = template.plan
-    add(f"{indent}plan: {plan.mode}" + (f" (at most {plan.max_tasks} tasks)" if plan.mode == "model" else ""))
+    add(
+        f"{indent}plan: {plan.mode}"
+        + (f" (at most {plan.max_tasks} tasks)" if plan.mode == "model" else "")
+    )
     for i, task in enumerate(plan.tasks, 1):
         after = f" (after {', '.join(task.depends_on)})" if task.depends_on else ""
         add(f"{indent}  {i}. {task.id}{after}: {_one_line(task.goal.source, 60)}")
@@ -70,8 +73,13 @@ def explain_text(template: Template, indent: str = "") -> str:
             add(f"{indent}     done when: {task.done_when.source}")
     if template.act is not None:
         act, c = template.act, template.act.constraints
-        add(f"{indent}act: up to {act.max_steps} tool calls per turn; tools: {', '.join(act.tools)}")
-        add(f"{indent}  paths: allow {', '.join(c.paths.allow)}" + (f"; deny {', '.join(c.paths.deny)}" if c.paths.deny else ""))
+        add(
+            f"{indent}act: up to {act.max_steps} tool calls per turn; tools: {', '.join(act.tools)}"
+        )
+        add(
+            f"{indent}  paths: allow {', '.join(c.paths.allow)}"
+            + (f"; deny {', '.join(c.paths.deny)}" if c.paths.deny else "")
+        )
         if c.commands:
             add(f"{indent}  commands: {', '.join(c.commands)}")
         if c.max_diff_lines:
@@ -89,7 +97,10 @@ def explain_text(template: Template, indent: str = "") -> str:
         for key, text in each.with_.items():
             add(f"{indent}  with {key} = {_one_line(text.source, 60)}")
     if template.observe:
-        add(f"{indent}observe (after every {'round of sub-loops' if template.each_task else 'act turn'}):")
+        add(
+            f"{indent}observe (after every "
+            f"{'round of sub-loops' if template.each_task else 'act turn'}):"
+        )
         for obs in template.observe.values():
             line = f"{indent}  {obs.name}: {obs.parser}"
             if obs.run is not None:
@@ -153,7 +164,12 @@ class _Chart:
         self.lines = ["flowchart TD"]
 
     def node(self, nid: str, shape: str, text: str, indent: str = "  ") -> str:
-        open_, close = {"box": ("[", "]"), "decision": ("{", "}"), "end": ("([", "])"), "sub": ("[[", "]]")}[shape]
+        open_, close = {
+            "box": ("[", "]"),
+            "decision": ("{", "}"),
+            "end": ("([", "])"),
+            "sub": ("[[", "]]"),
+        }[shape]
         self.lines.append(f"{indent}{nid}{open_}{_label(text)}{close}")
         return nid
 
@@ -178,7 +194,11 @@ def _loop(chart: _Chart, t: Template, p: str, indent: str, finish: str | None) -
     if t.each_task is not None:
         each = t.each_task
         chart.lines.append(
-            f'{indent}subgraph {p}sub[{_label(f"each task: {each.uses} - isolation {each.isolation}, parallel {each.parallel}")}]'
+            f"{indent}subgraph {p}sub["
+            + _label(
+                f"each task: {each.uses} - isolation {each.isolation}, parallel {each.parallel}"
+            )
+            + "]"
         )
         sub_done = n(f"{p}subdone", "end", "sub-loop result: outcome, reason, diff", indent + "  ")
         sub_entry, _ = _loop(chart, each.template, f"{p}s_", indent + "  ", sub_done)
@@ -193,7 +213,12 @@ def _loop(chart: _Chart, t: Template, p: str, indent: str, finish: str | None) -
     observers = ", ".join(t.observe) or "none"
     obs = n(f"{p}observe", "box", f"observe: {observers}", indent)
     chart.edge(work, obs)
-    check = n(f"{p}exit", "decision", "exit conditions hold? " + " and ".join(c.source for c in t.exit), indent)
+    check = n(
+        f"{p}exit",
+        "decision",
+        "exit conditions hold? " + " and ".join(c.source for c in t.exit),
+        indent,
+    )
     chart.edge(obs, check)
     done = finish or n(f"{p}done", "end", "done", indent)
     if t.each_task is None and (len(t.plan.tasks) > 1 or t.plan.mode == "model"):
@@ -212,7 +237,12 @@ def _loop(chart: _Chart, t: Template, p: str, indent: str, finish: str | None) -
 
     def stop(kind: str) -> str:
         if kind not in stops:
-            stops[kind] = n(f"{p}{kind}", "end", {"escalate": "escalated: a person decides", "abort": "aborted"}[kind], indent)
+            stops[kind] = n(
+                f"{p}{kind}",
+                "end",
+                {"escalate": "escalated: a person decides", "abort": "aborted"}[kind],
+                indent,
+            )
         return stops[kind]
 
     counter = [0]

@@ -122,7 +122,7 @@ class Condition:
             raise ExpressionError(f"{self.location} `{self.source}`", str(exc)) from None
         except SecurityError as exc:
             raise ExpressionError(f"{self.location} `{self.source}`", f"not allowed: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - a condition must never crash the engine
+        except Exception as exc:
             raise ExpressionError(
                 f"{self.location} `{self.source}`", f"{type(exc).__name__}: {exc}"
             ) from None
@@ -148,7 +148,7 @@ class Text:
             raise ExpressionError(f"{self.location}", f"in template: {exc}") from None
         except SecurityError as exc:
             raise ExpressionError(f"{self.location}", f"not allowed: {exc}") from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise ExpressionError(f"{self.location}", f"{type(exc).__name__}: {exc}") from None
 
     def __str__(self) -> str:

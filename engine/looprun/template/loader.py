@@ -34,7 +34,11 @@ def load_template(ref: str | Path) -> Template:
     path = locate(ref)
     if not path.exists() and not isinstance(ref, Path):
         name = str(ref)
-        hint = "" if "/" in name or name.endswith((".yaml", ".yml")) else did_you_mean(name, _all_builtins())
+        hint = (
+            ""
+            if "/" in name or name.endswith((".yaml", ".yml"))
+            else did_you_mean(name, _all_builtins())
+        )
         raise TemplateError(
             [Problem(Location(display(path), 1, 1), f"no such file or built-in template{hint}")]
         )

@@ -134,7 +134,10 @@ def _explain(error: Any, doc: Document) -> Iterator[Problem]:
                 yield from _explain(sub, doc)
             return
         hint = did_you_mean(value, _enum_choices(error)) if isinstance(value, str) else ""
-        yield Problem(doc.value_at(path), f"{prefix}expected {expected(error.schema)}, got {show(value)}{hint}")
+        yield Problem(
+            doc.value_at(path),
+            f"{prefix}expected {expected(error.schema)}, got {show(value)}{hint}",
+        )
         return
     if kind == "additionalProperties" and isinstance(value, dict):
         known = list(error.schema.get("properties", {}))
@@ -159,18 +162,31 @@ def _explain(error: Any, doc: Document) -> Iterator[Problem]:
         return
     if kind == "enum" and isinstance(value, str):
         hint = did_you_mean(value, [str(v) for v in error.validator_value if v is not None])
-        yield Problem(doc.value_at(path), f"{prefix}expected {expected(error.schema)}, got {show(value)}{hint}")
+        yield Problem(
+            doc.value_at(path),
+            f"{prefix}expected {expected(error.schema)}, got {show(value)}{hint}",
+        )
         return
-    if kind == "type" and isinstance(value, str) and error.schema.get("type") in ("integer", "number"):
-        yield Problem(doc.value_at(path), f"{prefix}expected {expected(error.schema)}, got {show(value)}")
+    if (
+        kind == "type"
+        and isinstance(value, str)
+        and error.schema.get("type") in ("integer", "number")
+    ):
+        yield Problem(
+            doc.value_at(path), f"{prefix}expected {expected(error.schema)}, got {show(value)}"
+        )
         return
-    yield Problem(doc.value_at(path), f"{prefix}expected {expected(error.schema)}, got {show(value)}")
+    yield Problem(
+        doc.value_at(path), f"{prefix}expected {expected(error.schema)}, got {show(value)}"
+    )
 
 
 def schema_problems(doc: Document) -> list[Problem]:
     """Every schema violation in a composed document, located and phrased for people."""
     problems: list[Problem] = []
-    errors = sorted(_validator().iter_errors(doc.data), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(
+        _validator().iter_errors(doc.data), key=lambda e: [str(p) for p in e.absolute_path]
+    )
     for error in errors:
         if "propertyNames" in error.absolute_schema_path:
             problems.extend(_explain_name(error, doc))
@@ -186,6 +202,7 @@ def _explain_name(error: Any, doc: Document) -> Iterator[Problem]:
     name = error.instance
     yield Problem(
         doc.key_at((*path, name)) if isinstance(name, str) else doc.value_at(path),
-        f"{where + ': ' if where else ''}'{name}' is not a valid name (use letters, digits and '_'; "
+        f"{where + ': ' if where else ''}'{name}' is not a valid name "
+        "(use letters, digits and '_'; "
         "do not start with a digit)",
     )

@@ -25,8 +25,12 @@ JsonPath = tuple[str | int, ...]
 MAX_NODES = 200_000  # guards against alias expansion bombs ("billion laughs")
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader without the timestamp resolver: dates in config stay text."""
+# libyaml's parser when available (several times faster), else the pure-Python one.
+_Base: Any = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc,valid-type]
+    """Safe loading without the timestamp resolver: dates in config stay text."""
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -110,9 +114,32 @@ def read_text(path: Path) -> str:
 
 
 def load_document(path: Path, text: str | None = None) -> Document:
-    """Parse one YAML file into a Document; every problem is a located TemplateError."""
-    if text is None:
-        text = read_text(path)
+    """Parse one YAML file into a Document; every problem is a located TemplateError.
+
+    Documents are cached per file identity (path, size, mtime), so a fragment included by
+    several templates is parsed once per process. Callers must not mutate the result.
+    """
+    if text is not None:
+        return _parse(path, text)
+    try:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:
+        key = None
+    if key is not None and key in _CACHE:
+        return _CACHE[key]
+    doc = _parse(path, read_text(path))
+    if key is not None:
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        _CACHE[key] = doc
+    return doc
+
+
+_CACHE: dict[tuple[str, int, int, int], Document] = {}
+
+
+def _parse(path: Path, text: str) -> Document:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -125,10 +152,14 @@ def load_document(path: Path, text: str | None = None) -> Document:
     except yaml.YAMLError as exc:
         raise TemplateError([Problem(Location(str(path), 1, 1), f"YAML error: {exc}")]) from None
     finally:
-        loader.dispose()
+        dispose = getattr(loader, "dispose", None)
+        if dispose is not None:
+            dispose()
     if node is None:
-        raise TemplateError([Problem(Location(str(path), 1, 1), "file is empty; expected a template")])
-    builder = _Builder(path, loader)
+        raise TemplateError(
+            [Problem(Location(str(path), 1, 1), "file is empty; expected a template")]
+        )
+    builder = _Builder(path, loader, text)
     data = builder.build(node, ())
     if builder.problems:
         raise TemplateError(builder.problems)
@@ -138,8 +169,9 @@ def load_document(path: Path, text: str | None = None) -> Document:
 class _Builder:
     """Turns composed nodes into plain data, recording positions and collecting problems."""
 
-    def __init__(self, path: Path, loader: _Loader):
+    def __init__(self, path: Path, loader: _Loader, text: str):
         self.path = path
+        self.lines = text.splitlines()
         self.loader = loader
         self.values: dict[JsonPath, Location] = {}
         self.keys: dict[JsonPath, Location] = {}
@@ -153,7 +185,9 @@ class _Builder:
         if self.count > MAX_NODES:
             if self.count == MAX_NODES + 1:
                 self.problems.append(
-                    Problem(_loc(self.path, node.start_mark), "document too large (alias expansion?)")
+                    Problem(
+                        _loc(self.path, node.start_mark), "document too large (alias expansion?)"
+                    )
                 )
             return None
         self.values.setdefault(path, _loc(self.path, node.start_mark))
@@ -174,11 +208,9 @@ class _Builder:
 
     def _block_start(self, node: yaml.ScalarNode, path: JsonPath) -> None:
         mark = node.start_mark
-        buffer = mark.buffer or ""
-        nl = buffer.find("\n", mark.pointer)
-        if nl < 0:
+        if mark.line + 1 >= len(self.lines):
             return
-        line_text = buffer[nl + 1 :].split("\n", 1)[0]
+        line_text = self.lines[mark.line + 1]
         indent = len(line_text) - len(line_text.lstrip(" "))
         self.blocks.setdefault(path, Location(str(self.path), mark.line + 2, indent + 1))
 

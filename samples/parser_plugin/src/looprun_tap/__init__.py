@@ -8,6 +8,7 @@ returning an ``Observation`` without ever raising on bad input.
 from __future__ import annotations
 
 import re
+from typing import Any, ClassVar
 
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render
@@ -19,7 +20,13 @@ _RESULT = re.compile(r"^(not )?ok\b\s*(\d+)?\s*(?:-\s*)?([^#]*)(?:#\s*(\w+)(.*))
 class TapParser:
     name = "tap"
     facts = frozenset({"tests", "passed", "failed", "skipped", "failing"})
-    empty_facts = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "failing": []}
+    empty_facts: ClassVar[dict[str, Any]] = {
+        "tests": 0,
+        "passed": 0,
+        "failed": 0,
+        "skipped": 0,
+        "failing": [],
+    }
 
     def parse(self, data: ParseInput) -> Observation:
         text = data.output or ""
@@ -29,8 +36,13 @@ class TapParser:
                 text = path.read_text("utf-8", "replace")
             except OSError as exc:
                 message = f"{path}: cannot read TAP output: {exc.strerror or exc}"
-                return Observation(parser=self.name, ok=False, error=message, feedback=message,
-                                   facts=self.empty_facts)
+                return Observation(
+                    parser=self.name,
+                    ok=False,
+                    error=message,
+                    feedback=message,
+                    facts=self.empty_facts,
+                )
         counts = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0}
         items: list[Item] = []
         for line in text.splitlines():
@@ -43,8 +55,9 @@ class TapParser:
                 counts["skipped"] += 1
             elif failed:
                 counts["failed"] += 1
-                items.append(Item(id=desc.strip() or f"test {number}", message="not ok",
-                                  severity="failure"))
+                items.append(
+                    Item(id=desc.strip() or f"test {number}", message="not ok", severity="failure")
+                )
             else:
                 counts["passed"] += 1
         ok = counts["failed"] == 0 and counts["tests"] > counts["skipped"]

@@ -24,22 +24,38 @@ def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def looprun(*args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "looprun", *args], capture_output=True,
-                          text=True, env=cli_env(env), cwd=cwd, timeout=timeout)
+def looprun(
+    *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "looprun", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(env),
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def start(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "looprun", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=cli_env(env),
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "looprun", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(env),
+        start_new_session=True,
+    )
 
 
 def git_init(path: Path) -> Path:
     def git(*a: str) -> None:
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=path,
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *a],
+            cwd=path,
+            check=True,
+            capture_output=True,
+        )
 
     git("init", "-q", "-b", "main")
     git("add", "-A")

@@ -1,0 +1,163 @@
+"""Observe benchmarks: JUnit parsing at scale, and feedback size from a huge pytest log.
+
+    python benchmarks/bench_observe.py [--cases 100000] [--runs 5]
+
+1. Generates a JUnit file with N test cases (1% failing with pytest-style tracebacks) and
+   times looprun's junit parser against junitparser alone reading the same file
+   (medians of several runs, their ratio, and peak Python memory via tracemalloc).
+2. Generates a ~10 MB failing pytest log and checks that the pytest-text fallback's
+   feedback stays under 4 KB while naming every failing test id and the first assertion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+from junitparser import JUnitXml
+
+from looprun.observe.base import ParseInput
+from looprun.observe.junit import JUnitParser
+from looprun.observe.regex import RegexParser
+
+
+def make_junit(path: Path, cases: int) -> int:
+    failing = 0
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n')
+        per_suite = 1000
+        for s in range(0, cases, per_suite):
+            fh.write(f'<testsuite name="pytest" tests="{per_suite}">\n')
+            for n in range(s, min(cases, s + per_suite)):
+                cls = f"tests.test_mod{n // per_suite}"
+                if n % 100 == 7:
+                    failing += 1
+                    fh.write(
+                        f'<testcase classname="{cls}" name="test_{n}" time="0.01">'
+                        f'<failure message="AssertionError: expected {n}, got {n + 1}">'
+                        f"def test_{n}():\n&gt;       assert f({n}) == {n}\n"
+                        f"E       AssertionError: expected {n}, got {n + 1}\n\n"
+                        f"tests/test_mod{n // per_suite}.py:{n % 500 + 3}: AssertionError"
+                        "</failure></testcase>\n"
+                    )
+                else:
+                    fh.write(f'<testcase classname="{cls}" name="test_{n}" time="0.001"/>\n')
+            fh.write("</testsuite>\n")
+        fh.write("</testsuites>\n")
+    return failing
+
+
+def junitparser_alone(path: Path) -> tuple[int, int]:
+    xml = JUnitXml.fromfile(str(path))
+    tests = failed = 0
+    for suite in xml:
+        for case in suite:
+            tests += 1
+            if not case.is_passed and not case.is_skipped:
+                failed += 1
+    return tests, failed
+
+
+def timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
+    """Median seconds over ``runs``, and peak traced memory (MB) of one extra run."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    tracemalloc.start()
+    fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return statistics.median(times), peak / 1e6
+
+
+def make_pytest_log(path: Path, target_bytes: int, failures: int) -> None:
+    noise = "".join(
+        f"captured line {i}: some debug output with values {i * 7}\n" for i in range(50)
+    )
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write(
+            "============================= test session starts ==============================\n"
+        )
+        fh.write("collected 5000 items\n\n")
+        fh.write(
+            "=================================== FAILURES ===================================\n"
+        )
+        per = max(1, target_bytes // failures)
+        for n in range(failures):
+            fh.write(f"{'_' * 30} test_case_{n} {'_' * 30}\n\n")
+            fh.write(f"    def test_case_{n}():\n>       assert compute({n}) == {n * 2}\n")
+            fh.write(
+                f"E       assert {n * 2 + 1} == {n * 2}\n"
+                f"E        +  where {n * 2 + 1} = compute({n})\n\n"
+            )
+            fh.write(f"tests/test_big.py:{n * 4 + 10}: AssertionError\n")
+            fh.write(
+                "----------------------------- Captured stdout call -----------------------------\n"
+            )
+            written = 0
+            while written < per:
+                fh.write(noise)
+                written += len(noise)
+        fh.write(
+            "=========================== short test summary info ============================\n"
+        )
+        for n in range(failures):
+            fh.write(f"FAILED tests/test_big.py::test_case_{n} - assert {n * 2 + 1} == {n * 2}\n")
+        fh.write(f"{'=' * 17} {failures} failed, {5000 - failures} passed in 12.34s {'=' * 17}\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--failures", type=int, default=40)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="looprun-bench-") as tmp:
+        root = Path(tmp)
+        report = root / "junit.xml"
+        failing = make_junit(report, args.cases)
+        size_mb = report.stat().st_size / 1e6
+        parser = JUnitParser()
+        data = ParseInput(workdir=root, file=report)
+        obs = parser.parse(data)
+        assert obs.counts["tests"] == args.cases and obs.counts["failed"] == failing, obs.counts
+        assert junitparser_alone(report) == (args.cases, failing)
+        ours, ours_mb = timed(lambda: parser.parse(data), args.runs)
+        alone, alone_mb = timed(lambda: junitparser_alone(report), args.runs)
+        print(f"junit: {args.cases} cases ({failing} failing), {size_mb:.1f} MB file")
+        print(f"  looprun junit parser : median {ours:.3f} s, peak {ours_mb:.1f} MB")
+        print(f"  junitparser alone    : median {alone:.3f} s, peak {alone_mb:.1f} MB")
+        print(
+            f"  ratio (ours / alone) : time {ours / alone:.2f}x, memory {ours_mb / alone_mb:.2f}x"
+        )
+        print(f"  feedback             : {len(obs.feedback.encode())} bytes")
+
+        log = root / "pytest.log"
+        make_pytest_log(log, 10_000_000, args.failures)
+        start = time.perf_counter()
+        text_obs = RegexParser().parse(
+            ParseInput(workdir=root, file=log, exit_code=1, options={"preset": "pytest"})
+        )
+        took = time.perf_counter() - start
+        fb = text_obs.feedback
+        named = sum(f"tests/test_big.py::test_case_{n} " in fb for n in range(args.failures))
+        print(
+            f"pytest log: {log.stat().st_size / 1e6:.1f} MB, {args.failures} failing tests, "
+            f"parsed in {took:.2f} s"
+        )
+        print(
+            f"  feedback: {len(fb.encode())} bytes (limit 4096); names {named}/{args.failures} "
+            f"failing ids; first assertion present: {'assert 1 == 0' in fb}"
+        )
+        assert len(fb.encode()) < 4096 and named == args.failures and "assert 1 == 0" in fb
+
+
+if __name__ == "__main__":
+    main()

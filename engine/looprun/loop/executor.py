@@ -1,0 +1,228 @@
+"""The executor boundary: where sub-loops run.
+
+An outer loop hands each sub-loop to an ``Executor`` as a ``SubloopJob`` — plain,
+picklable data (template reference, inputs, working directory or repository + commit,
+budget share, run id) — and gets back a ``SubloopResult``. ``LocalExecutor`` runs jobs on
+threads of this process (the work is I/O bound: model calls and subprocesses). A
+distributed backend only has to run ``run_subloop`` on a worker that has the repository
+at ``job.commit`` (see docs/subloops.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from looprun.errors import LooprunError
+from looprun.models.base import Message, Model, Reply, ToolSpec
+
+
+@dataclass(frozen=True)
+class SubloopJob:
+    """Everything a worker needs to run one sub-loop; plain data only."""
+
+    task_id: str
+    attempt: int
+    template: str  # absolute path or built-in name
+    inputs: Mapping[str, Any]
+    workdir: str  # where the sub-loop works (a worktree, or the outer tree)
+    repository: str  # the outer repository, for workers that clone
+    commit: str  # the outer loop's state the sub-loop starts from
+    run_id: str
+    run_dir: str  # the sub-loop's own run dir, under the outer run dir
+    model: str  # model reference (script:FILE, openai:..., anthropic:...)
+    script_key: tuple[tuple[str, int], ...] = ()  # a scripted model's part for this loop
+    base_url: str | None = None
+    limits: Mapping[str, Any] = field(default_factory=dict)  # the budget share
+    resume: bool = False  # continue a sub-loop interrupted earlier
+    depth: int = 1
+
+
+@dataclass(frozen=True)
+class SubloopResult:
+    task_id: str
+    attempt: int
+    template: str
+    outcome: str
+    reason: str
+    iterations: int = 0
+    code: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    changed: tuple[str, ...] = ()  # files changed relative to job.commit
+    commit: str | None = None  # a commit of the sub-loop's final tree
+    run_id: str = ""
+    run_dir: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+Report = Callable[[str], None]
+
+
+class Executor(Protocol):
+    """Runs sub-loop jobs somewhere and reports their results."""
+
+    def submit(self, job: SubloopJob) -> Future[SubloopResult]: ...
+    def stop(self) -> None:
+        """Ask every running job to stop at its next model call (journals stay consistent)."""
+
+    def shutdown(self) -> None: ...
+
+
+class Stopped(LooprunError):
+    """The outer loop was interrupted; the sub-loop ends here and can be resumed."""
+
+
+class StoppableModel:
+    """Wraps a model so a running sub-loop stops at its next call once asked to."""
+
+    def __init__(self, inner: Model, stop: threading.Event):
+        self.inner, self._stop = inner, stop
+        self.ref = inner.ref
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        role: str = "act",
+        timeout_s: float | None = None,
+    ) -> Reply:
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        return self.inner.complete(messages, tools, role=role, timeout_s=timeout_s)
+
+    @property
+    def position(self) -> Any:
+        return getattr(self.inner, "position", None)
+
+    def seek(self, position: int) -> None:
+        seek = getattr(self.inner, "seek", None)
+        if seek is not None:
+            seek(position)
+
+
+class LocalExecutor:
+    """Sub-loops on threads of this process, at most ``parallel`` at a time."""
+
+    def __init__(
+        self,
+        parallel: int,
+        report: Report,
+        runner: Callable[[SubloopJob, threading.Event, Report], SubloopResult] | None = None,
+    ):
+        self._pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="subloop")
+        self._stop = threading.Event()
+        self._report = report
+        self._runner = runner or run_subloop
+
+    def submit(self, job: SubloopJob) -> Future[SubloopResult]:
+        return self._pool.submit(self._runner, job, self._stop, self._report)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> SubloopResult:
+    """What a worker does with one job: load, wire the real ports, run (or resume)."""
+    from looprun.journal import RunJournal
+    from looprun.loop.engine import Engine, RunInfo
+    from looprun.loop.runner import build_ports
+    from looprun.loop.state import LoopState
+    from looprun.template.loader import load_template
+
+    def prefixed(line: str) -> None:
+        report(f"[{job.task_id}] {line}")
+
+    try:
+        template = load_template(job.template)
+        model = StoppableModel(_resolve(job), stop)
+        run_dir = Path(job.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with RunJournal(run_dir, job.run_id) as journal:
+            state = None
+            raw = journal.load_state() if job.resume else None
+            if raw is not None:
+                state = LoopState.from_dict(raw)
+                state.stop = None
+            ports, ws = build_ports(
+                template,
+                Path(job.workdir),
+                journal,
+                act=model,  # type: ignore[arg-type]
+                plan=model,  # type: ignore[arg-type]
+                report=prefixed,
+                interactive=False,
+                base=job.commit,
+            )
+            if job.resume and state is None:
+                ws.restore(job.commit)  # redo from the start, never on top of half an edit
+            run = RunInfo(job.run_id, str(run_dir), str(journal.artifacts), str(ws.workdir))
+            result = Engine(
+                template,
+                ports,
+                inputs=dict(job.inputs),
+                run=run,
+                limits=_limits(template.limits, job.limits),
+                state=state,
+            ).run()
+            final = ws.checkpoint(f"{job.run_id}/final") if result.outcome != "error" else None
+            return SubloopResult(
+                task_id=job.task_id,
+                attempt=job.attempt,
+                template=template.name,
+                outcome=result.outcome,
+                reason=result.reason,
+                iterations=result.iterations,
+                code=result.code,
+                prompt_tokens=result.usage.prompt_tokens,
+                completion_tokens=result.usage.completion_tokens,
+                cost_usd=result.usage.cost_usd,
+                changed=tuple(result.diff_stat),
+                commit=final,
+                run_id=job.run_id,
+                run_dir=str(run_dir),
+                duration_s=result.duration_s,
+            )
+    except LooprunError as exc:
+        prefixed(f"→ error: {exc}")
+        return SubloopResult(
+            job.task_id, job.attempt, Path(job.template).stem, "error", str(exc), code="error"
+        )
+
+
+def _resolve(job: SubloopJob) -> Model:
+    if job.model.startswith("script:"):
+        from looprun.models.scripted import ScriptedModel
+
+        return ScriptedModel.from_file(job.model.removeprefix("script:"), job.script_key)
+    from looprun.models.registry import resolve_model
+
+    return resolve_model(job.model, base_url=job.base_url)
+
+
+def _limits(own: Any, share: Mapping[str, Any]) -> Any:
+    """The sub-template's own limits, each capped by the outer loop's share."""
+    from dataclasses import replace
+
+    changes: dict[str, Any] = {}
+    for name in ("max_tokens", "max_cost_usd", "timeout_s"):
+        cap = share.get(name)
+        if cap is None:
+            continue
+        mine = getattr(own, name)
+        if mine is None or cap < mine:
+            changes[name] = cap
+    return replace(own, **changes)

@@ -1,0 +1,153 @@
+"""Scheduling of sub-loops: the task graph from ``depends_on`` and what may run next.
+
+Pure data in, pure data out: no threads, no git. The outer phase asks the graph which
+tasks are ready (every dependency done), which can never run (a dependency failed), and
+in which order finished work is merged (the plan's order within the dependency order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from looprun.errors import LooprunError
+
+MAX_DEPTH = 4  # outer loop = depth 0; the loader enforces the same bound on templates
+
+
+class ScheduleError(LooprunError):
+    """A plan that cannot be scheduled: a dependency cycle, an unknown task, too deep."""
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    depends_on: tuple[str, ...] = ()
+
+
+class TaskGraph:
+    """The tasks still to run, and the ids already satisfied (done earlier)."""
+
+    def __init__(self, nodes: Sequence[Node], satisfied: Iterable[str] = ()):
+        self.nodes = {n.id: n for n in nodes}
+        if len(self.nodes) != len(nodes):
+            dupes = sorted({n.id for n in nodes if [m.id for m in nodes].count(n.id) > 1})
+            raise ScheduleError(f"duplicate task ids in the plan: {', '.join(dupes)}")
+        self.satisfied = frozenset(satisfied)
+        self.order = [n.id for n in nodes]
+        for n in nodes:
+            unknown = [d for d in n.depends_on if d not in self.nodes and d not in self.satisfied]
+            if unknown:
+                raise ScheduleError(
+                    f"task {n.id} depends on unknown task(s): {', '.join(unknown)}"
+                )
+        cycle = find_cycle({n.id: [d for d in n.depends_on if d in self.nodes] for n in nodes})
+        if cycle:
+            raise ScheduleError("dependency cycle: " + " -> ".join(cycle))
+
+    def ready(self, done: Iterable[str], started: Iterable[str]) -> list[str]:
+        """Tasks not started whose dependencies are all done, in plan order."""
+        ok = self.satisfied | set(done)
+        taken = set(started)
+        return [
+            i
+            for i in self.order
+            if i not in taken and all(d in ok for d in self.nodes[i].depends_on)
+        ]
+
+    def blocked(self, failed: Iterable[str]) -> dict[str, str]:
+        """Tasks that can never run because a dependency failed: id -> the failed dependency."""
+        out: dict[str, str] = {}
+        bad = set(failed)
+        changed = True
+        while changed:
+            changed = False
+            for i in self.order:
+                if i in out or i in bad:
+                    continue
+                for d in self.nodes[i].depends_on:
+                    if d in bad or d in out:
+                        out[i] = out.get(d, d)
+                        changed = True
+                        break
+        return out
+
+
+def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """One cycle as a path (first node repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = finished
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in graph:
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def check_nesting(chain: Sequence[str], uses: str, *, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse a sub-loop that would nest deeper than ``max_depth`` or run a template again
+    that is already running above it (``chain``: the templates from the outermost down)."""
+    if uses in chain:
+        raise ScheduleError("each_task.uses cycle: " + " -> ".join([*chain, uses]))
+    if len(chain) >= max_depth:
+        raise ScheduleError(f"sub-loops nested deeper than {max_depth}: {' -> '.join(chain)}")
+
+
+FAILED_OUTCOMES = ("exhausted", "stalled", "escalated", "aborted", "error", "conflict", "blocked")
+
+
+def subloop_facts(tasks: Sequence[str], records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``subloops`` in conditions: the results of the current plan's tasks.
+
+    ``failed`` is a count (0 is false in a condition), ``all_done`` holds when every
+    planned task has a ``done`` result, ``counts`` maps outcome -> number, and ``list``
+    holds one record per task: id, template, outcome, reason, iterations, attempt, tokens.
+    """
+    rows = []
+    for tid in tasks:
+        r = records.get(tid)
+        if r is None:
+            rows.append({"id": tid, "template": "", "outcome": "pending", "reason": "",
+                         "iterations": 0, "attempt": 0, "tokens": 0, "changed": []})
+            continue
+        rows.append(
+            {
+                "id": tid,
+                "template": r.get("template", ""),
+                "outcome": r.get("outcome", "pending"),
+                "reason": r.get("reason", ""),
+                "iterations": r.get("iterations", 0),
+                "attempt": r.get("attempt", 0),
+                "tokens": r.get("tokens", 0),
+                "changed": list(r.get("changed", [])),
+            }
+        )
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+    failed = sum(counts.get(o, 0) for o in FAILED_OUTCOMES)
+    return {
+        "all_done": bool(rows) and all(r["outcome"] == "done" for r in rows),
+        "failed": failed,
+        "done": counts.get("done", 0),
+        "total": len(rows),
+        "counts": counts,
+        "list": rows,
+    }
