@@ -69,7 +69,7 @@ def main() -> None:
     n = len(_templates())
     print(f"looprun validate over {n} built-in template files, median of {args.runs} runs")
     print(f"  subprocess (python -m looprun validate): {bench_subprocess(args.runs) * 1000:.0f} ms")
-    print(f"  in-process (after imports):              {bench_in_process(args.runs) * 1000:.0f} ms")
+    print(f"  in-process (after imports, cold caches): {bench_in_process(args.runs) * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -125,6 +125,19 @@ def walk_files(
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if ignores.ignored(rel, is_dir=False) or not include(rel):
                 continue
+            if os.path.islink(os.path.join(dirpath, name)) and not _link_stays_inside(
+                root, os.path.join(dirpath, name), include
+            ):
+                continue  # a symlink out of the workdir (or into .git) is never followed
             if globspec is not None and not globspec.match_file(rel):
                 continue
             yield rel
+
+
+def _link_stays_inside(root: Path, link: str, include: Callable[[str], bool]) -> bool:
+    real_root = os.path.realpath(root)
+    target = os.path.realpath(link)
+    if os.path.commonpath([real_root, target]) != real_root or target == real_root:
+        return False
+    rel = Path(os.path.relpath(target, real_root)).as_posix()
+    return not any(part in SKIP_DIRS for part in rel.split("/")) and include(rel)

@@ -234,6 +234,19 @@ def test_escape_attempt_is_refused(arena: Path, name: str, call: ToolCall, rule:
     assert not (arena / "pwned").exists()
 
 
+def test_search_and_listing_do_not_follow_links_out(arena: Path) -> None:
+    work = arena / "work"
+    (work / "src" / "to_git_config").symlink_to(work / ".git" / "config")
+    (work / "src" / "to_secret").symlink_to(work / "secrets" / "prod.env")
+    tb = toolbox(arena)
+    for pattern in ("do not touch", "outside data", "repositoryformatversion", "DB=prod"):
+        result = tb.call(tc("search", pattern=pattern))
+        assert result.content == "no matches", (pattern, result.content)
+    listed = tb.call(tc("list_files")).content.splitlines()
+    assert "src/app.py" in listed
+    assert not any("link" in p or "to_" in p or "dangling" in p for p in listed), listed
+
+
 def test_corpus_is_large_enough() -> None:
     assert len(CORPUS) >= 30
 
