@@ -76,7 +76,7 @@ class Engine:
         limits: Limits | None = None,
         state: LoopState | None = None,
     ):
-        if template.act is None:
+        if template.act is None and template.each_task is None:
             raise LooprunError(f"{template.source}: template has no act section to run")
         self.t, self.ports, self.run_info = template, ports, run
         self.inputs = dict(inputs)
@@ -84,6 +84,13 @@ class Engine:
         self.state = state or LoopState()
         self._t0 = ports.clock.monotonic()
         self._elapsed0 = self.state.elapsed_s
+        # -- sub-loops hook (issue 6): an outer template's act phase runs its sub-loops --
+        self.outer: Any = None
+        if template.each_task is not None:
+            from looprun.loop.outer import OuterPhase
+
+            self.outer = OuterPhase(self)
+        # -- end sub-loops hook --
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -114,15 +121,20 @@ class Engine:
         st = self.state
         n = st.iterations + 1
         ctx = self._context(task, st.last_facts)
-        turn = act_turn(
-            self.ports,
-            self.t.act,
-            self.limits,
-            st,
-            self._pinned(ctx),  # type: ignore[arg-type]
-            self._prompt(ctx),
-            elapsed=self._elapsed,
-            iteration=n,
+        # sub-loops hook (issue 6): sub-loops instead of a model turn
+        turn = (
+            self.outer.act(task, n)
+            if self.outer is not None
+            else act_turn(
+                self.ports,
+                self.t.act,
+                self.limits,
+                st,
+                self._pinned(ctx),  # type: ignore[arg-type]
+                self._prompt(ctx),
+                elapsed=self._elapsed,
+                iteration=n,
+            )
         )
         if turn.stop is not None:
             return Step(turn, {}, (), {}, Decision("stop"), "")
@@ -285,6 +297,10 @@ class Engine:
         return stop
 
     def _apply(self, task: PlannedTask, d: Decision) -> Stop | None:
+        if self.outer is not None:  # sub-loops hook (issue 6): done/replan of all tasks
+            handled, outer_stop = self.outer.apply(task, d)
+            if handled:
+                return outer_stop
         st, ws = self.state, self.ports.workspace
         if d.kind == "done":
             st.task_results.append(
@@ -424,7 +440,11 @@ class Engine:
             },
             "budget": caps.budget_facts(self.limits, self._spent()),
             "exit": {"ok": False, "failed": []},
-            "subloops": {"all_done": True, "failed": 0, "counts": {}, "list": []},
+            "subloops": (  # sub-loops hook (issue 6)
+                self.outer.facts()
+                if self.outer is not None
+                else {"all_done": True, "failed": 0, "counts": {}, "list": []}
+            ),
             "feedback": st.feedback,
             "run": self.run_info.facts(),
         }

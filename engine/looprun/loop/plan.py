@@ -200,18 +200,20 @@ def model_plan(
 ) -> list[PlannedTask]:
     """Ask the plan-role model for tasks; one retry with the exact error, then PlanError."""
     done = list(done)
-    if template.plan.prompt is not None:
-        prompt = template.plan.prompt.render(context)
+    rem = ""
+    if remaining:
+        rem = (
+            "Tasks still open (replan these):\n"
+            + "\n".join(f"- {t.id}: {t.goal}" for t in remaining)
+            + "\n"
+        )
+    if done:
+        rem += f"Already done: {', '.join(done)}\n"
+    if template.plan.prompt is not None:  # the template's prompt sees the replan feedback
+        prompt = template.plan.prompt.render({"feedback": feedback, **context}).strip()
+        if rem:
+            prompt += "\n\n" + rem
     else:
-        rem = ""
-        if remaining:
-            rem = (
-                "Tasks still open (replan these):\n"
-                + "\n".join(f"- {t.id}: {t.goal}" for t in remaining)
-                + "\n"
-            )
-        if done:
-            rem += f"Already done: {', '.join(done)}\n"
         if feedback:
             rem += f"What went wrong:\n{feedback}\n"
         prompt = DEFAULT_PLAN_PROMPT.format(

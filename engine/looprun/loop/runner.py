@@ -124,7 +124,8 @@ def build_ports(
     from looprun.act.tools import Toolbox
     from looprun.workspace import Workspace
 
-    assert template.act is not None
+    # An outer template (each_task) has no act section: its tree gets default constraints.
+    constraints = template.act.constraints if template.act is not None else Constraints()
     ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base)
     try:
         from looprun.loop.context import ContextBudget
@@ -142,8 +143,8 @@ def build_ports(
         plan_model=plan,
         toolbox=toolbox,
         workspace=ws,
-        guard=Policy(ws.workdir, template.act.constraints),
-        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, template.act.constraints),
+        guard=Policy(ws.workdir, constraints),
+        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints),
         journal=journal,
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),

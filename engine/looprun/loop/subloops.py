@@ -39,9 +39,7 @@ class TaskGraph:
         for n in nodes:
             unknown = [d for d in n.depends_on if d not in self.nodes and d not in self.satisfied]
             if unknown:
-                raise ScheduleError(
-                    f"task {n.id} depends on unknown task(s): {', '.join(unknown)}"
-                )
+                raise ScheduleError(f"task {n.id} depends on unknown task(s): {', '.join(unknown)}")
         cycle = find_cycle({n.id: [d for d in n.depends_on if d in self.nodes] for n in nodes})
         if cycle:
             raise ScheduleError("dependency cycle: " + " -> ".join(cycle))
@@ -124,8 +122,18 @@ def subloop_facts(tasks: Sequence[str], records: Mapping[str, Mapping[str, Any]]
     for tid in tasks:
         r = records.get(tid)
         if r is None:
-            rows.append({"id": tid, "template": "", "outcome": "pending", "reason": "",
-                         "iterations": 0, "attempt": 0, "tokens": 0, "changed": []})
+            rows.append(
+                {
+                    "id": tid,
+                    "template": "",
+                    "outcome": "pending",
+                    "reason": "",
+                    "iterations": 0,
+                    "attempt": 0,
+                    "tokens": 0,
+                    "changed": [],
+                }
+            )
             continue
         rows.append(
             {

@@ -1,0 +1,414 @@
+"""The outer loop's act phase: run one sub-loop per planned task, then merge the results.
+
+The engine calls ``OuterPhase.act`` instead of a model turn when the template has
+``each_task``. Tasks run through an ``Executor`` in dependency order, at most
+``each_task.parallel`` at a time, each in its own git worktree on a private branch made
+from the outer tree as it is (``isolation: worktree``), or one at a time in the outer
+tree (``isolation: none``). Results that end ``done`` are merged into the outer tree; a
+merge conflict is the result ``conflict``. The outer observers then run on the merged
+tree as usual. Every result is recorded in ``<run dir>/subloops.json``, so a resumed run
+never re-runs a finished sub-loop.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from pathlib import Path
+from typing import Any
+
+from looprun.errors import LooprunError
+from looprun.gitutil import Git
+from looprun.journal import write_atomic
+from looprun.loop import limits as caps
+from looprun.loop.executor import Executor, LocalExecutor, SubloopJob, SubloopResult
+from looprun.loop.outcome import Stop
+from looprun.loop.plan import PlanError, PlannedTask
+from looprun.loop.subloops import Node, TaskGraph, subloop_facts
+from looprun.loop.turn import Turn
+from looprun.models.base import Message
+
+ExecutorFactory = Callable[[int, Callable[[str], None]], Executor]
+RECORDS_FILE = "subloops.json"
+_BUDGET_CODES = ("max_tokens", "max_cost_usd", "timeout")
+
+
+class OuterPhase:
+    """Sub-loops of one outer run; owned by its Engine (``engine.outer``)."""
+
+    executor_factory: ExecutorFactory = LocalExecutor  # tests and other backends replace it
+
+    def __init__(self, engine: Any):
+        self.e = engine
+        self.each = engine.t.each_task
+        self.path = Path(engine.run_info.dir) / RECORDS_FILE
+        self.records: dict[str, dict[str, Any]] = {}
+        self.merges: list[dict[str, Any]] = []  # merge order: {iteration, task}
+        self._lock = threading.Lock()
+        if self.path.exists():
+            data = json.loads(self.path.read_text("utf-8"))
+            self.records = data.get("records", {})
+            self.merges = data.get("merges", [])
+
+    # -- the engine's hooks -----------------------------------------------------------------
+
+    def facts(self) -> dict[str, Any]:
+        return subloop_facts([t.id for t in self.e.state.tasks or []], self.records)
+
+    def act(self, task: PlannedTask, iteration: int) -> Turn:
+        """Run every planned task that has not finished; returns the outer turn."""
+        st = self.e.state
+        self._remerge(iteration)
+        tasks = list(st.tasks or [])
+        done = {i for i, r in self.records.items() if r["outcome"] == "done"}
+        todo = {t.id: t for t in tasks if t.id not in done}
+        graph = TaskGraph([Node(t.id, t.depends_on) for t in todo.values()], satisfied=done)
+        parallel = 1 if self.each.isolation == "none" else max(1, self.each.parallel)
+        executor = self.executor_factory(parallel, self._report)
+        running: dict[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]] = {}
+        started: list[str] = []
+        finished_ok: set[str] = set()
+        failed: set[str] = set()
+        results: list[SubloopResult] = []
+        stop: Stop | None = None
+        try:
+            while True:
+                for tid, dep in graph.blocked(failed).items():
+                    if tid not in started:
+                        started.append(tid)
+                        failed.add(tid)
+                        self._set(
+                            tid,
+                            outcome="blocked",
+                            reason=f"dependency {dep} did not finish",
+                            template=self.each.template.name,
+                            iteration=iteration,
+                        )
+                ready = [i for i in graph.ready(finished_ok, started)]
+                for tid in ready:
+                    if len(running) >= parallel or stop is not None:
+                        break
+                    stop = caps.check_spent(self.e.limits, self.e._spent())
+                    if stop is not None:
+                        break
+                    slots = max(1, min(parallel - len(running), len(ready)))
+                    job, share = self._job(todo[tid], iteration, running, slots)
+                    running[executor.submit(job)] = (job, share)
+                    started.append(tid)
+                if not running:
+                    break
+                finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    job, share = running.pop(fut)
+                    res = fut.result()
+                    results.append(res)
+                    if self._absorb(job, share, res, iteration) == "done":
+                        finished_ok.add(job.task_id)
+                    else:
+                        failed.add(job.task_id)
+        except BaseException:
+            executor.stop()  # each sub-loop stops at its next model call; journals stay whole
+            wait(list(running), timeout=60)
+            raise
+        finally:
+            executor.shutdown()
+        self._save()
+        self._tree()
+        return self._turn(tasks, started, results, stop)
+
+    def apply(self, task: PlannedTask, d: Any) -> tuple[bool, Stop | None]:
+        """The outer loop's own meaning of done, replan and rollback; (handled, stop)."""
+        st = self.e.state
+        if d.kind == "done":
+            for t in st.tasks or []:
+                r = self.records.get(t.id, {})
+                st.task_results.append(
+                    {
+                        "id": t.id,
+                        "outcome": "done",
+                        "iterations": r.get("iterations", 0),
+                        "reason": f"sub-loop {r.get('template', '')}: {r.get('reason', '')}",
+                    }
+                )
+            self.e.ports.journal.event("task_done", task="*", iterations=st.task_iteration)
+            st.task_index = len(st.tasks or [])
+            st.task_iteration, st.feedback, st.rounds = 0, "", []
+            return True, None
+        if d.kind == "replan":
+            return True, self._replan(d)
+        if d.kind == "rollback":  # merged work rolled back must run again
+            current = st.iterations
+            for r in self.records.values():
+                if r["outcome"] == "done" and (
+                    d.target != "previous" or r.get("merged_iteration") == current
+                ):
+                    r.update(outcome="pending", reason="rolled back by the outer loop")
+            self._save()
+        return False, None
+
+    # -- one sub-loop ---------------------------------------------------------------------
+
+    def _job(
+        self,
+        task: PlannedTask,
+        iteration: int,
+        running: Mapping[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]],
+        slots: int,
+    ) -> tuple[SubloopJob, dict[str, Any]]:
+        e, ws = self.e, self.e.ports.workspace
+        prev = self.records.get(task.id, {})
+        resume = prev.get("outcome") == "running"
+        attempt = prev.get("attempt", 1) if resume else prev.get("attempt", 0) + 1
+        name = f"{task.id}-{attempt}"
+        run_dir = Path(e.run_info.dir) / "subloops" / name
+        start = prev["start"] if resume else ws.checkpoint(f"{e.run_info.id}/sub/{name}")
+        worktree = branch = None
+        workdir = e.run_info.workdir
+        if self.each.isolation == "worktree":
+            worktree = str(Path(e.run_info.dir) / "worktrees" / name)
+            branch = f"looprun/{e.run_info.id}/{name}"
+            if not (resume and Path(worktree).is_dir()):
+                ws.add_worktree(Path(worktree), branch, start)
+            workdir = worktree
+        share = self._share(running, slots)
+        model = e.ports.model
+        job = SubloopJob(
+            task_id=task.id,
+            attempt=attempt,
+            template=str(Path(self.each.template.source).resolve()),
+            inputs=self._inputs(task),
+            workdir=workdir,
+            repository=e.run_info.workdir,
+            commit=start,
+            run_id=f"{e.run_info.id}.{name}",
+            run_dir=str(run_dir),
+            model=getattr(model, "ref", ""),
+            script_key=(*getattr(model, "script_key", ()), (task.id, attempt)),
+            base_url=self._base_url(),
+            limits=share,
+            resume=resume,
+        )
+        self._set(
+            task.id,
+            outcome="running",
+            reason="",
+            attempt=attempt,
+            start=start,
+            worktree=worktree,
+            branch=branch,
+            run_id=job.run_id,
+            run_dir=job.run_dir,
+            template=self.each.template.name,
+            goal=task.goal,
+            iteration=iteration,
+        )
+        self._save()
+        self._report(
+            f"[{task.id}] start sub-loop {self.each.template.name} (attempt {attempt})"
+            + (" — resumed" if resume else "")
+        )
+        return job, share
+
+    def _absorb(
+        self, job: SubloopJob, share: Mapping[str, Any], res: SubloopResult, iteration: int
+    ) -> str:
+        """Account a finished sub-loop, merge it if done, keep or clean its worktree."""
+        st, ws = self.e.state, self.e.ports.workspace
+        st.prompt_tokens += res.prompt_tokens
+        st.completion_tokens += res.completion_tokens
+        st.cost_usd += res.cost_usd
+        outcome, reason, code = res.outcome, res.reason, res.code
+        if outcome == "exhausted" and code in _BUDGET_CODES and share.get(_limit_key(code)):
+            own = getattr(self.each.template.limits, _limit_key(code))
+            if own is None or share[_limit_key(code)] < own:
+                reason, code = f"outer budget share: {reason}", f"outer.{code}"
+        rec = self.records[job.task_id]
+        if outcome == "done" and res.commit:
+            merge = ws.merge_from(res.commit, job.commit) if rec.get("worktree") else None
+            if merge is not None and not merge.ok:
+                outcome, code = "conflict", "merge_conflict"
+                reason = (
+                    f"merge conflict in {', '.join(merge.conflicts)}; the change is kept on "
+                    f"branch {rec['branch']}"
+                )
+            else:
+                rec["merged_iteration"] = iteration
+                self.merges.append({"iteration": iteration, "task": job.task_id})
+        keep = outcome != "done"
+        rec.update(
+            outcome=outcome,
+            reason=reason,
+            code=code,
+            iterations=res.iterations,
+            tokens=res.tokens,
+            cost_usd=res.cost_usd,
+            changed=list(res.changed),
+            commit=res.commit,
+        )
+        if rec.get("worktree"):
+            if keep:
+                self._keep_branch(rec)
+            else:
+                self._cleanup(rec)
+        elif keep:  # isolation none: keep the attempt on a ref, give the tree back
+            if res.commit:
+                ws.git.run("update-ref", f"refs/looprun/{job.run_id}/kept", res.commit)
+                rec["kept_ref"] = f"refs/looprun/{job.run_id}/kept"
+            ws.restore(job.commit)
+        self._save()
+        self._report(
+            f"[{job.task_id}] → {outcome} after {res.iterations} iteration(s): {reason}"
+            + (f" (kept: {rec.get('worktree') or rec.get('kept_ref')})" if keep else "")
+        )
+        return outcome
+
+    def _keep_branch(self, rec: dict[str, Any]) -> None:
+        """Failed work stays inspectable: its worktree, and its last state on the branch."""
+        if not rec.get("commit") or not Path(rec["worktree"]).is_dir():
+            return
+        try:
+            git = Git(Path(rec["worktree"]))
+            git.run("update-ref", f"refs/heads/{rec['branch']}", rec["commit"])
+            git.run("reset", "-q")
+        except LooprunError as exc:
+            self._report(f"[{rec.get('run_id')}] could not update branch {rec['branch']}: {exc}")
+
+    def _cleanup(self, rec: dict[str, Any]) -> None:
+        ws = self.e.ports.workspace
+        try:
+            ws.remove_worktree(Path(rec["worktree"]))
+            ws.delete_branch(rec["branch"])
+        except LooprunError as exc:
+            self._report(f"could not remove worktree {rec['worktree']}: {exc}")
+            return
+        rec["worktree"], rec["branch"] = None, None
+
+    # -- plans, budgets, inputs -----------------------------------------------------------
+
+    def _replan(self, d: Any) -> Stop | None:
+        """Replan only what did not finish; finished tasks stay done and merged."""
+        e, st = self.e, self.e.state
+        tasks = list(st.tasks or [])
+        kept = [t for t in tasks if self.records.get(t.id, {}).get("outcome") == "done"]
+        remaining = [t for t in tasks if t not in kept]
+        if e.t.plan.mode == "model":
+            try:
+                fresh = e._plan(remaining, [t.id for t in kept], d.message)
+            except PlanError as exc:
+                return Stop("error", str(exc), "plan_invalid")
+            kept_ids = {t.id for t in kept}
+            st.tasks = kept + [t for t in fresh if t.id not in kept_ids]
+        st.task_iteration, st.rounds, st.feedback = 0, [], d.message
+        return None
+
+    def _share(
+        self, running: Mapping[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]], slots: int
+    ) -> dict[str, Any]:
+        """What is left of the outer budget, less what running sub-loops hold, split by slot."""
+        lim, spent = self.e.limits, self.e._spent()
+        held_tokens = sum(s.get("max_tokens") or 0 for _, s in running.values())
+        held_cost = sum(s.get("max_cost_usd") or 0.0 for _, s in running.values())
+        share: dict[str, Any] = {"timeout_s": caps.remaining_time(lim, spent)}
+        if lim.max_tokens is not None:
+            share["max_tokens"] = max(0, (lim.max_tokens - spent.tokens - held_tokens) // slots)
+        if lim.max_cost_usd is not None:
+            left = lim.max_cost_usd - spent.cost_usd - held_cost
+            share["max_cost_usd"] = max(0.0, left / slots)
+        return share
+
+    def _inputs(self, task: PlannedTask) -> dict[str, Any]:
+        from looprun.loop.inputs import build_inputs
+
+        e = self.e
+        ctx = {
+            "task": {
+                "id": task.id,
+                "goal": task.goal,
+                "paths": list(task.paths),
+                "depends_on": list(task.depends_on),
+            },
+            "intent": e.inputs.get("intent", ""),
+            "inputs": e.inputs,
+            "run": e.run_info.facts(),
+        }
+        sub = self.each.template
+        rendered = {k: text.render(ctx) for k, text in self.each.with_.items()}
+        intent = rendered.pop("intent", None) or task.goal
+        return build_inputs(sub.inputs, intent, rendered)
+
+    def _base_url(self) -> str | None:
+        try:
+            inv = json.loads((Path(self.e.run_info.dir) / "run.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+        return inv.get("base_url")
+
+    # -- records, resume, reporting -------------------------------------------------------
+
+    def _remerge(self, iteration: int) -> None:
+        """After a crash, the outer tree is back at its last checkpoint: merge again what
+        finished in the interrupted iteration (same order, so the same tree)."""
+        ws = self.e.ports.workspace
+        for m in [m for m in self.merges if m["iteration"] == iteration]:
+            rec = self.records.get(m["task"])
+            if not rec or rec.get("outcome") != "done" or not rec.get("commit"):
+                continue
+            merge = ws.merge_from(rec["commit"], rec["start"])
+            if not merge.ok:
+                rec.update(outcome="conflict", reason="merge conflict when merging again on resume")
+            else:
+                self._report(f"[{m['task']}] merged again after resume (not re-run)")
+
+    def _set(self, tid: str, **fields: Any) -> None:
+        self.records.setdefault(tid, {"id": tid}).update(fields)
+
+    def _save(self) -> None:
+        data = {"records": self.records, "merges": self.merges}
+        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True))
+
+    def _report(self, line: str) -> None:
+        with self._lock:
+            self.e.ports.report(line)
+
+    def _tree(self) -> None:
+        """The summary tree: task, template, outcome, iterations, tokens."""
+        rows = self.facts()["list"]
+        self._report(f"sub-loops of {self.e.t.name}:")
+        for i, r in enumerate(rows):
+            branch = "└─" if i == len(rows) - 1 else "├─"
+            rec = self.records.get(r["id"], {})
+            kept = f"  kept: {rec['worktree']}" if rec.get("worktree") else ""
+            self._report(
+                f"  {branch} {r['id']:<16} {r['template'] or '-':<14} {r['outcome']:<10} "
+                f"{r['iterations']:>3} it {r['tokens']:>8} tok{kept}"
+            )
+
+    def _turn(
+        self,
+        tasks: list[PlannedTask],
+        started: list[str],
+        results: list[SubloopResult],
+        stop: Stop | None,
+    ) -> Turn:
+        facts = self.facts()
+        lines = [f"{r['id']}: {r['outcome']} {r['reason']}".strip() for r in facts["list"]]
+        return Turn(
+            messages=[
+                Message("user", "Run the sub-loops: " + ", ".join(t.id for t in tasks)),
+                Message("assistant", "\n".join(lines)),
+            ],
+            tools=[f"subloop:{t}" for t in started],
+            actions=[
+                f"subloop {r['id']} {r['outcome']} {self.records.get(r['id'], {}).get('code', '')}"
+                for r in facts["list"]
+            ],
+            tokens=sum(r.tokens for r in results),
+            cost_usd=sum(r.cost_usd for r in results),
+            stop=stop,
+        )
+
+
+def _limit_key(code: str) -> str:
+    return "timeout_s" if code == "timeout" else code

@@ -1,0 +1,1 @@
+"""Areas of simple shapes: a sample project for the feature template."""

@@ -1,0 +1,2 @@
+def describe(kind: str) -> str:
+    return f"a {kind}"

@@ -1,0 +1,5 @@
+from shapes.names import describe
+
+
+def test_describe():
+    assert describe("circle") == "a circle"
