@@ -259,7 +259,7 @@ class OuterPhase:
             ws.restore(job.commit)
         self._save()
         self._report(
-            f"[{job.task_id}] → {outcome} after {res.iterations} iteration(s): {reason}"
+            f"[{job.task_id}] sub-loop result: {outcome}: {reason}"
             + (f" (kept: {rec.get('worktree') or rec.get('kept_ref')})" if keep else "")
         )
         return outcome

@@ -1,0 +1,54 @@
+"""The built-in feature template on a sample project, end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from subloop_helpers import cli_env, looprun
+
+
+def test_feature_plans_runs_in_parallel_retries_and_merges(shapes: Path) -> None:
+    intent = (shapes / "intent.txt").read_text()
+    proc = looprun(
+        "feature", "--intent", intent, "--workdir", str(shapes),
+        "--model", f"script:{shapes / 'script.yaml'}", "--json", cwd=shapes,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["outcome"] == "done"
+    assert summary["iterations"] == 2  # one replan of the failed task
+    run_dir = Path(summary["run_dir"])
+    records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    assert {k: v["outcome"] for k, v in records.items()} == {
+        "circle": "done", "square": "done", "total": "done"
+    }
+    assert records["circle"]["attempt"] == 2 and records["square"]["attempt"] == 1
+    # circle and square ran at the same time: each started before the other finished
+    events = {}
+    for name in ("circle-1", "square-1"):
+        lines = (run_dir / "subloops" / name / "journal.jsonl").read_text().splitlines()
+        evs = [json.loads(x) for x in lines]
+        events[name] = (evs[0]["ts"], evs[-1]["ts"])
+    assert events["circle-1"][0] < events["square-1"][1]
+    assert events["square-1"][0] < events["circle-1"][1]
+    # the failed first attempt left its worktree and branch; the rest were cleaned up
+    first = run_dir / "worktrees" / "circle-1"
+    assert first.is_dir() and "3 * r * r" in (first / "shapes" / "circle.py").read_text()
+    assert not (run_dir / "worktrees" / "square-1").exists()
+    branches = subprocess.run(["git", "branch", "--list", "looprun/*"], cwd=shapes,
+                              capture_output=True, text=True, check=True).stdout
+    assert "circle-1" in branches and "square-1" not in branches
+    # all three changes merged into the outer tree, and the suite is green
+    for f in ("shapes/circle.py", "shapes/square.py", "shapes/total.py", "tests/test_total.py"):
+        assert (shapes / f).is_file(), f
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                           cwd=shapes, env=cli_env(), capture_output=True, text=True)
+    assert tests.returncode == 0, tests.stdout
+    assert "4 passed" in tests.stdout
+    # progress lines carry the task id; the summary tree lists every task
+    assert "[square] #1 reproduce" in proc.stderr
+    assert "sub-loops of feature:" in proc.stderr
+    assert "└─ total" in proc.stderr
