@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +12,13 @@ SAMPLE = REPO / "samples" / "feature_shapes"
 
 
 def git_repo(path: Path) -> Path:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
     subprocess.run(["git", "init", "-q"], cwd=path, check=True)
     subprocess.run(["git", "add", "-A"], cwd=path, check=True)
     subprocess.run(["git", "commit", "-qm", "start"], cwd=path, check=True, env=env)
@@ -37,4 +41,3 @@ def looprun(*args: str, cwd: Path, timeout: float = 120) -> subprocess.Completed
         text=True,
         timeout=timeout,
     )
-

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import yaml
-
 from subloop_helpers import cli_env, git_repo, looprun
 from subloop_templates import edit_turns, write_templates
 
@@ -27,12 +26,27 @@ def test_merge_conflict_is_a_result_and_nothing_is_lost(tmp_path: Path) -> None:
     work = _project(tmp_path)
     outer = write_templates(tmp_path / "tpl")
     script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump({"tasks": {
-        "left": edit_turns("greeting.txt", "hello from the left\n"),
-        "right": edit_turns("greeting.txt", "hello from the right\n"),
-    }}))
-    proc = looprun(str(outer), "--intent", "greet", "--workdir", str(work),
-                   "--model", f"script:{script}", "--json", cwd=work)
+    script.write_text(
+        yaml.safe_dump(
+            {
+                "tasks": {
+                    "left": edit_turns("greeting.txt", "hello from the left\n"),
+                    "right": edit_turns("greeting.txt", "hello from the right\n"),
+                }
+            }
+        )
+    )
+    proc = looprun(
+        str(outer),
+        "--intent",
+        "greet",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--json",
+        cwd=work,
+    )
     summary = json.loads(proc.stdout)
     assert proc.returncode == 5, proc.stderr  # escalated by the refine tree
     assert "1 sub-loop(s) did not finish" in summary["reason"]
@@ -44,8 +58,13 @@ def test_merge_conflict_is_a_result_and_nothing_is_lost(tmp_path: Path) -> None:
     assert "greeting.txt" in lost["reason"]
     # the merged side is in the outer tree; the other side is kept on its branch and worktree
     assert (work / "greeting.txt").read_text() == f"hello from the {won['id']}\n"
-    kept = subprocess.run(["git", "show", f"{lost['branch']}:greeting.txt"], cwd=work,
-                          capture_output=True, text=True, check=True).stdout
+    kept = subprocess.run(
+        ["git", "show", f"{lost['branch']}:greeting.txt"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert kept == f"hello from the {lost['id']}\n"
     assert (Path(lost["worktree"]) / "greeting.txt").read_text() == kept
     assert "conflict" in proc.stderr
@@ -55,18 +74,40 @@ def test_kill_outer_process_then_resume_does_not_rerun_finished(tmp_path: Path) 
     work = _project(tmp_path)
     (work / "other.txt").write_text("other\n")
     subprocess.run(["git", "add", "-A"], cwd=work, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "o"],
-                   cwd=work, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "o"],
+        cwd=work,
+        check=True,
+    )
     outer = write_templates(tmp_path / "tpl")
     script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump({"tasks": {
-        "left": edit_turns("greeting.txt", "hello from the left\n"),
-        "right": edit_turns("other.txt", "slow change\n", delay_s=2.5),
-    }}))
+    script.write_text(
+        yaml.safe_dump(
+            {
+                "tasks": {
+                    "left": edit_turns("greeting.txt", "hello from the left\n"),
+                    "right": edit_turns("other.txt", "slow change\n", delay_s=2.5),
+                }
+            }
+        )
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "looprun", str(outer), "--intent", "greet", "--workdir",
-         str(work), "--model", f"script:{script}"],
-        cwd=work, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "looprun",
+            str(outer),
+            "--intent",
+            "greet",
+            "--workdir",
+            str(work),
+            "--model",
+            f"script:{script}",
+        ],
+        cwd=work,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     runs = work / ".looprun" / "runs"
@@ -79,8 +120,10 @@ def test_kill_outer_process_then_resume_does_not_rerun_finished(tmp_path: Path) 
                 records = json.loads(files[0].read_text())["records"]
             except (ValueError, OSError):
                 records = {}
-            if records.get("left", {}).get("outcome") == "done" and \
-                    records.get("right", {}).get("outcome") == "running":
+            if (
+                records.get("left", {}).get("outcome") == "done"
+                and records.get("right", {}).get("outcome") == "running"
+            ):
                 break
         time.sleep(0.05)
     else:
@@ -99,8 +142,10 @@ def test_kill_outer_process_then_resume_does_not_rerun_finished(tmp_path: Path) 
     assert left_journal.read_text() == before  # the finished sub-loop did not run again
     run_dir = files[0].parent
     assert sorted(p.name for p in (run_dir / "subloops").iterdir()) == ["left-1", "right-1"]
-    right_events = [json.loads(x) for x in
-                    (run_dir / "subloops" / "right-1" / "journal.jsonl").read_text().splitlines()]
+    right_events = [
+        json.loads(x)
+        for x in (run_dir / "subloops" / "right-1" / "journal.jsonl").read_text().splitlines()
+    ]
     assert any(e.get("event") == "resumed" for e in right_events)
     assert (work / "greeting.txt").read_text() == "hello from the left\n"
     assert (work / "other.txt").read_text() == "slow change\n"

@@ -13,8 +13,15 @@ from subloop_helpers import cli_env, looprun
 def test_feature_plans_runs_in_parallel_retries_and_merges(shapes: Path) -> None:
     intent = (shapes / "intent.txt").read_text()
     proc = looprun(
-        "feature", "--intent", intent, "--workdir", str(shapes),
-        "--model", f"script:{shapes / 'script.yaml'}", "--json", cwd=shapes,
+        "feature",
+        "--intent",
+        intent,
+        "--workdir",
+        str(shapes),
+        "--model",
+        f"script:{shapes / 'script.yaml'}",
+        "--json",
+        cwd=shapes,
     )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
@@ -23,7 +30,9 @@ def test_feature_plans_runs_in_parallel_retries_and_merges(shapes: Path) -> None
     run_dir = Path(summary["run_dir"])
     records = json.loads((run_dir / "subloops.json").read_text())["records"]
     assert {k: v["outcome"] for k, v in records.items()} == {
-        "circle": "done", "square": "done", "total": "done"
+        "circle": "done",
+        "square": "done",
+        "total": "done",
     }
     assert records["circle"]["attempt"] == 2 and records["square"]["attempt"] == 1
     # circle and square ran at the same time: each started before the other finished
@@ -38,14 +47,24 @@ def test_feature_plans_runs_in_parallel_retries_and_merges(shapes: Path) -> None
     first = run_dir / "worktrees" / "circle-1"
     assert first.is_dir() and "3 * r * r" in (first / "shapes" / "circle.py").read_text()
     assert not (run_dir / "worktrees" / "square-1").exists()
-    branches = subprocess.run(["git", "branch", "--list", "looprun/*"], cwd=shapes,
-                              capture_output=True, text=True, check=True).stdout
+    branches = subprocess.run(
+        ["git", "branch", "--list", "looprun/*"],
+        cwd=shapes,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "circle-1" in branches and "square-1" not in branches
     # all three changes merged into the outer tree, and the suite is green
     for f in ("shapes/circle.py", "shapes/square.py", "shapes/total.py", "tests/test_total.py"):
         assert (shapes / f).is_file(), f
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                           cwd=shapes, env=cli_env(), capture_output=True, text=True)
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=shapes,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+    )
     assert tests.returncode == 0, tests.stdout
     assert "4 passed" in tests.stdout
     # progress lines carry the task id; the summary tree lists every task
