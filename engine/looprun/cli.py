@@ -73,8 +73,12 @@ def validate_cmd(paths: tuple[str, ...], quiet: bool) -> None:
 @main.command("explain")
 @click.argument("template")
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "mermaid", "json"]), default="text",
-    show_default=True, help="text: resolved template and tree; mermaid: flowchart; json: resolved document.",
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "mermaid", "json"]),
+    default="text",
+    show_default=True,
+    help="text: resolved template and tree; mermaid: flowchart; json: resolved document.",
 )
 @_boundary
 def explain_cmd(template: str, fmt: str) -> None:
@@ -91,7 +95,9 @@ def schema_cmd(observation: bool) -> None:
     """Print the JSON Schema for templates (for editors and CI)."""
     from looprun.resources import schema_path
 
-    click.echo(schema_path("observation" if observation else "template").read_text("utf-8"), nl=False)
+    click.echo(
+        schema_path("observation" if observation else "template").read_text("utf-8"), nl=False
+    )
 
 
 @main.command("observe")
@@ -99,15 +105,27 @@ def schema_cmd(observation: bool) -> None:
 @click.argument("file", required=False)
 @click.option("--run", "run", metavar="COMMAND", help="Run this shell command first, then parse.")
 @click.option("--file", "file_opt", metavar="REPORT", help="The report the command writes.")
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
-              help="A parser option; VALUE is JSON or a string; repeat a key for a list.")
+@click.option(
+    "--option",
+    "-o",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A parser option; VALUE is JSON or a string; repeat a key for a list.",
+)
 @click.option("--workdir", default=".", show_default=True, help="Where to run and resolve paths.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds for --run.")
 @click.option("--base", help="git_diff: the commit or tree to diff against (default HEAD).")
 @_boundary
 def observe_cmd(
-    parser: str, file: str | None, run: str | None, file_opt: str | None,
-    options: tuple[str, ...], workdir: str, timeout: float, base: str | None,
+    parser: str,
+    file: str | None,
+    run: str | None,
+    file_opt: str | None,
+    options: tuple[str, ...],
+    workdir: str,
+    timeout: float,
+    base: str | None,
 ) -> None:
     """Parse a report (or a command's output) and print the observation as JSON.
 
@@ -117,8 +135,9 @@ def observe_cmd(
 
     if file and file_opt and file != file_opt:
         raise click.UsageError("give the report once: FILE or --file")
-    text, code = observe(parser, file or file_opt, run, options, workdir=workdir,
-                         timeout_s=timeout, base=base)
+    text, code = observe(
+        parser, file or file_opt, run, options, workdir=workdir, timeout_s=timeout, base=base
+    )
     click.echo(text)
     sys.exit(code)
 
@@ -161,8 +180,11 @@ def resume_cmd(run_id: str, workdir: str, approve: bool, reject: bool, as_json: 
     """Continue a run after a crash, a kill or an approval pause, from its last step."""
     from looprun.loop.runner import resume_from_cli
 
-    sys.exit(resume_from_cli(run_id=run_id, workdir=workdir, approve=approve, reject=reject,
-                             as_json=as_json))
+    sys.exit(
+        resume_from_cli(
+            run_id=run_id, workdir=workdir, approve=approve, reject=reject, as_json=as_json
+        )
+    )
 
 
 @main.command("runs")

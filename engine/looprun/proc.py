@@ -5,6 +5,7 @@ memory (a command printing 200 MB costs the engine no more than the cap).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import selectors
@@ -90,10 +91,8 @@ class _CappedBuffer:
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill the process and everything it started (its whole process group)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def run_process(

@@ -121,7 +121,9 @@ class Condition:
         except UndefinedError as exc:
             raise ExpressionError(f"{self.location} `{self.source}`", str(exc)) from None
         except SecurityError as exc:
-            raise ExpressionError(f"{self.location} `{self.source}`", f"not allowed: {exc}") from None
+            raise ExpressionError(
+                f"{self.location} `{self.source}`", f"not allowed: {exc}"
+            ) from None
         except Exception as exc:
             raise ExpressionError(
                 f"{self.location} `{self.source}`", f"{type(exc).__name__}: {exc}"

@@ -21,7 +21,14 @@ Isolation = Literal["worktree", "none"]
 InputType = Literal["string", "integer", "number", "boolean", "list", "command"]
 
 ACTION_KINDS: tuple[str, ...] = ("retry", "rollback", "replan", "escalate", "abort")
-BUILTIN_TOOLS: tuple[str, ...] = ("read_file", "write_file", "edit_file", "list_files", "search", "run")
+BUILTIN_TOOLS: tuple[str, ...] = (
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "search",
+    "run",
+)
 
 # Names the engine itself provides to conditions and messages, besides observer names.
 ENGINE_NAMES: frozenset[str] = frozenset(
@@ -40,6 +47,7 @@ ENGINE_NAMES: frozenset[str] = frozenset(
     }
 )
 
+UNKNOWN = Location("<unknown>")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -54,7 +62,7 @@ class InputSpec:
     required: bool = False
     default: Any = None
     description: str = ""
-    location: Location = Location("<unknown>")
+    location: Location = UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,7 @@ class TaskSpec:
     done_when: Condition | None = None
     paths: tuple[str, ...] = ()
     depends_on: tuple[str, ...] = ()
-    location: Location = Location("<unknown>")
+    location: Location = UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ class ObserverSpec:
     timeout_s: float = 600.0
     when: Condition | None = None
     options: Mapping[str, Any] = field(default_factory=_empty)
-    location: Location = Location("<unknown>")
+    location: Location = UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,7 @@ class Action:
     kind: ActionKind
     message: Text | None = None
     target: str | None = None  # rollback: last_green | base | previous
-    location: Location = Location("<unknown>")
+    location: Location = UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,7 @@ class Rule:
     condition: Condition | None  # None: an ``else`` rule, always matches
     action: Action | None = None
     children: tuple[Rule, ...] = ()
-    location: Location = Location("<unknown>")
+    location: Location = UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -164,7 +172,7 @@ class EachTask:
     with_: Mapping[str, Text] = field(default_factory=_empty)
     isolation: Isolation = "worktree"
     parallel: int = 1
-    location: Location = Location("<unknown>")
+    location: Location = UNKNOWN
 
 
 @dataclass(frozen=True)
