@@ -27,7 +27,11 @@ def _boundary(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except LooprunError as exc:
-            click.echo(f"looprun: {exc}" if "\n" not in str(exc) else str(exc), err=True)
+            from looprun.journal import Redactor
+            from looprun.proc import secret_values
+
+            text = Redactor(secret_values()).text(str(exc))  # secrets never reach stderr
+            click.echo(f"looprun: {text}" if "\n" not in text else text, err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("looprun: interrupted", err=True)
@@ -56,6 +60,7 @@ def main() -> None:
     looprun TEMPLATE --intent TEXT    run a template (a path or a built-in name)
     looprun validate PATH...          check templates; every problem as file:line:col
     looprun explain TEMPLATE          show the resolved template and its refine tree
+    looprun test TEMPLATE CASES...    check which rule fires for given facts
     """
 
 
@@ -86,6 +91,25 @@ def explain_cmd(template: str, fmt: str) -> None:
     from looprun.template.commands import explain
 
     click.echo(explain(template, fmt))
+
+
+@main.command("test")
+@click.argument("args", nargs=-1, required=True, metavar="[TEMPLATE] CASES...")
+@_boundary
+def test_cmd(args: tuple[str, ...]) -> None:
+    """Unit-test a template's decisions: given these facts, this rule fires.
+
+    \b
+    Each case in CASES (YAML) gives one iteration's facts and what must follow:
+    the refine rule that fires (its position, as `looprun explain` numbers it),
+    the action, its rendered message, whether the exit conditions hold.
+    With one argument, the case file names its template (`template:`).
+    Exit 0 when every case passes, 1 when one fails, 2 for an invalid file.
+    """
+    from looprun.template.cases import run_cases
+
+    template, cases = (None, args) if len(args) == 1 else (args[0], args[1:])
+    sys.exit(run_cases(template, cases, echo=click.echo))
 
 
 @main.command("schema")

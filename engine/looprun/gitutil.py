@@ -14,8 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looprun.errors import LooprunError
+from looprun.proc import scrubbed_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+# The engine's own git calls run no hooks of the user's repository (a hook would run
+# repository code on every checkpoint, with the engine's environment) and never page.
+_GIT_OPTIONS = (
+    "-c", "core.quotepath=off",
+    "-c", "core.autocrlf=false",
+    "-c", f"core.hooksPath={os.devnull}",
+    "-c", "core.fsmonitor=false",
+)  # fmt: skip
 
 
 class GitError(LooprunError):
@@ -28,7 +37,7 @@ class Git:
     git_dir: Path | None = None  # a private repository for a work tree that has none
 
     def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env = {k: v for k, v in scrubbed_env().items() if not k.startswith("GIT_")}
         env.update(
             {
                 "GIT_TERMINAL_PROMPT": "0",
@@ -55,7 +64,7 @@ class Git:
     ) -> str:
         """Run git with ``args`` in the work tree; return stdout as text."""
         proc = subprocess.run(
-            ["git", "-c", "core.quotepath=off", "-c", "core.autocrlf=false", *args],
+            ["git", *_GIT_OPTIONS, *args],
             cwd=self.workdir,
             env=self._env(env),
             input=input,
@@ -73,7 +82,7 @@ class Git:
         """Run git and return (exit code, stdout, stderr) for commands whose status
         carries meaning (``merge-tree`` exits 1 on conflicts)."""
         proc = subprocess.run(
-            ["git", "-c", "core.quotepath=off", "-c", "core.autocrlf=false", *args],
+            ["git", *_GIT_OPTIONS, *args],
             cwd=self.workdir,
             env=self._env(env),
             input=input,

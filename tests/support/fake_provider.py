@@ -201,6 +201,59 @@ class Recorded:
         return json.loads(self.body)
 
 
+@dataclass(frozen=True)
+class Said:
+    """One message of a conversation as a request carried it, in either wire format."""
+
+    role: str  # system | user | assistant | tool
+    text: str = ""
+    calls: tuple[tuple[str, str, Any], ...] = ()  # (id, name, arguments)
+    answers: str = ""  # role tool: the call id it answers
+    is_error: bool = False
+
+
+def conversation(body: Mapping[str, Any]) -> list[Said]:
+    """The conversation in a Chat Completions or Messages request, provider-neutral, so a
+    responder can decide what to answer from what was said so far."""
+    out: list[Said] = []
+    if isinstance(body.get("system"), str):
+        out.append(Said("system", body["system"]))
+    for m in body.get("messages") or []:
+        role, content = m.get("role"), m.get("content")
+        if not isinstance(content, list):  # Chat Completions
+            if role == "tool":
+                text = str(content or "")
+                out.append(Said("tool", text, answers=m.get("tool_call_id") or ""))
+                continue
+            calls = tuple(
+                (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
+                for c in m.get("tool_calls") or []
+            )
+            out.append(Said(role, content or "", calls))
+            continue
+        texts, calls = [], []
+        for block in content:  # Messages API blocks
+            if block.get("type") == "text":
+                texts.append(block.get("text") or "")
+            elif block.get("type") == "tool_use":
+                calls.append((block["id"], block["name"], block.get("input")))
+            elif block.get("type") == "tool_result":
+                result = block.get("content")
+                if isinstance(result, list):
+                    result = "".join(b.get("text", "") for b in result)
+                out.append(
+                    Said(
+                        "tool",
+                        str(result or ""),
+                        answers=block.get("tool_use_id") or "",
+                        is_error=bool(block.get("is_error")),
+                    )
+                )
+        if texts or calls:
+            out.append(Said(role, "\n\n".join(texts), tuple(calls)))
+    return out
+
+
 # --- the server ----------------------------------------------------------------------------
 
 

@@ -187,6 +187,45 @@ def pattern_allows_wrapper(pattern: str, wrapper: str) -> bool:
     return len(parts) == 1 or parts[1] in tokens[1:]
 
 
+# Options whose value names a directory the program deletes before use.
+CLEARING_OPTIONS: frozenset[str] = frozenset({"--basetemp"})
+
+
+def path_arguments(argv: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Every argument (after the program) that may name a path: ``(value, option)``.
+
+    The argument itself, the value of ``--opt=value`` and ``key=value`` forms, the value
+    attached to a short option (``-c/etc/x``), and the argument after an option that
+    deletes its value (``--basetemp DIR``). ``option`` is that option, if any.
+    """
+    found: list[tuple[str, str | None]] = []
+    args = list(argv[1:])
+    for i, arg in enumerate(args):
+        if not arg:
+            continue
+        found.append((arg, None))
+        name, eq, value = arg.partition("=")
+        if eq and value:
+            found.append((value, name))
+        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+            found.append((arg[2:], arg[:2]))
+        if arg in CLEARING_OPTIONS and i + 1 < len(args):
+            found.append((args[i + 1], arg))
+    return found
+
+
+def literal_tokens(patterns: Sequence[str]) -> frozenset[str]:
+    """Glob-free tokens of allow patterns: arguments a template author wrote out."""
+    out: set[str] = set()
+    for pattern in patterns:
+        try:
+            tokens = split(pattern)
+        except ValueError:
+            continue
+        out.update(t for t in tokens[1:] if not any(ch in t for ch in "*?["))
+    return frozenset(out)
+
+
 def pattern_allows_feature(pattern: str, feature: str) -> bool:
     """A pattern allows a piece of shell syntax only by containing it literally."""
     if feature == "newline":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -104,7 +105,7 @@ class Policy:
         rel_resolved = self.relative(resolved)
         for rel in (rel_lexical, rel_resolved):
             for part in PurePosixPath(rel).parts:
-                rule = PROTECTED_DIRS.get(part.casefold())
+                rule = protected_rule(part)
                 if rule:
                     raise PolicyViolation(rule, f"{path!r} is inside {part}/, which is off limits")
         if rel_resolved == ".":
@@ -122,7 +123,7 @@ class Policy:
     def readable(self, rel: str) -> bool:
         """Whether a workdir-relative path may be shown in listings and searches."""
         parts = PurePosixPath(rel).parts
-        if any(p.casefold() in PROTECTED_DIRS for p in parts):
+        if any(_protected(p) for p in parts):
             return False
         return not self._deny.match_file(rel)
 
@@ -178,7 +179,39 @@ class Policy:
                 "command.not_allowed",
                 f"`{command.strip()}` is not an allowed command (allowed: {allowed})",
             )
+        self._check_command_paths(argv, commandline.literal_tokens(patterns))
         return argv
+
+    def _check_command_paths(self, argv: list[str], literal: frozenset[str]) -> None:
+        """Arguments naming a path must stay inside the workdir and out of ``.git`` and
+        ``.looprun`` (``pytest --basetemp=..`` would delete the parent directory)."""
+        for value, option in commandline.path_arguments(argv):
+            if value in literal or (option is not None and f"{option}={value}" in literal):
+                continue  # written out by the template author
+            shown = value if option is None else f"{option} {value}"
+            where = Path(os.path.normpath(self.workdir / value))
+            resolved = Path(os.path.realpath(where))
+            if not _inside(where, self.workdir) or not _inside(resolved, self.workdir):
+                raise PolicyViolation(
+                    "command.path_outside",
+                    f"the argument {shown!r} names a path outside the working directory; "
+                    "commands may only name paths inside it (use a relative path)",
+                )
+            for rel in (self.relative(where), self.relative(resolved)):
+                for part in PurePosixPath(rel).parts:
+                    if _protected(part):
+                        raise PolicyViolation(
+                            "command.path_protected",
+                            f"the argument {shown!r} names {part}/, which is off limits",
+                        )
+            if option in commandline.CLEARING_OPTIONS and (
+                resolved == self.workdir or (resolved.exists() and any(_entries(resolved)))
+            ):
+                raise PolicyViolation(
+                    "command.path_protected",
+                    f"{option} deletes the directory it names, and {value!r} holds files; "
+                    "name a new directory instead",
+                )
 
     # -- diffs -------------------------------------------------------------------------
 
@@ -219,3 +252,31 @@ class Policy:
 
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+def _entries(path: Path) -> list[str]:
+    try:
+        return os.listdir(path) if path.is_dir() else [path.name]
+    except OSError:
+        return []
+
+
+# Characters some file systems ignore in names (HFS+ ignores these code points; NTFS
+# ignores trailing dots and spaces), so ``.g\u200cit`` or ``.git.`` can be ``.git`` there.
+_IGNORABLE = dict.fromkeys(
+    map(ord, "\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+        "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff")
+)  # fmt: skip
+_SHORT_NAMES = {"git~1": "path.git"}  # the 8.3 short name NTFS gives ``.git``
+
+
+def protected_rule(part: str) -> str | None:
+    """The rule a path component breaks by naming ``.git`` or ``.looprun`` on some file
+    system (case, NFC/NFD, ignorable code points, trailing dots/spaces), or None."""
+    name = unicodedata.normalize("NFC", part).translate(_IGNORABLE).casefold()
+    name = name.rstrip(". ")
+    return PROTECTED_DIRS.get(name) or _SHORT_NAMES.get(name)
+
+
+def _protected(part: str) -> bool:
+    return protected_rule(part) is not None

@@ -29,6 +29,7 @@ from looprun.template.model import BUILTIN_TOOLS, Constraints
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 200
 SEARCH_TIMEOUT_S = 20.0
+MAX_WRITE_BYTES = 10_000_000  # one write_file/edit_file result; source files are far smaller
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class Toolbox:
         self.enabled: tuple[str, ...] = tuple(dict.fromkeys(tools))
         self.deadline = deadline
         self.search_timeout_s = SEARCH_TIMEOUT_S
+        self.max_write_bytes = MAX_WRITE_BYTES
         base_env = dict(os.environ if env is None else env)
         self._env = scrubbed_env(base_env)
         secrets = set(secret_values(base_env)) | set(secret_values())
@@ -225,10 +227,18 @@ class Toolbox:
         if path.is_dir():
             raise ToolError(f"{rel} is a directory")
         data = args["content"].encode("utf-8")
+        self._check_size(rel, len(data))
         existed = path.exists()
         atomic_write(path, data)
         verb = "overwrote" if existed else "created"
         return ToolResult(f"{verb} {rel} ({len(data)} bytes)", changed=(rel,))
+
+    def _check_size(self, rel: str, size: int) -> None:
+        if size > self.max_write_bytes:
+            raise ToolError(
+                f"{rel} would be {size} bytes; files written by tools are limited to "
+                f"{self.max_write_bytes} bytes"
+            )
 
     def _edit_file(self, args: Mapping[str, Any]) -> ToolResult:
         path = self.policy.check_path(args["path"], write=True)
@@ -252,8 +262,9 @@ class Toolbox:
         count = text.count(old)
         if count != 1:
             raise ToolError(_match_problem(rel, text, old, count))
-        updated = text.replace(old, new, 1)
-        atomic_write(path, updated.encode("utf-8"))
+        updated = text.replace(old, new, 1).encode("utf-8")
+        self._check_size(rel, len(updated))
+        atomic_write(path, updated)
         line = text.count("\n", 0, text.index(old)) + 1
         return ToolResult(f"edited {rel} at line {line}", changed=(rel,))
 

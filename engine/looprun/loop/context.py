@@ -161,6 +161,13 @@ class ContextBudget:
         smaller._calibrated = self._calibrated
         return smaller
 
+    def adopt(self, other: ContextBudget) -> None:
+        """Take over ``other``'s budget and calibration (the trimmed one after a refusal),
+        so a budget shared by a whole run keeps what the provider taught it."""
+        self.budget_tokens = other.budget_tokens
+        self.correction = other.correction
+        self._calibrated = other._calibrated
+
     # -- building -----------------------------------------------------------------------
 
     def _chars_for(self, tokens: float) -> int:

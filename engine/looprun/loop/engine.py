@@ -20,12 +20,13 @@ from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
 from looprun.loop.progress import Progress, fingerprint
-from looprun.loop.refine import Decision, decide
+from looprun.loop.refine import Decision, check_exit, judge
 from looprun.loop.state import LoopState
 from looprun.loop.turn import Turn, act_turn
 from looprun.models.base import Message
 from looprun.observe.base import Observation
-from looprun.template.model import Limits, Template
+from looprun.template.expressions import freeze
+from looprun.template.model import Limits, ObserverSpec, Template
 
 DEFAULT_SYSTEM = (
     "You are a careful software engineer working in a repository through tools. "
@@ -144,19 +145,14 @@ class Engine:
             **self._context(task, {k: o.to_facts() for k, o in observations.items()}),
             "policy": policy,
         }
-        exit_values = tuple((str(c), c.evaluate(facts)) for c in self._exit_conditions(task))
-        if policy["diff_violations"]:
-            exit_values += (("policy: diff within the act constraints", False),)
+        exit_values = check_exit(self._exit_conditions(task), facts, policy["diff_violations"])
         progress = st.progress.next(
             fingerprint(turn.actions, observations, [v for _, v in exit_values])
         )
         failed = [src for src, ok in exit_values if not ok]
-        facts.update(progress=progress.facts(), exit={"ok": not failed, "failed": failed})
+        facts["progress"] = progress.facts()
         feedback = compose(observations, policy["summary"], failed)
-        if not failed:
-            decision = Decision("done", "exit conditions hold", rule="exit")
-        else:
-            decision = decide(self.t.refine, facts, feedback)
+        decision = judge(self.t.refine, facts, exit_values, feedback)
         return Step(turn, observations, exit_values, policy, decision, feedback, progress)
 
     # -- start, plan and finish -------------------------------------------------------------
@@ -418,7 +414,10 @@ class Engine:
         st = self.state
         assert st.tasks is not None
         return {
-            **{name: facts.get(name, _unobserved(name)) for name in self.t.observe},
+            **{
+                name: facts[name] if name in facts else _unobserved(spec).to_facts()
+                for name, spec in self.t.observe.items()
+            },
             "intent": self.inputs.get("intent", ""),
             "inputs": self.inputs,
             "iteration": st.task_iteration + 1,
@@ -489,13 +488,9 @@ class Engine:
 
     def _observe(self, task: PlannedTask) -> dict[str, Observation]:
         st = self.state
-        ctx = {
-            "inputs": self.inputs,
-            "intent": self.inputs.get("intent", ""),
-            "run": self.run_info.facts(),
-            "iteration": st.task_iteration + 1,
-            "task": {"id": task.id, "goal": task.goal, "paths": list(task.paths)},
-        }
+        # `when`, `run` and `file` see the engine names as they stand before this
+        # iteration's decision, and the fresh facts of the observers declared above.
+        ctx = self._context(task, {})
         left = caps.remaining_time(self.limits, self._spent())
         deadline = None if left is None else self.ports.clock.monotonic() + left
         out: dict[str, Observation] = {}
@@ -503,7 +498,8 @@ class Engine:
             try:
                 out[name] = self.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
             except LooprunError as exc:
-                out[name] = Observation(spec.parser, ok=False, error=str(exc))
+                out[name] = replace(_unobserved(spec, str(exc)), ran=True)
+            ctx[name] = out[name].to_facts()
         return out
 
     def _record(self, task: PlannedTask, step: Step, d: Decision, stop: Stop | None) -> None:
@@ -581,19 +577,26 @@ class Engine:
         self.ports.journal.save_state(self.state.to_dict())
 
 
-def _unobserved(name: str) -> dict[str, Any]:
-    """Facts of an observer that has not run yet (before the first observation)."""
-    return {
-        "ok": False,
-        "ran": False,
-        "exit_code": None,
-        "counts": {},
-        "items": [],
-        "signature": "",
-        "feedback": "",
-        "error": "not observed yet",
-        "parser": name,
-    }
+def _unobserved(spec: ObserverSpec, error: str = "not observed yet") -> Observation:
+    """An observation that was not made (not yet, or it failed before parsing).
+
+    Every fact the parser declares is present with its empty value, so a condition or
+    prompt reading ``tests.failed`` gets 0 rather than an undefined-name crash.
+    """
+    return Observation(
+        spec.parser, ok=False, ran=False, error=error, facts=freeze(_empty_facts(spec.parser))
+    )
+
+
+def _empty_facts(parser_name: str) -> dict[str, Any]:
+    from looprun.observe.registry import get_parser
+
+    try:
+        parser = get_parser(parser_name)
+    except LooprunError:
+        return {}
+    facts = getattr(parser, "empty_facts", None)
+    return dict(facts) if isinstance(facts, Mapping) else {}
 
 
 def _obs_record(o: Observation) -> dict[str, Any]:

@@ -139,7 +139,7 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
     """What a worker does with one job: load, wire the real ports, run (or resume)."""
     from looprun.journal import RunJournal
     from looprun.loop.engine import Engine, RunInfo
-    from looprun.loop.runner import build_ports
+    from looprun.loop.runner import ModelEvents, build_ports
     from looprun.loop.state import LoopState
     from looprun.template.loader import load_template
 
@@ -148,10 +148,12 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
 
     try:
         template = load_template(job.template)
-        model = StoppableModel(_resolve(job), stop)
+        events = ModelEvents()  # the config file, and retries journaled in the sub-loop's run
+        model = StoppableModel(_resolve(job, events), stop)
         run_dir = Path(job.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         with RunJournal(run_dir, job.run_id) as journal:
+            events.journal = journal
             state = None
             raw = journal.load_state() if job.resume else None
             if raw is not None:
@@ -203,14 +205,15 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
         )
 
 
-def _resolve(job: SubloopJob) -> Model:
+def _resolve(job: SubloopJob, events: Any = None) -> Model:
     if job.model.startswith("script:"):
         from looprun.models.scripted import ScriptedModel
 
         return ScriptedModel.from_file(job.model.removeprefix("script:"), job.script_key)
     from looprun.models.registry import resolve_model
 
-    return resolve_model(job.model, base_url=job.base_url)
+    config = events.config if events is not None else None
+    return resolve_model(job.model, base_url=job.base_url, config=config, on_event=events)
 
 
 def _limits(own: Any, share: Mapping[str, Any]) -> Any:

@@ -320,6 +320,7 @@ class OuterPhase:
 
     def _inputs(self, task: PlannedTask) -> dict[str, Any]:
         from looprun.loop.inputs import build_inputs
+        from looprun.template.expressions import shell_text
 
         e = self.e
         ctx = {
@@ -334,7 +335,14 @@ class OuterPhase:
             "run": e.run_info.facts(),
         }
         sub = self.each.template
-        rendered = {k: text.render(ctx) for k, text in self.each.with_.items()}
+        rendered = {}
+        for k, text in self.each.with_.items():
+            spec = sub.inputs.get(k)
+            if spec is not None and spec.type == "command":
+                # This value becomes shell code in the sub-loop: everything substituted
+                # into it (task goals, intent) is quoted; only command inputs stay code.
+                text = shell_text(text)
+            rendered[k] = text.render(ctx)
         intent = rendered.pop("intent", None) or task.goal
         return build_inputs(sub.inputs, intent, rendered)
 

@@ -166,7 +166,7 @@ def parse_plan(text: str, template: Template, done: Iterable[str] = ()) -> list[
         if item.get("done_when"):
             where = Location(f"plan task {item['id']}")
             try:
-                cond = compile_condition(item["done_when"], where)
+                cond = compile_condition(item["done_when"], where, untrusted=True)
             except TemplateError as exc:
                 raise ValueError(f"tasks/{n}/done_when: {exc.problems[0].message}") from None
             unknown = sorted(cond.use.names - names)
@@ -175,6 +175,9 @@ def parse_plan(text: str, template: Template, done: Iterable[str] = ()) -> list[
                     f"tasks/{n}/done_when uses undeclared name(s) {unknown}; "
                     f"declared: {sorted(names)}"
                 )
+            problem = _unknown_fact(cond, template)
+            if problem:
+                raise ValueError(f"tasks/{n}/done_when: {problem}")
         tasks.append(
             PlannedTask(
                 item["id"],
@@ -185,6 +188,24 @@ def parse_plan(text: str, template: Template, done: Iterable[str] = ()) -> list[
             )
         )
     return _order(tasks, done)
+
+
+def _unknown_fact(cond: Condition, template: Template) -> str | None:
+    """A fact or input the condition reads that will not exist, as the loader checks it."""
+    from looprun.observe.base import COMMON_FACTS
+    from looprun.observe.registry import parser_facts
+
+    for name, attr in sorted(cond.use.attributes):
+        if name == "inputs" and attr not in template.inputs and attr != "intent":
+            return f"no input named {attr!r}; inputs: {sorted({*template.inputs, 'intent'})}"
+        spec = template.observe.get(name)
+        facts = parser_facts(spec.parser) if spec is not None else None
+        if spec is not None and facts is not None and attr not in facts | COMMON_FACTS:
+            return (
+                f"observer {name!r} (parser {spec.parser}) has no fact {attr!r}; "
+                f"its facts: {sorted(facts | COMMON_FACTS)}"
+            )
+    return None
 
 
 def model_plan(

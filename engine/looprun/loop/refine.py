@@ -10,9 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from looprun.template.expressions import Condition
 from looprun.template.model import Action, Rule
 
 DEFAULT_RULE = "(no rule matched: retry with the observers' feedback)"
+DIFF_POLICY = "policy: diff within the act constraints"
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class Decision:
     message: str = ""  # rendered: feedback for retries, the reason for escalate/abort
     target: str | None = None  # rollback: last_green | base | previous
     rule: str = DEFAULT_RULE  # where the rule that fired sits, for journal and explain
+    path: str = ""  # its position in the tree, numbered as `looprun explain` does: "4.2"
 
     @property
     def stops(self) -> bool:
@@ -35,13 +38,16 @@ class Decision:
         }
 
 
-def _match(rules: Sequence[Rule], context: Mapping[str, Any]) -> Rule | None:
-    for rule in rules:
+def _match(
+    rules: Sequence[Rule], context: Mapping[str, Any], prefix: str = ""
+) -> tuple[Rule, str] | None:
+    for i, rule in enumerate(rules, 1):
         if rule.condition is not None and not rule.condition.evaluate(context):
             continue
+        path = f"{prefix}{i}"
         if rule.action is not None:
-            return rule
-        found = _match(rule.children, context)
+            return rule, path
+        found = _match(rule.children, context, f"{path}.")
         if found is not None:
             return found
         # a matching sub-tree with no matching child falls through to the next sibling
@@ -54,14 +60,42 @@ def _render(action: Action, context: Mapping[str, Any], default: str) -> str:
 
 def decide(rules: Sequence[Rule], context: Mapping[str, Any], default_feedback: str) -> Decision:
     """Pick exactly one action for this iteration."""
-    rule = _match(rules, context)
-    if rule is None or rule.action is None:
+    found = _match(rules, context)
+    if found is None or found[0].action is None:
         return Decision("retry", default_feedback)
+    rule, path = found
     action = rule.action
+    assert action is not None
     where = str(rule.location if rule.condition is None else rule.condition.location)
     if action.kind in ("retry", "rollback", "replan"):
         message = _render(action, context, default_feedback)
     else:
         message = _render(action, context, f"refine rule {action.kind}")
     target = action.target or ("last_green" if action.kind == "rollback" else None)
-    return Decision(action.kind, message, target, where)
+    return Decision(action.kind, message, target, where, path)
+
+
+def check_exit(
+    conditions: Sequence[Condition], facts: Mapping[str, Any], diff_violations: int = 0
+) -> tuple[tuple[str, bool], ...]:
+    """Each exit condition with its value; a diff policy violation never lets a task finish."""
+    values = tuple((str(c), c.evaluate(facts)) for c in conditions)
+    if diff_violations:
+        values += ((DIFF_POLICY, False),)
+    return values
+
+
+def judge(
+    rules: Sequence[Rule],
+    facts: Mapping[str, Any],
+    exit_values: Sequence[tuple[str, bool]],
+    default_feedback: str,
+) -> Decision:
+    """``done`` when every exit condition holds, else the refine tree's decision.
+
+    The tree sees ``exit.ok`` and ``exit.failed`` (the sources of the unmet conditions).
+    """
+    failed = [src for src, ok in exit_values if not ok]
+    if not failed:
+        return Decision("done", "exit conditions hold", rule="exit")
+    return decide(rules, {**facts, "exit": {"ok": False, "failed": failed}}, default_feedback)

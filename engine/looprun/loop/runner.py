@@ -73,33 +73,77 @@ class TtyApprover:
         return click.confirm("Approve these changes?", default=False, err=True)
 
 
-def _models(
-    template: Template, model: str | None, plan_model: str | None, base_url: str | None
-) -> tuple[Model, Model, dict[str, str]]:
-    """The act and plan models; one shared object when both roles name the same script."""
-    try:
-        from looprun.models.registry import model_ref_for_role, resolve_model
-    except ImportError:  # pragma: no cover - the registry is part of every release
-        from looprun.models.scripted import ScriptedModel
+class ModelEvents:
+    """The model clients' retry events, journaled and shown once the run has a journal;
+    carries the config file the models were resolved with."""
 
-        ref = model or template.models.get("act") or ""
-        if not ref.startswith("script:"):
-            raise UsageError("only script: models are available in this build") from None
-        m = ScriptedModel.from_file(ref.removeprefix("script:"))
-        return m, m, {"act": ref, "plan": ref}
+    def __init__(self, config: Any = None):
+        from looprun.config import load_config
+
+        self.config = load_config() if config is None else config
+        self.journal: RunJournal | None = None
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        data = {k: v for k, v in event.items() if k != "event"}
+        if self.journal is not None:
+            self.journal.event(str(event.get("event") or "model_event"), **data)
+        if event.get("event") == "model_retry":
+            _err(
+                f"model: attempt {data.get('attempt')} of {data.get('max_attempts')} failed "
+                f"({data.get('reason')}); retrying in {float(data.get('delay_s') or 0):.1f} s"
+            )
+
+
+def _models(
+    template: Template,
+    model: str | None,
+    plan_model: str | None,
+    base_url: str | None,
+    events: ModelEvents | None = None,
+) -> tuple[Model, Model, dict[str, str]]:
+    """The act and plan models: command line > environment > config file > template."""
+    from looprun.models.registry import model_ref_for_role, resolve_model
+
+    events = events or ModelEvents()
     refs = {
         role: model_ref_for_role(
             role,
             cli_model=model,
             cli_role_models={"plan": plan_model},
+            config=events.config,
             template_models=template.models,
         )
         for role in ("act", "plan")
     }
     refs = {r: _absolute_script(v) for r, v in refs.items()}
-    act = resolve_model(refs["act"], base_url=base_url)
-    plan = act if refs["plan"] == refs["act"] else resolve_model(refs["plan"], base_url=base_url)
+
+    def resolve(ref: str) -> Model:
+        return resolve_model(ref, base_url=base_url, config=events.config, on_event=events)
+
+    act = resolve(refs["act"])
+    if template.plan.mode != "model":  # nothing asks the plan role: do not demand its key
+        return act, act, refs
+    plan = act if refs["plan"] == refs["act"] else resolve(refs["plan"])
     return act, plan, refs
+
+
+def _price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | None) -> list[str]:
+    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them."""
+    from looprun.models.pricing import PriceTable
+
+    if max_cost_usd is None:
+        return []
+    table = PriceTable(config.prices)
+    out = []
+    for role, ref in sorted(refs.items()):
+        scheme, _, name = ref.partition(":")
+        if scheme in ("openai", "anthropic") and table.lookup(name) is None:
+            out.append(
+                f"no price known for {ref} ({role} role): its cost counts as $0, so "
+                f"limits.max_cost_usd (${max_cost_usd:g}) cannot be enforced; add it under "
+                "prices: in the config file"
+            )
+    return list(dict.fromkeys(out))
 
 
 def _absolute_script(ref: str) -> str:
@@ -208,10 +252,12 @@ def run_from_cli(**options: Any) -> int:
     template = _load(ref)
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
+    events = ModelEvents()
     act, plan, refs = _models(
-        template, options.get("model"), options.get("plan_model"), options.get("base_url")
+        template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
     journal = RunJournal.create(workdir)
+    events.journal = journal
     invocation = {
         "template": ref,
         "intent": options.get("intent"),
@@ -236,6 +282,7 @@ def run_from_cli(**options: Any) -> int:
             as_json=bool(options.get("as_json")),
             state=None,
             approval=None,
+            events=events,
         )
 
 
@@ -251,6 +298,7 @@ def _drive(
     as_json: bool,
     state: LoopState | None,
     approval: bool | None,
+    events: ModelEvents | None = None,
 ) -> int:
     report = _err
     ports, ws = build_ports(
@@ -266,6 +314,12 @@ def _drive(
     _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
     limits = with_iterations(template.limits, invocation.get("max_iterations"))
+    if events is not None:
+        for warning in _price_warnings(
+            invocation.get("models") or {}, events.config, limits.max_cost_usd
+        ):
+            _err("warning: " + warning)
+            journal.event("warning", message=warning)
     engine = Engine(template, ports, inputs=inputs, run=run, limits=limits, state=state)
     result = engine.run(approval=approval)
     _finish(result, ws, bool(invocation.get("commit")), template)
@@ -307,8 +361,10 @@ def resume_from_cli(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
         )
         models = invocation.get("models") or {}
+        events = ModelEvents()
+        events.journal = journal
         act, plan, _ = _models(
-            template, models.get("act"), models.get("plan"), invocation.get("base_url")
+            template, models.get("act"), models.get("plan"), invocation.get("base_url"), events
         )
         _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
         return _drive(
@@ -322,6 +378,7 @@ def resume_from_cli(
             as_json=as_json,
             state=state,
             approval=approval,
+            events=events,
         )
 
 

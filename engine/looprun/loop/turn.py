@@ -1,27 +1,39 @@
 """One act turn: the inner tool-calling loop.
 
 The model calls tools until it answers without a tool call or the turn reaches
-``act.max_steps``. Every tool call the model makes is answered (a refused or unrun call
-gets an error result), so a conversation never holds an orphaned call. Caps are checked
-before every model call and every tool call; a cap that trips ends the turn with a Stop.
+``act.max_steps``. A reply cut off at the output limit is reported and the model is asked
+to continue; a refusal or a filtered reply is reported and stops the run as escalated.
+Every tool call the model makes is answered (a refused or unrun call gets an error
+result), so a conversation never holds an orphaned call. Caps are checked before every
+model call and every tool call; a cap that trips ends the turn with a Stop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
+from looprun.loop.context import ContextBudget, complete_in_budget
 from looprun.loop.outcome import Stop
 from looprun.loop.ports import Ports, ToolOutcome
 from looprun.loop.progress import normalise_action
 from looprun.loop.state import LoopState, message_to_dict
-from looprun.models.base import Message, ToolCall
+from looprun.models.base import Message, Reply, ToolCall, ToolSpec
 from looprun.template.model import ActSpec, Limits
 
 TOOL_LOG_CHARS = 2_000
+# A reply cut off at the output limit without a tool call is answered with this, at most
+# MAX_TRUNCATIONS times in a row; then the turn ends and the checks decide as usual.
+MAX_TRUNCATIONS = 2
+CUT_OFF_NUDGE = (
+    "Your last reply was cut off at the output token limit. Continue with the next tool "
+    "call; keep each step small (edit a file in parts rather than rewriting it whole)."
+)
+# Finish reasons reported to the person; "refusal" and "content_filter" stop the run.
+_UNUSABLE = frozenset({"length", "refusal", "content_filter"})
 
 
 @dataclass
@@ -41,6 +53,69 @@ def _not_run(call: ToolCall, why: str) -> Message:
     return Message("tool", f"not run: {why}", tool_call_id=call.id, is_error=True)
 
 
+def _ask(
+    ports: Ports,
+    pinned: Sequence[Message],
+    rounds: Sequence[Sequence[Message]],
+    specs: Sequence[ToolSpec],
+    *,
+    timeout_s: float | None,
+    iteration: int,
+) -> tuple[Reply, list[Message]]:
+    """One act-model call within the context budget: the request is trimmed once when the
+    provider says it is too long, and the estimate is calibrated from reported usage."""
+    budget = ports.context
+    if not isinstance(budget, ContextBudget):  # a plain builder: no trim, no calibration
+        messages = budget.build(pinned, rounds)
+        return ports.model.complete(messages, specs, role="act", timeout_s=timeout_s), messages
+
+    def trimmed(event: Mapping[str, Any]) -> None:
+        data = {k: v for k, v in event.items() if k != "event"}
+        ports.journal.event("context_trimmed", iteration=iteration, **data)
+        ports.report(
+            f"context: the model's server said the request is too long; trimmed the budget "
+            f"from {data['from_tokens']} to {data['to_tokens']} tokens and retried"
+        )
+
+    reply, messages, used = complete_in_budget(
+        ports.model,
+        budget,
+        pinned,
+        rounds,
+        specs,
+        role="act",
+        timeout_s=timeout_s,
+        on_event=trimmed,
+    )
+    if used is not budget:  # keep the trimmed budget for the rest of the run
+        budget.adopt(used)
+    return reply, messages
+
+
+def _unusable(ports: Ports, reply: Reply, iteration: int) -> Stop | None:
+    """Report a reply cut off at the output limit, refused or filtered; a refusal or a
+    filtered reply stops the run (asking again gets the same answer), a cut-off does not."""
+    detail = reply.finish_detail or reply.finish
+    ports.journal.event(
+        "model_finish",
+        iteration=iteration,
+        role="act",
+        model=reply.model or ports.model.ref,
+        finish=reply.finish,
+        detail=detail,
+    )
+    if reply.finish == "length":
+        ports.report(
+            f"model: the reply was cut off at the output token limit (finish: {detail}); "
+            "asking it to continue in smaller steps"
+        )
+        return None
+    said = " ".join(reply.message.content.split())[:300]
+    what = "refused" if reply.finish == "refusal" else "was stopped by the content filter"
+    reason = f"the act model {what} (finish: {detail})" + (f": {said}" if said else "")
+    return Stop("escalated", reason, f"model_{reply.finish}")
+
+
 def act_turn(
     ports: Ports,
     act: ActSpec,
@@ -58,15 +133,20 @@ def act_turn(
     toolbox = ports.toolbox(act.constraints, act.tools, deadline=deadline)
     specs = toolbox.specs()
     steps = 0
+    truncations = 0  # consecutive replies cut off at the output limit without a tool call
     while True:
         spent = state.spent(elapsed())
         turn.stop = caps.check_spent(limits, spent)
         if turn.stop is not None:
             return turn
-        messages = ports.context.build(pinned, [*state.rounds, turn.messages])
         try:
-            reply = ports.model.complete(
-                messages, specs, role="act", timeout_s=caps.remaining_time(limits, spent)
+            reply, messages = _ask(
+                ports,
+                pinned,
+                [*state.rounds, turn.messages],
+                specs,
+                timeout_s=caps.remaining_time(limits, spent),
+                iteration=iteration,
             )
         except LooprunError:
             turn.stop = caps.check_spent(limits, state.spent(elapsed()))
@@ -95,8 +175,20 @@ def act_turn(
             }
         )
         turn.messages.append(reply.message)
+        if reply.finish in _UNUSABLE:
+            turn.stop = _unusable(ports, reply, iteration)
+            if turn.stop is not None:
+                turn.messages.extend(
+                    _not_run(c, "the run stopped") for c in reply.message.tool_calls
+                )
+                return turn
         if not reply.message.tool_calls:
-            return turn
+            if reply.finish != "length" or truncations >= MAX_TRUNCATIONS:
+                return turn
+            truncations += 1
+            turn.messages.append(Message("user", CUT_OFF_NUDGE))
+            continue
+        truncations = 0
         for call in reply.message.tool_calls:
             if turn.stop is not None or steps >= act.max_steps:
                 why = "the run stopped" if turn.stop else f"act.max_steps ({act.max_steps}) reached"

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from looprun.config import Config
+from looprun.config import Config, config_path
 from looprun.errors import ModelError, UsageError
 from looprun.models import anthropic, openai
 from looprun.models.base import Model
@@ -140,21 +140,29 @@ def model_ref_for_role(
     """
     env = os.environ if env is None else env
     config = config or Config()
+    role_env = f"LOOPRUN_{role.upper()}_MODEL"
+    in_config = f" in the config file {config.source}".rstrip()
     candidates = [
-        (cli_role_models or {}).get(role),
-        cli_model,
-        env.get(f"LOOPRUN_{role.upper()}_MODEL"),
-        env.get("LOOPRUN_MODEL"),
-        config.models.get(role),
-        config.models.get("default"),
-        (template_models or {}).get(role),
-        (template_models or {}).get("default"),
+        (f"--{role}-model", (cli_role_models or {}).get(role)),
+        ("--model", cli_model),
+        (role_env, env.get(role_env)),
+        ("LOOPRUN_MODEL", env.get("LOOPRUN_MODEL")),
+        (f"models.{role}{in_config}", config.models.get(role)),
+        (f"models.default{in_config}", config.models.get("default")),
+        (f"models.{role} in the template", (template_models or {}).get(role)),
+        ("models.default in the template", (template_models or {}).get("default")),
     ]
-    for ref in candidates:
+    for source, ref in candidates:
         if ref and ref.strip() not in _NO_PREFERENCE:
-            _split(ref.strip())
+            try:
+                _split(ref.strip())
+            except UsageError as exc:
+                raise UsageError(f"{source}: {exc}") from None
             return ref.strip()
+    role_option = "--model" if role == "act" else f"--{role}-model or --model"
     raise UsageError(
-        f"no model for the {role} role: pass --model (e.g. openai:gpt-4o-mini, "
-        "script:FILE), set LOOPRUN_MODEL, or set models in the config file"
+        f"no model for the {role} role: pass {role_option} (e.g. openai:gpt-4o-mini, "
+        f"anthropic:claude-haiku-4-5, script:FILE), set {role_env} or LOOPRUN_MODEL, or "
+        f"name one under models: in the config file ({config.source or config_path(env)}); "
+        "the template's `default` means whichever of these is set"
     )

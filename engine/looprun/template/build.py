@@ -567,15 +567,16 @@ class Builder:
         key = "then" if has_then else "else"
         cond = self.condition((*path, "if"), what="a refine condition") if has_if else None
         body = raw[key]
+        why = " ".join(str(raw.get("description") or "").split())
         if isinstance(body, list):
             children = self.rules(body, (*path, key), top=False)
             if has_if and cond is None:
                 return None
-            return Rule(cond, None, tuple(children), self.at(path))
+            return Rule(cond, None, tuple(children), self.at(path), why)
         action = self.action(body, (*path, key))
         if action is None or (has_if and cond is None):
             return None
-        return Rule(cond, action, (), self.at(path))
+        return Rule(cond, action, (), self.at(path), why)
 
     def action(self, raw: Any, path: JsonPath) -> Action | None:
         loc = self.at(path)

@@ -141,6 +141,8 @@ def _rule_lines(rules: Iterable[Rule], indent: str, prefix: str) -> list[str]:
     for i, rule in enumerate(rules, 1):
         number = f"{prefix}{i}."
         head = f"if {rule.condition.source}" if rule.condition is not None else "else"
+        if rule.description:
+            lines.append(f"{indent}# {rule.description}")
         if rule.action is not None:
             lines.append(f"{indent}{number} {head} -> {describe_action(rule.action)}")
         else:
@@ -154,7 +156,14 @@ def _rule_lines(rules: Iterable[Rule], indent: str, prefix: str) -> list[str]:
 
 def _label(text: str) -> str:
     safe = _one_line(text, 80)
-    for char, code in (("&", "#amp;"), ('"', "#quot;"), ("<", "#lt;"), (">", "#gt;")):
+    # `#` first: Mermaid reads `#name;` and `#123;` in a label as entity codes.
+    for char, code in (
+        ("#", "#35;"),
+        ("&", "#amp;"),
+        ('"', "#quot;"),
+        ("<", "#lt;"),
+        (">", "#gt;"),
+    ):
         safe = safe.replace(char, code)
     return f'"{safe}"'
 

@@ -36,8 +36,20 @@ class ShellCode(str):
     """
 
 
+# Bounds on what one expression may build, so a condition (possibly written by a model
+# planner) cannot exhaust memory or CPU with ``'a' * 10**10`` or ``9 ** 10**8``.
+MAX_SEQUENCE_ITEMS = 1_000_000
+MAX_POWER_BITS = 4096
+
+
+def _size(value: Any) -> int | None:
+    return len(value) if isinstance(value, (str, bytes, list, tuple)) else None
+
+
 class _RecordEnvironment(ImmutableSandboxedEnvironment):
     """Sandbox where dict keys win over dict attributes and dict methods are unreachable."""
+
+    intercepted_binops = frozenset({"*", "**"})
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if isinstance(obj, Mapping):
@@ -46,6 +58,30 @@ class _RecordEnvironment(ImmutableSandboxedEnvironment):
             except (KeyError, TypeError):
                 return self.undefined(obj=obj, name=attribute)
         return super().getattr(obj, attribute)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        """``*`` and ``**`` with bounded results; everything else as Python does it."""
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                size = _size(seq)
+                if (
+                    size is not None
+                    and isinstance(times, int)
+                    and size * times > (MAX_SEQUENCE_ITEMS)
+                ):
+                    raise SecurityError(f"repetition builds more than {MAX_SEQUENCE_ITEMS} items")
+            return left * right
+        if operator == "**":
+            if (
+                isinstance(left, int)
+                and isinstance(right, int)
+                and abs(left) > 1
+                and right > 0
+                and right * abs(left).bit_length() > MAX_POWER_BITS
+            ):
+                raise SecurityError(f"power result larger than {MAX_POWER_BITS} bits")
+            return left**right
+        return super().call_binop(context, operator, left, right)
 
 
 def _quote_for_shell(value: Any) -> str:
@@ -157,8 +193,40 @@ class Text:
         return self.source
 
 
-def compile_condition(source: str, location: Location) -> Condition:
-    """Compile a condition once. Raises TemplateError naming the location on bad syntax."""
+# What a condition written by a model (a planner's ``done_when``) may use: reading facts,
+# comparing, and a few filters and functions whose cost does not grow with an argument.
+UNTRUSTED_MAX_CHARS = 500
+UNTRUSTED_FILTERS = frozenset(
+    {"length", "count", "lower", "upper", "int", "float", "string", "abs", "first", "last",
+     "min", "max", "sum", "default", "d", "list", "unique", "sort", "round", "trim", "select",
+     "reject", "selectattr", "rejectattr", "map", "join"}
+)  # fmt: skip
+UNTRUSTED_CALLS = frozenset({"matching"})
+
+
+def _untrusted_problem(text: str, ast: nodes.Template) -> str | None:
+    """Why a model-written condition is refused, or None when it stays in the safe subset."""
+    if len(text) > UNTRUSTED_MAX_CHARS:
+        return f"a condition written by a model is limited to {UNTRUSTED_MAX_CHARS} characters"
+    for attr in ast.find_all(nodes.Getattr):
+        if attr.attr.startswith("_"):
+            return f"the attribute {attr.attr!r} is not allowed in a planned condition"
+    for node in ast.find_all(nodes.Filter):
+        if node.name not in UNTRUSTED_FILTERS:
+            return f"the filter {node.name!r} is not allowed in a planned condition"
+    for node in ast.find_all(nodes.Call):
+        if not (isinstance(node.node, nodes.Name) and node.node.name in UNTRUSTED_CALLS):
+            allowed = ", ".join(sorted(UNTRUSTED_CALLS))
+            return f"only calls to {allowed} are allowed in a planned condition"
+    return None
+
+
+def compile_condition(source: str, location: Location, *, untrusted: bool = False) -> Condition:
+    """Compile a condition once. Raises TemplateError naming the location on bad syntax.
+
+    ``untrusted=True`` is for conditions a model wrote (a planner's ``done_when``): they
+    are held to a small subset (short; no method calls; filters of bounded cost).
+    """
     text = str(source).strip()
     if not text:
         raise TemplateError([Problem(location, "condition is empty")])
@@ -167,7 +235,45 @@ def compile_condition(source: str, location: Location) -> Condition:
         ast = ENV.parse("{{ (" + text + ") }}")
     except TemplateSyntaxError as exc:
         raise _syntax_problem(location, "condition", exc) from None
+    if untrusted:
+        problem = _untrusted_problem(text, ast)
+        if problem:
+            raise TemplateError([Problem(location, problem)])
     return Condition(text, location, _name_use(ast), fn)
+
+
+def _scan_quotes(data: str, state: str) -> str:
+    """The shell quoting state ("", "'" or '"') after the literal text ``data``."""
+    i = 0
+    while i < len(data):
+        c = data[i]
+        if state == "'":
+            if c == "'":
+                state = ""
+        elif c == "\\":
+            i += 1  # an escaped character, outside single quotes
+        elif state == '"':
+            if c == '"':
+                state = ""
+        elif c in "'\"":
+            state = c
+        i += 1
+    return state
+
+
+def _substitution_in_quotes(env: ImmutableSandboxedEnvironment, source: str) -> int | None:
+    """The line of the first ``{{ }}`` placed inside shell quotes, if any.
+
+    Substituted values are quoted already; inside ``"..."`` or ``'...'`` that quoting
+    would be undone (``"$(cmd)"`` runs ``cmd``), so such a command is refused at load time.
+    """
+    state = ""
+    for lineno, kind, value in env.lex(source):
+        if kind == "data":
+            state = _scan_quotes(value, state)
+        elif kind == "variable_begin" and state:
+            return lineno
+    return None
 
 
 def compile_text(source: str, location: Location, *, shell: bool = False) -> Text:
@@ -178,7 +284,27 @@ def compile_text(source: str, location: Location, *, shell: bool = False) -> Tex
         template = env.from_string(source)
     except TemplateSyntaxError as exc:
         raise _syntax_problem(location, "template", exc) from None
+    if shell and _substitution_in_quotes(env, source) is not None:
+        raise TemplateError(
+            [
+                Problem(
+                    location,
+                    "a {{ }} substitution sits inside shell quotes in a command; remove the "
+                    "quotes around it: looprun quotes every substituted value itself (quotes "
+                    "around it would let a value such as $(cmd) run as code)",
+                )
+            ]
+        )
     return Text(source, location, _name_use(ast), shell, template)
+
+
+def shell_text(text: Text) -> Text:
+    """``text`` compiled as a shell command, so values substituted into it are quoted.
+
+    For a value that becomes trusted shell code later (an input of type ``command``
+    mapped in a sub-loop's ``with``): only ``ShellCode`` stays code, all else is data.
+    """
+    return text if text.shell else compile_text(text.source, text.location, shell=True)
 
 
 def freeze(value: Any) -> Any:

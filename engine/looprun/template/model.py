@@ -145,6 +145,7 @@ class Rule:
     action: Action | None = None
     children: tuple[Rule, ...] = ()
     location: Location = UNKNOWN
+    description: str = ""  # why the rule exists, for reviewers (shown by explain)
 
 
 @dataclass(frozen=True)
