@@ -11,8 +11,9 @@ import re
 import selectors
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,23 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+# Live process groups by the thread that started them, so an interrupted sub-loop's
+# checks and commands (each in its own session, out of reach of Ctrl-C) die with it.
+_live: dict[int, int] = {}
+_live_lock = threading.Lock()
+
+
+def kill_groups(threads: Iterable[int]) -> int:
+    """Kill the process groups that ``run_process`` calls on these threads are running."""
+    wanted = set(threads)
+    with _live_lock:
+        pgids = [pg for pg, thread in _live.items() if thread in wanted]
+    for pg in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pg, signal.SIGKILL)
+    return len(pgids)
+
+
 def run_process(
     command: str | Sequence[str],
     *,
@@ -127,6 +145,8 @@ def run_process(
         env=dict(scrubbed_env() if env is None else env),
         start_new_session=True,
     )
+    with _live_lock:
+        _live[proc.pid] = threading.get_ident()
     buf = _CappedBuffer(max_output_bytes)
     timed_out = False
     assert proc.stdout is not None
@@ -172,6 +192,8 @@ def run_process(
         if proc.poll() is None:
             kill_group(proc)
             proc.wait()
+        with _live_lock:
+            _live.pop(proc.pid, None)
     # Children that outlived the main process (daemons, `sleep &`) die with the group.
     kill_group(proc)
     text, cut = buf.text()

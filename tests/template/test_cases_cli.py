@@ -166,3 +166,24 @@ def test_rule_positions_match_explain_numbering() -> None:
     text = looprun("explain", "bugfix", cwd=REPO).stdout
     for path in rule_paths(load_template("bugfix")):
         assert f" {path}. " in text, path
+
+
+def test_validate_checks_case_files_against_their_template(tmp_path: Path) -> None:
+    ok = looprun("validate", "templates/tests/bugfix.cases.yaml", cwd=REPO)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    write(
+        tmp_path,
+        """
+        template: tiny.yaml
+        cases:
+          - name: stale
+            facts: {tests: {failures: 1}}
+            expect: {rule: "2.3"}
+        """,
+    )
+    bad = looprun("validate", "tiny.cases.yaml", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "tiny.cases.yaml:5:21: observer 'tests' (parser junit) has no fact 'failures'" in (
+        bad.stdout
+    )
+    assert "tiny.cases.yaml:6:20: no rule with an action at 2.3" in bad.stdout

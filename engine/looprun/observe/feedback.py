@@ -7,6 +7,7 @@ ones also get their key traceback lines. Whatever does not fit is summarised as
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from looprun.observe.base import Item
@@ -14,6 +15,16 @@ from looprun.observe.base import Item
 DEFAULT_MAX_FEEDBACK = 4096
 _MAX_LINE = 400
 _SEVERITY_ORDER = {"error": 0, "failure": 0, "warning": 1, "note": 2}
+
+
+# CSI sequences (colours, cursor moves) and OSC sequences (hyperlinks) that tools print
+# under --color=yes / FORCE_COLOR / --pretty: they would break every line pattern.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
 
 
 def clip(text: str, limit: int) -> str:
@@ -96,6 +107,7 @@ def render(
 
 def tail(text: str, max_bytes: int = DEFAULT_MAX_FEEDBACK) -> str:
     """The last ``max_bytes`` of ``text``, starting at a line boundary when possible."""
+    text = strip_ansi(text)
     data = text.encode("utf-8")
     if len(data) <= max_bytes:
         return text.strip("\n")

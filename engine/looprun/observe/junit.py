@@ -18,7 +18,7 @@ from junitparser import Error, Failure, Skipped
 from junitparser.xunit2 import FlakyError, FlakyFailure, RerunError, RerunFailure, TestCase
 
 from looprun.observe.base import Item, Observation, ParseInput
-from looprun.observe.feedback import render, tail
+from looprun.observe.feedback import render, strip_ansi, tail
 from looprun.observe.reports import (
     ReportProblem,
     display_path,
@@ -115,8 +115,8 @@ def _result_item(
     file_attr: str | None,
     line_attr: str | None,
 ) -> Item:
-    message = result.message
-    text = result.text or ""
+    message = strip_ansi(result.message or "")
+    text = strip_ansi(result.text or "")
     if not message and not text.strip():
         text = ""
     frame = innermost(text, str(tally.workdir)) if text else None

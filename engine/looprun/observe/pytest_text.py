@@ -108,8 +108,12 @@ class PytestText:
             frame = innermost("\n".join(sec.frames), self.workdir)
             if frame:
                 file, line = frame.file, frame.line
-            if not message and sec.errors:
-                message = sec.errors[0][1:].strip()
+            first_e = sec.errors[0][1:].strip() if sec.errors else ""
+            if not message or (
+                # the summary line cuts messages to the terminal width
+                message.endswith("...") and first_e.startswith(message[:-3].rstrip())
+            ):
+                message = first_e or message
             detail = "\n".join(
                 [*([sec.source] if sec.source else []), *sec.errors, *sec.frames[-1:]]
             )

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from looprun.observe.base import Item, Observation, ParseInput
-from looprun.observe.feedback import clip, render, tail
+from looprun.observe.feedback import clip, render, strip_ansi, tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.pytest_text import PytestText
 from looprun.observe.reports import (
@@ -48,9 +49,15 @@ _GCC = (
     rf"^{_LOC}:(?P<col>\d+): (?P<severity>fatal error|error|warning|note): "
     r"(?P<message>.*?)(?: \[(?P<rule>-W[\w=+-]+)\])?$"
 )
+# ESLint's default ("stylish") format: a file name line, then indented findings.
+_STYLISH = (
+    r"^\s+(?P<line>\d+):(?P<col>\d+)\s+(?P<severity>error|warning)\s+(?P<message>.*?)"
+    r"(?:\s{2,}(?P<rule>[\w/@.-]+))?\s*$"
+)
 PRESETS: dict[str, tuple[str, ...]] = {
     "mypy": (
-        rf"^{_LOC}(?::(?P<col>\d+))?: (?P<severity>error|warning|note): "
+        # --show-column-numbers adds :col, --show-error-end adds :end_line:end_col
+        rf"^{_LOC}(?::(?P<col>\d+)(?::\d+:\d+)?)?: (?P<severity>error|warning|note): "
         r"(?P<message>.*?)(?:  \[(?P<rule>[\w-]+)\])?$",
     ),
     "pyright": (
@@ -67,7 +74,9 @@ PRESETS: dict[str, tuple[str, ...]] = {
         r"\[(?P<severity>Error|Warning)(?:/(?P<rule>[^\]]+))?\]$",
         r"^(?P<file>.+?): line (?P<line>\d+), col (?P<col>\d+), (?P<severity>Error|Warning) - "
         r"(?P<message>.*?)(?: \((?P<rule>[\w/@-]+)\))?$",
+        _STYLISH,
     ),
+    "eslint-stylish": (_STYLISH,),
     "eslint-compact": (
         r"^(?P<file>.+?): line (?P<line>\d+), col (?P<col>\d+), (?P<severity>Error|Warning) - "
         r"(?P<message>.*?)(?: \((?P<rule>[\w/@-]+)\))?$",
@@ -93,6 +102,14 @@ _SEVERITY = {
     "hint": "note",
 }
 _RANK = {"error": 3, "warning": 2, "note": 1}
+# A line naming the file that the following findings (without a file group) belong to.
+_FILE_HEADER = {
+    "eslint": re.compile(r"^(?P<file>[^\s✖].*?)\s*$"),
+    "eslint-stylish": re.compile(r"^(?P<file>[^\s✖].*?)\s*$"),
+}
+# mypy --pretty wraps long messages: the rest (and the error code) follow on the next lines.
+_CONTINUATION = {"mypy": re.compile(r"^(?P<message>[^\s].*?)(?:  \[(?P<rule>[\w-]+)\])?$")}
+_NOT_CONTINUATION = re.compile(r"^(?:Found \d+ errors?|Success:|\S+: (?:note|error|warning):)")
 _MAX_ITEMS = 2000
 
 
@@ -105,14 +122,15 @@ def _lines(data: ParseInput) -> tuple[Iterator[str], str]:
         def read() -> Iterator[str]:
             try:
                 with path.open("r", encoding="utf-8", errors="replace") as fh:
-                    yield from fh
+                    for line in fh:
+                        yield strip_ansi(line)
             except OSError as exc:
                 raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
 
         return read(), shown
     if data.output is None:
         raise ReportProblem("nothing to read: give a report `file` or a command to `run`")
-    return iter(data.output.splitlines()), "the command output"
+    return (strip_ansi(ln) for ln in data.output.splitlines()), "the command output"
 
 
 def _compile(data: ParseInput) -> tuple[str, list[re.Pattern[str]]]:
@@ -140,22 +158,29 @@ def _group(m: re.Match[str], name: str) -> str | None:
 
 
 def _scan(
-    lines: Iterable[str], patterns: list[re.Pattern[str]], workdir: str
+    lines: Iterable[str], patterns: list[re.Pattern[str]], workdir: str, preset: str = "pattern"
 ) -> tuple[list[Item], dict[str, int]]:
     from looprun.observe.traceback import project_path
 
     items: list[Item] = []
     counts = {"errors": 0, "warnings": 0, "notes": 0}
+    header = _FILE_HEADER.get(preset)
+    continuation = _CONTINUATION.get(preset)
+    current_file: str | None = None
+    open_item = False  # the last line was a finding whose message may continue
     for raw in lines:
         line = raw.rstrip("\r\n")
+        matched = False
         for rx in patterns:
             m = rx.search(line)
             if not m:
                 continue
+            matched = True
             sev = _SEVERITY.get((_group(m, "severity") or "error").lower(), "error")
             counts[{"error": "errors", "warning": "warnings", "note": "notes"}[sev]] += 1
+            open_item = False
             if len(items) < _MAX_ITEMS:
-                file = _group(m, "file")
+                file = _group(m, "file") or ("file" not in m.groupdict() and current_file) or None
                 if file:
                     file = project_path(file, workdir) or file.strip()
                 ln, col = _group(m, "line"), _group(m, "col")
@@ -171,7 +196,28 @@ def _scan(
                         col=int(col) if col and col.isdigit() else None,
                     )
                 )
+                open_item = continuation is not None and rule is None
             break
+        if matched:
+            continue
+        if open_item and continuation is not None and not _NOT_CONTINUATION.match(line):
+            c = continuation.match(line)
+            if c:
+                last = items[-1]
+                rule = c["rule"]
+                items[-1] = replace(
+                    last,
+                    message=clip(f"{last.message} {c['message'].strip()}", 300),
+                    rule=rule,
+                    id=rule or last.id,
+                )
+                open_item = rule is None
+                continue
+        open_item = False
+        if header is not None:
+            h = header.match(line)
+            if h and not line.startswith(("✖", "✔")):
+                current_file = project_path(h["file"], workdir) or h["file"].strip()
     return items, counts
 
 
@@ -190,7 +236,7 @@ class RegexParser:
                 text = PytestText(workdir=str(data.workdir))
                 text.feed(lines)
                 return _pytest_observation(data, text, shown)
-            items, counts = _scan(lines, patterns, str(data.workdir))
+            items, counts = _scan(lines, patterns, str(data.workdir), preset)
         except ReportProblem as exc:
             return unusable(NAME, data, str(exc), EMPTY_FACTS)
         return _observation(data, preset, items, counts, shown)

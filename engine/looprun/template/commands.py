@@ -41,10 +41,29 @@ def check_fragment(path: Path) -> list[Problem]:
     return [*problems, *builder.problems]
 
 
+def _is_case_file(path: Path) -> bool:
+    """A `looprun test` case file: a mapping with `cases` and no template keys."""
+    try:
+        data = load_document(path).data
+    except TemplateError:
+        return False
+    return isinstance(data, dict) and "cases" in data and "looprun" not in data
+
+
+def check_case_file(path: Path) -> list[Problem]:
+    """A case file is valid when its template loads and every case fits that template."""
+    from looprun.template.cases import load_cases, template_of
+
+    load_cases(path, load_template(template_of(str(path))))
+    return []
+
+
 def check_file(ref: str) -> list[Problem]:
-    """Every problem in one template or fragment file (empty when it is valid)."""
+    """Every problem in one template, fragment or case file (empty when it is valid)."""
     path = Path(ref)
     try:
+        if path.is_file() and _is_case_file(path):
+            return check_case_file(path)
         if path.is_file() and _is_fragment(path):
             return check_fragment(path)
         load_template(ref)
