@@ -61,6 +61,22 @@ def command(name: str, workdir: Path, extra: list[str]) -> list[str]:
     ]
 
 
+def missing_tools(env: dict[str, str]) -> list[str]:
+    """What the demo needs and this interpreter lacks: looprun itself, and the checks the
+    bugfix template runs (pytest, ruff). Without them every check would fail the same way
+    and the loop would only burn its iterations."""
+    out = []
+    for module in ("looprun", "pytest"):
+        probe = subprocess.run(
+            [sys.executable, "-c", f"import {module}"], env=env, capture_output=True
+        )
+        if probe.returncode != 0:
+            out.append(module)
+    if shutil.which("ruff", path=env.get("PATH")) is None:
+        out.append("ruff")
+    return out
+
+
 def main(argv: list[str]) -> int:
     extra: list[str] = []
     if "--" in argv:
@@ -71,11 +87,19 @@ def main(argv: list[str]) -> int:
     if names[0] not in SAMPLES:
         print(f"unknown sample {names[0]!r}; choose one of {', '.join(SAMPLES)}", file=sys.stderr)
         return 2
-    scratch = Path(tempfile.mkdtemp(prefix="looprun-demo-"))
-    workdir = scratch_copy(names[0], scratch)
     env = dict(os.environ)
     # The sample's checks run `python -m pytest`: use this interpreter's environment.
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    lacking = missing_tools(env)
+    if lacking:
+        print(
+            f"the demo needs {', '.join(lacking)} in this environment ({sys.executable}); "
+            "install them with: pip install -e '.[test]'",
+            file=sys.stderr,
+        )
+        return 2
+    scratch = Path(tempfile.mkdtemp(prefix="looprun-demo-"))
+    workdir = scratch_copy(names[0], scratch)
     print(f"scratch copy: {workdir}", file=sys.stderr)
     code = subprocess.run(command(names[0], workdir, extra), env=env).returncode
     if keep or code != 0:

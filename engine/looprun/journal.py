@@ -270,6 +270,12 @@ def list_runs(workdir: Path) -> list[RunInfoRow]:
             outcome, reason = summary.get("outcome", "?"), summary.get("reason", "")
         elif state.get("pending"):
             outcome, reason = "escalated", "waiting for approval"
+        elif (
+            summary is not None
+            and summary.get("outcome") == "interrupted"
+            and summary.get("iterations") == state.get("iterations")  # not a later crash
+        ):
+            outcome, reason = "interrupted", str(summary.get("reason", ""))
         else:
             outcome, reason = "interrupted", "no outcome recorded (resume it)"
         rows.append(

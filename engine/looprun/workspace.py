@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from looprun.errors import LooprunError, UsageError
 from looprun.gitutil import Git, GitError
@@ -174,6 +175,20 @@ class Workspace:
         start = self.tree_of(base) if base else self.base()
         return self.git.diff(start, self.snapshot())
 
+    def numstat(self, base: str | None = None) -> list[tuple[str, int | None, int | None]]:
+        """``(path, added, removed)`` per changed file against ``base``; None for binary."""
+        start = self.tree_of(base) if base else self.base()
+        out = self.git.run(
+            "diff-tree", "-r", "-z", "--no-renames", "--numstat", start, self.snapshot()
+        )
+        rows: list[tuple[str, int | None, int | None]] = []
+        for field in out.split("\0"):
+            parts = field.split("\t", 2)
+            if len(parts) == 3:
+                added, removed, path = parts
+                rows.append((path, _int_or_none(added), _int_or_none(removed)))
+        return rows
+
     def changed_files(self, base: str | None = None) -> list[str]:
         start = self.tree_of(base) if base else self.base()
         out = self.git.run(
@@ -282,6 +297,49 @@ class Workspace:
         with open(exclude, "a", encoding="utf-8") as fh:
             prefix = "" if not existing or exclude.read_text("utf-8").endswith("\n") else "\n"
             fh.write(f"{prefix}{line}\n")
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+class RunLock:
+    """One run at a time per working tree: two runs would roll back each other's edits
+    and race on the private index. An advisory ``flock`` on ``<state_dir>/lock``, so a
+    killed run (even ``kill -9``) never leaves a stale lock behind."""
+
+    def __init__(self, state_dir: Path, run_id: str):
+        self.path = Path(state_dir) / "lock"
+        self.run_id = run_id
+        self._fh: Any = None
+
+    def __enter__(self) -> RunLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another run"
+            fh.close()
+            raise LooprunError(
+                f"{holder} is still running in {self.path.parent.parent}; one run at a "
+                "time per working tree - wait for it, or run in a separate clone or "
+                "`git worktree` (--workdir)"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"run {self.run_id} (pid {os.getpid()})\n")
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._fh.close()  # closing releases the flock
+            self._fh = None
 
 
 def _private_repo(workdir: Path, git_dir: Path) -> Git:

@@ -150,3 +150,73 @@ def test_kill_outer_process_then_resume_does_not_rerun_finished(tmp_path: Path) 
     assert (work / "greeting.txt").read_text() == "hello from the left\n"
     assert (work / "other.txt").read_text() == "slow change\n"
     assert "merged again after resume" in res.stderr
+
+
+def test_outer_refine_replans_a_conflict_and_lists_the_kept_attempt(tmp_path: Path) -> None:
+    work = _project(tmp_path)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=work, capture_output=True, text=True, check=True
+    ).stdout
+    outer = write_templates(tmp_path / "tpl")
+    outer.write_text(
+        outer.read_text()
+        .replace(
+            "  - if: subloops.failed\n",
+            '  - if: subloops.counts.conflict and iteration < 3\n    then: {replan: "resolve"}\n'
+            "  - if: subloops.failed\n",
+        )
+        .replace("max_iterations: 1", "max_iterations: 3")
+    )
+    script = tmp_path / "script.yaml"
+    right = [
+        edit_turns("greeting.txt", "hello from the right\n", delay_s=0.3),
+        edit_turns("greeting.txt", "hello from both\n"),
+    ]
+    script.write_text(
+        yaml.safe_dump(
+            {
+                "tasks": {
+                    "left": edit_turns("greeting.txt", "hello from the left\n"),
+                    "right": {"attempts": right},
+                }
+            }
+        )
+    )
+    proc = looprun(
+        str(outer),
+        "--intent",
+        "greet",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--json",
+        cwd=work,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["iterations"] == 2
+    assert (work / "greeting.txt").read_text() == "hello from both\n"
+    rows = {r["id"]: r for r in summary["subloops"]}
+    assert rows["right"]["outcome"] == "done" and rows["right"]["attempt"] == 2
+    # the conflicted first attempt is kept for inspection and listed, not a stray
+    (earlier,) = rows["right"]["earlier_attempts"]
+    assert earlier["attempt"] == 1 and earlier["outcome"] == "conflict"
+    assert (Path(earlier["kept"]) / "greeting.txt").read_text() == "hello from the right\n"
+    assert "(attempt 1: conflict, kept:" in proc.stderr
+    worktrees = subprocess.run(
+        ["git", "worktree", "list"], cwd=work, capture_output=True, text=True, check=True
+    ).stdout
+    assert worktrees.count("\n") == 2 and earlier["kept"] in worktrees
+    branches = subprocess.run(
+        ["git", "branch", "--list", "--format=%(refname:short)", "looprun/*"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert branches == [earlier["branch"]]
+    after = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=work, capture_output=True, text=True, check=True
+    ).stdout
+    assert after == head  # the user's branch is untouched

@@ -231,6 +231,7 @@ class Engine:
             diff_stat=changed,
             pending_approvals=tuple((st.pending or {}).get("paths", ())),
             diff=diff,
+            subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
         )
         self.ports.journal.event("run_finished", **stop.to_dict(), iterations=st.iterations)
         self.ports.journal.save_summary(result.summary())

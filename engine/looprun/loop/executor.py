@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -78,8 +78,13 @@ class Executor(Protocol):
     def shutdown(self) -> None: ...
 
 
-class Stopped(LooprunError):
-    """The outer loop was interrupted; the sub-loop ends here and can be resumed."""
+class Stopped(Exception):
+    """The outer loop was interrupted; the sub-loop ends here and can be resumed.
+
+    Deliberately not a LooprunError: the engine must not turn it into an ``error``
+    outcome and save that over the last completed step. Like a Ctrl-C, it unwinds the
+    loop and leaves its state and journal as they were after the last completed step.
+    """
 
 
 class StoppableModel:
@@ -88,6 +93,7 @@ class StoppableModel:
     def __init__(self, inner: Model, stop: threading.Event):
         self.inner, self._stop = inner, stop
         self.ref = inner.ref
+        self.stop_event = stop  # a nested outer loop passes the stop on to its sub-loops
 
     def complete(
         self,
@@ -105,10 +111,32 @@ class StoppableModel:
     def position(self) -> Any:
         return getattr(self.inner, "position", None)
 
+    @property
+    def script_key(self) -> tuple[tuple[str, int], ...]:
+        """A scripted model's place in the tree, so a nested outer loop's sub-loops
+        find their own scripts."""
+        return tuple(getattr(self.inner, "script_key", ()))
+
     def seek(self, position: int) -> None:
         seek = getattr(self.inner, "seek", None)
         if seek is not None:
             seek(position)
+
+
+class StoppableObserver:
+    """Wraps the observer port: once stopped, no check starts, and a check that was
+    running (killed by ``LocalExecutor.stop``) is not taken as a finding."""
+
+    def __init__(self, inner: Any, stop: threading.Event):
+        self.inner, self._stop = inner, stop
+
+    def observe(self, spec: Any, context: Any, *, deadline: float | None, base: str) -> Any:
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        obs = self.inner.observe(spec, context, deadline=deadline, base=base)
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        return obs
 
 
 class LocalExecutor:
@@ -124,12 +152,31 @@ class LocalExecutor:
         self._stop = threading.Event()
         self._report = report
         self._runner = runner or run_subloop
+        self._threads: set[int] = set()
+        self._lock = threading.Lock()
 
     def submit(self, job: SubloopJob) -> Future[SubloopResult]:
-        return self._pool.submit(self._runner, job, self._stop, self._report)
+        return self._pool.submit(self._run, job)
+
+    def _run(self, job: SubloopJob) -> SubloopResult:
+        me = threading.get_ident()
+        with self._lock:
+            self._threads.add(me)
+        try:
+            return self._runner(job, self._stop, self._report)
+        finally:
+            with self._lock:
+                self._threads.discard(me)
 
     def stop(self) -> None:
+        """Stop every job at its next model call, and kill the checks and commands they
+        run now (each runs in its own session, so a Ctrl-C does not reach it)."""
+        from looprun.proc import kill_groups
+
         self._stop.set()
+        with self._lock:
+            threads = set(self._threads)
+        kill_groups(threads)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -146,11 +193,12 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
     def prefixed(line: str) -> None:
         report(f"[{job.task_id}] {line}")
 
+    run_dir = Path(job.run_dir)
+
     try:
         template = load_template(job.template)
         events = ModelEvents()  # the config file, and retries journaled in the sub-loop's run
         model = StoppableModel(_resolve(job, events), stop)
-        run_dir = Path(job.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         with RunJournal(run_dir, job.run_id) as journal:
             events.journal = journal
@@ -169,6 +217,7 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
                 interactive=False,
                 base=job.commit,
             )
+            ports = replace(ports, observer=StoppableObserver(ports.observer, stop))
             if job.resume and state is None:
                 ws.restore(job.commit)  # redo from the start, never on top of half an edit
             run = RunInfo(job.run_id, str(run_dir), str(journal.artifacts), str(ws.workdir))
@@ -198,6 +247,15 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
                 run_dir=str(run_dir),
                 duration_s=result.duration_s,
             )
+    except Stopped as exc:
+        # The journal stays at the last completed step; `looprun resume` continues there.
+        if run_dir.is_dir():
+            with RunJournal(run_dir, job.run_id) as journal:
+                journal.event("interrupted", reason=str(exc))
+        prefixed("→ interrupted (resume continues from the last completed step)")
+        return SubloopResult(
+            job.task_id, job.attempt, Path(job.template).stem, "interrupted", str(exc)
+        )
     except LooprunError as exc:
         prefixed(f"→ error: {exc}")
         return SubloopResult(
@@ -218,8 +276,6 @@ def _resolve(job: SubloopJob, events: Any = None) -> Model:
 
 def _limits(own: Any, share: Mapping[str, Any]) -> Any:
     """The sub-template's own limits, each capped by the outer loop's share."""
-    from dataclasses import replace
-
     changes: dict[str, Any] = {}
     for name in ("max_tokens", "max_cost_usd", "timeout_s"):
         cap = share.get(name)

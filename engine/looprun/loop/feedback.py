@@ -5,6 +5,7 @@ The model gets what failed and where (the parsers' bounded feedback), never a wh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from looprun.observe.base import Observation
@@ -20,16 +21,59 @@ def _cap(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
 
 
+_RUN_FILES = re.compile(r"\S*\.looprun/runs/[^/\s]+/")  # the run directory: noise in one line
+_LINE_CAP = 160
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _first_failure(obs: Observation) -> str:
+    """``tests/test_x.py::test_y: ZeroDivisionError: division by zero (+2 more)``."""
+    bad = [i for i in obs.items if i.severity in ("error", "failure")] or list(obs.items)
+    if not bad:
+        return ""
+    item = bad[0]
+    where = f"{item.file}:{item.line}" if item.file and item.line else item.file or ""
+    label = item.id or item.rule or where
+    if item.rule and item.rule != label:
+        label = f"{item.rule} {label}"
+    if where and (item.file or where) not in label:  # a test id names its own file
+        label = f"{label} ({where})"
+    message = item.message.strip().splitlines()[0] if item.message.strip() else ""
+    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+    return _clip(f"{label}: {message}" if message else label, _LINE_CAP) + more
+
+
+def _error_summary(obs: Observation) -> str:
+    """The error's first line, and what the command said last (``sh: pytestx: not found``)."""
+    error = obs.error or ""
+    head = _RUN_FILES.sub("", error.strip().splitlines()[0] if error.strip() else "")
+    said = [
+        ln.strip()
+        for ln in obs.feedback.splitlines()
+        if len(ln.strip()) > 3 and ln.strip() not in error and not _RUN_FILES.search(ln)
+    ]
+    if said:
+        head = f"{head}: {said[-1]}" if head else said[-1]
+    return _clip(head, _LINE_CAP)
+
+
 def observation_line(name: str, obs: Observation) -> str:
-    """``tests: ok`` / ``tests: FAILED (2 failed)`` — one line per observer."""
+    """``tests: ok`` / ``tests: FAILED (4 tests, 1 failed: test_id: message)`` — one line
+    per observer that says what failed, so a person reading progress need not open a file."""
     if not obs.ran:
         return f"{name}: skipped"
     if obs.error:
-        return f"{name}: ERROR ({obs.error.splitlines()[0][:120] if obs.error else ''})"
-    counts = ", ".join(f"{v} {k}" for k, v in obs.counts.items() if v and k != "passed")
+        return f"{name}: ERROR ({_error_summary(obs)})"
     if obs.ok:
         return f"{name}: ok"
-    return f"{name}: FAILED" + (f" ({counts})" if counts else "")
+    counts = ", ".join(f"{v} {k}" for k, v in obs.counts.items() if v and k != "passed")
+    first = _first_failure(obs)
+    detail = f"{counts}: {first}" if counts and first else counts or first
+    return f"{name}: FAILED" + (f" ({detail})" if detail else "")
 
 
 def compose(

@@ -14,7 +14,10 @@ from looprun.errors import (
     EXIT_STALLED,
 )
 
-Outcome = Literal["done", "exhausted", "stalled", "escalated", "aborted", "error"]
+Outcome = Literal["done", "exhausted", "stalled", "escalated", "aborted", "error", "interrupted"]
+
+# A run stopped by SIGINT/SIGTERM is not over: its state stays at the last completed step.
+EXIT_INTERRUPTED = 130
 
 EXIT_CODES: dict[str, int] = {
     "done": EXIT_DONE,
@@ -23,6 +26,7 @@ EXIT_CODES: dict[str, int] = {
     "escalated": EXIT_ESCALATED,
     "aborted": EXIT_ABORTED,
     "error": EXIT_ERROR,
+    "interrupted": EXIT_INTERRUPTED,
 }
 
 
@@ -86,6 +90,8 @@ class RunResult:
     pending_approvals: tuple[str, ...] = ()
     diff: str = ""  # the diff so far (capped), for runs that do not finish
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # an outer loop's summary tree: one record per task (template, outcome, iterations, ...)
+    subloops: tuple[dict[str, Any], ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -94,6 +100,11 @@ class RunResult:
     @property
     def finished(self) -> bool:
         return self.outcome == "done"
+
+    @property
+    def resumable(self) -> bool:
+        """``looprun resume`` can continue it: interrupted, a runtime error, or an approval."""
+        return self.outcome in ("interrupted", "error") or bool(self.pending_approvals)
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` object and ``summary.json``: plain data, stable keys."""
@@ -119,4 +130,6 @@ class RunResult:
             }
         else:
             out["changed_files"] = list(self.diff_stat)
+        if self.subloops:
+            out["subloops"] = [dict(r) for r in self.subloops]
         return out

@@ -23,7 +23,13 @@ from looprun.errors import LooprunError
 from looprun.gitutil import Git
 from looprun.journal import write_atomic
 from looprun.loop import limits as caps
-from looprun.loop.executor import Executor, LocalExecutor, SubloopJob, SubloopResult
+from looprun.loop.executor import (
+    Executor,
+    LocalExecutor,
+    Stopped,
+    SubloopJob,
+    SubloopResult,
+)
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlanError, PlannedTask
 from looprun.loop.subloops import Node, TaskGraph, subloop_facts
@@ -67,6 +73,7 @@ class OuterPhase:
         graph = TaskGraph([Node(t.id, t.depends_on) for t in todo.values()], satisfied=done)
         parallel = 1 if self.each.isolation == "none" else max(1, self.each.parallel)
         executor = self.executor_factory(parallel, self._report)
+        parent = getattr(self.e.ports.model, "stop_event", None)
         running: dict[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]] = {}
         started: list[str] = []
         finished_ok: set[str] = set()
@@ -99,7 +106,9 @@ class OuterPhase:
                     started.append(tid)
                 if not running:
                     break
-                finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+                if parent is not None and parent.is_set():  # this outer loop is a sub-loop
+                    raise Stopped("stopped: the outer loop was interrupted")
+                finished, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     job, share = running.pop(fut)
                     res = fut.result()
@@ -109,8 +118,15 @@ class OuterPhase:
                     else:
                         failed.add(job.task_id)
         except BaseException:
-            executor.stop()  # each sub-loop stops at its next model call; journals stay whole
-            wait(list(running), timeout=60)
+            # Each sub-loop stops at its next model call and its running checks are
+            # killed; what finished meanwhile is kept, the rest resumes from its journal.
+            executor.stop()
+            finished, _ = wait(list(running), timeout=30)
+            for fut in finished:
+                job, share = running.pop(fut)
+                if fut.exception() is None and fut.result().outcome != "interrupted":
+                    self._absorb(job, share, fut.result(), iteration)
+            self._save()
             raise
         finally:
             executor.shutdown()
@@ -162,6 +178,11 @@ class OuterPhase:
         resume = prev.get("outcome") == "running"
         attempt = prev.get("attempt", 1) if resume else prev.get("attempt", 0) + 1
         name = f"{task.id}-{attempt}"
+        kept = prev.get("worktree") or prev.get("kept_ref")
+        if not resume and kept and prev.get("outcome") not in ("done", "pending", "blocked"):
+            # an earlier failed attempt stays for inspection, and stays listed
+            earlier = {k: prev.get(k) for k in ("attempt", "outcome", "reason", "branch")}
+            prev.setdefault("earlier", []).append(earlier | {"kept": kept})
         run_dir = Path(e.run_info.dir) / "subloops" / name
         start = prev["start"] if resume else ws.checkpoint(f"{e.run_info.id}/sub/{name}")
         worktree = branch = None
@@ -216,6 +237,8 @@ class OuterPhase:
     ) -> str:
         """Account a finished sub-loop, merge it if done, keep or clean its worktree."""
         st, ws = self.e.state, self.e.ports.workspace
+        if res.outcome == "interrupted":  # stays `running`: a resume continues it
+            return res.outcome
         st.prompt_tokens += res.prompt_tokens
         st.completion_tokens += res.completion_tokens
         st.cost_usd += res.cost_usd
@@ -380,18 +403,29 @@ class OuterPhase:
         with self._lock:
             self.e.ports.report(line)
 
-    def _tree(self) -> None:
-        """The summary tree: task, template, outcome, iterations, tokens."""
-        rows = self.facts()["list"]
-        self._report(f"sub-loops of {self.e.t.name}:")
-        for i, r in enumerate(rows):
-            branch = "└─" if i == len(rows) - 1 else "├─"
+    def tree(self) -> tuple[dict[str, Any], ...]:
+        """The summary tree: per task its template, outcome, iterations, tokens, what was
+        kept for inspection, and the tree of a sub-loop that is itself an outer loop."""
+        rows = []
+        for r in self.facts()["list"]:
             rec = self.records.get(r["id"], {})
-            kept = f"  kept: {rec['worktree']}" if rec.get("worktree") else ""
-            self._report(
-                f"  {branch} {r['id']:<16} {r['template'] or '-':<14} {r['outcome']:<10} "
-                f"{r['iterations']:>3} it {r['tokens']:>8} tok{kept}"
-            )
+            row = {k: r[k] for k in ("id", "template", "outcome", "reason", "iterations")}
+            row |= {"attempt": r["attempt"], "tokens": r["tokens"]}
+            kept = rec.get("worktree") or rec.get("kept_ref")
+            if kept and r["outcome"] != "done":
+                row |= {"kept": kept, "branch": rec.get("branch")}
+            if rec.get("earlier"):
+                row["earlier_attempts"] = list(rec["earlier"])
+            sub = _summary_tree(rec.get("run_dir"))
+            if sub:
+                row["subloops"] = sub
+            rows.append(row)
+        return tuple(rows)
+
+    def _tree(self) -> None:
+        self._report(f"sub-loops of {self.e.t.name}:")
+        for line in _tree_lines(self.tree(), "  "):
+            self._report(line)
 
     def _turn(
         self,
@@ -420,3 +454,32 @@ class OuterPhase:
 
 def _limit_key(code: str) -> str:
     return "timeout_s" if code == "timeout" else code
+
+
+def _summary_tree(run_dir: str | None) -> list[dict[str, Any]]:
+    """A nested outer sub-loop's own tree, from its summary."""
+    if not run_dir:
+        return []
+    try:
+        data = json.loads((Path(run_dir) / "summary.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    sub = data.get("subloops") if isinstance(data, dict) else None
+    return sub if isinstance(sub, list) else []
+
+
+def _tree_lines(rows: Any, indent: str) -> list[str]:
+    lines = []
+    for i, r in enumerate(rows):
+        last = i == len(rows) - 1
+        kept = f"  kept: {r['kept']}" if r.get("kept") else ""
+        lines.append(
+            f"{indent}{'└─' if last else '├─'} {r['id']:<{max(8, 18 - len(indent))}} "
+            f"{r['template'] or '-':<14} "
+            f"{r['outcome']:<10} {r['iterations']:>3} it {r['tokens']:>8} tok{kept}"
+        )
+        more = indent + ("   " if last else "│  ")
+        for e in r.get("earlier_attempts") or []:
+            lines.append(f"{more}  (attempt {e['attempt']}: {e['outcome']}, kept: {e['kept']})")
+        lines += _tree_lines(r.get("subloops") or [], more)
+    return lines

@@ -7,21 +7,23 @@ or an approval pause, ``runs_from_cli`` lists them. Progress goes to stderr; wit
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from looprun.errors import UsageError
-from looprun.journal import RunJournal, list_runs
-from looprun.loop.engine import Engine, RunInfo, with_iterations
+from looprun.errors import LooprunError, UsageError
+from looprun.journal import RunJournal, list_runs, new_run_id
+from looprun.loop.engine import DIFF_CAP, Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
-from looprun.loop.outcome import RunResult
+from looprun.loop.outcome import RunResult, TaskResult, UsageTotals
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.loop.state import LoopState
 from looprun.models.base import Model
@@ -220,20 +222,59 @@ def _workdir(path: str) -> Path:
     return wd
 
 
-def _emit(result: RunResult, as_json: bool) -> int:
+def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
     if as_json:
         click.echo(json.dumps(result.summary(), indent=2))
     elif not result.finished:
-        state = result.summary()["state"]
-        done = ", ".join(state["tasks_completed"]) or "none"
-        _err(
-            f"  tasks completed: {done}; files changed so far: "
-            f"{', '.join(state['changed_files']) or 'none'}"
-        )
-        if result.last_failure:
-            _err("  last failure: " + result.last_failure.splitlines()[0][:200])
-        _err(f"  run: {result.run_dir}  (looprun resume {result.run_id})")
+        for line in where_it_stands(result, ws):
+            _err(line)
     return result.exit_code
+
+
+def where_it_stands(result: RunResult, ws: Any = None) -> list[str]:
+    """The lines under a verdict that is not ``done``: tasks completed, what changed
+    (with line counts), the last failure's first lines, and how to go on."""
+    done = [t.id for t in result.tasks if t.outcome == "done"]
+    lines = [f"  tasks completed: {', '.join(done) or 'none'} ({len(done)} of {len(result.tasks)})"]
+    lines.append("  changed so far: " + (_diff_stat(result, ws) or "nothing"))
+    failure = _failure_lines(result.last_failure)
+    if failure:
+        lines.append("  last failure: " + failure[0])
+        lines.extend("    " + ln for ln in failure[1:])
+    lines.append(f"  run: {result.run_dir}")
+    if result.resumable:
+        lines.append(f"  continue with: looprun resume {result.run_id}")
+    return lines
+
+
+def _diff_stat(result: RunResult, ws: Any) -> str:
+    rows: list[tuple[str, int | None, int | None]] = []
+    if ws is not None:
+        try:
+            rows = ws.numstat()  # against the run's recorded base
+        except Exception:  # the stat is a courtesy; the file list below still says what changed
+            rows = []
+    if not rows:
+        return ", ".join(result.diff_stat)
+    shown = [
+        f"{path} (binary)" if added is None else f"{path} (+{added} -{removed})"
+        for path, added, removed in rows[:12]
+    ]
+    if len(rows) > 12:
+        shown.append(f"... {len(rows) - 12} more")
+    return ", ".join(shown)
+
+
+def _failure_lines(text: str, keep: int = 3) -> list[str]:
+    """The first lines that say something: no ``[observer]`` headers, no traceback body."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith((" ", "\t")) or line.strip().startswith("["):
+            continue
+        out.append(line.strip() if len(line) <= 200 else line.strip()[:199] + "…")
+        if len(out) == keep:
+            break
+    return out
 
 
 def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> None:
@@ -256,7 +297,29 @@ def run_from_cli(**options: Any) -> int:
     act, plan, refs = _models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
-    journal = RunJournal.create(workdir)
+    from looprun.workspace import RunLock
+
+    run_id = new_run_id()
+    with RunLock(workdir / ".looprun", run_id):
+        return _start(
+            template, workdir, run_id, ref, inputs, sets, refs, act, plan, events, options
+        )
+
+
+def _start(
+    template: Template,
+    workdir: Path,
+    run_id: str,
+    ref: str,
+    inputs: Mapping[str, Any],
+    sets: Mapping[str, Any],
+    refs: Mapping[str, str],
+    act: Model,
+    plan: Model,
+    events: ModelEvents,
+    options: Mapping[str, Any],
+) -> int:
+    journal = RunJournal.create(workdir, run_id)
     events.journal = journal
     invocation = {
         "template": ref,
@@ -320,10 +383,99 @@ def _drive(
         ):
             _err("warning: " + warning)
             journal.event("warning", message=warning)
+    started, elapsed0 = time.monotonic(), state.elapsed_s if state is not None else 0.0
     engine = Engine(template, ports, inputs=inputs, run=run, limits=limits, state=state)
-    result = engine.run(approval=approval)
+    try:
+        with _sigterm_interrupts():
+            result = engine.run(approval=approval)
+    except KeyboardInterrupt as exc:
+        with _signals_ignored():  # a second Ctrl-C must not tear the record of the first
+            result = _interrupted(engine, ws, journal, exc, elapsed0 + time.monotonic() - started)
+            report(f"→ interrupted after {result.iterations} iteration(s): {result.reason}")
+        _emit(result, as_json, ws)
+        return result.exit_code
     _finish(result, ws, bool(invocation.get("commit")), template)
-    return _emit(result, as_json)
+    return _emit(result, as_json, ws)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI job cancelled): handled like Ctrl-C, so the run is recorded."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    def raise_terminated(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, raise_terminated)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    try:
+        saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _interrupted(
+    engine: Engine, ws: Any, journal: RunJournal, exc: BaseException, elapsed: float
+) -> RunResult:
+    """Record a run stopped by a signal. ``state.json`` stays at the last completed step
+    (nothing half-done is saved), so ``looprun resume`` redoes the interrupted iteration."""
+    st = engine.state
+    name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+    reason = (
+        f"{name} during iteration {st.iterations + 1}; resume redoes it "
+        "from the last completed step"
+    )
+    tasks = [TaskResult(**r) for r in st.task_results]
+    for i, task in enumerate((st.tasks or [])[st.task_index :]):
+        current = i == 0
+        tasks.append(
+            TaskResult(
+                task.id,
+                "interrupted" if current else "pending",
+                st.task_iteration if current else 0,
+            )
+        )
+    try:
+        changed = tuple(ws.changed_files())
+        diff = ws.diff()
+    except LooprunError:
+        changed, diff = (), ""
+    result = RunResult(
+        outcome="interrupted",
+        reason=reason,
+        code="interrupted",
+        iterations=st.iterations,
+        tasks=tuple(tasks),
+        run_id=journal.run_id,
+        run_dir=str(journal.dir),
+        usage=UsageTotals(st.prompt_tokens, st.completion_tokens, st.cost_usd),
+        duration_s=elapsed,
+        last_failure=st.last_failure,
+        diff_stat=changed,
+        pending_approvals=tuple((st.pending or {}).get("paths", ())),
+        diff=diff[:DIFF_CAP],
+    )
+    journal.event("interrupted", reason=reason, signal=name, iteration=st.iterations)
+    journal.save_summary(result.summary())
+    return result
 
 
 def resume_from_cli(
@@ -332,9 +484,11 @@ def resume_from_cli(
     """``looprun resume RUN_ID``: continue from the last completed step."""
     if approve and reject:
         raise UsageError("--approve and --reject exclude each other")
+    from looprun.workspace import RunLock
+
     wd = _workdir(workdir or ".")
     journal = RunJournal.open(wd, run_id)
-    with journal:
+    with RunLock(wd / ".looprun", journal.run_id), journal:
         invocation = journal.load_invocation()
         raw_state = journal.load_state()
         if raw_state is None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from looprun.errors import LooprunError
 
-MAX_DEPTH = 4  # outer loop = depth 0; the loader enforces the same bound on templates
+MAX_DEPTH = 8  # the same bound the template loader enforces (MAX_SUBLOOP_DEPTH)
 
 
 class ScheduleError(LooprunError):

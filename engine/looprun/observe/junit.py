@@ -77,6 +77,10 @@ class _Tally:
                 else []
             )
             return "::".join([path, *[p for p in rest if p], name])
+        if not classname:  # pytest's collection error: name is the module, dotted
+            module = self._module_file(name)
+            if module and not module[1]:
+                return module[0]
         found = self._module_file(classname)
         if found:
             path, rest = found

@@ -43,6 +43,9 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\.[A-Za-z]{1,6}\"?(?:, line |:|\())\d+(?:[:,]\d+)?"), r"\1<n>"),
     (re.compile(r"\bline \d+\b"), "line <n>"),
     (re.compile(r"\bpid[= ]\d+\b"), "pid=<n>"),
+    (re.compile(r"\b\d{12,}\b"), "<num>"),  # id() addresses in decimal, ns timestamps
+    (re.compile(r"\bgw\d+\b"), "gw<n>"),  # pytest-xdist worker ids
+    (re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"), ""),  # colours
     (re.compile(r"[ \t]+"), " "),
 )
 

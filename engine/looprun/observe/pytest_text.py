@@ -8,13 +8,14 @@ and the final tally (``2 failed, 3 passed in 0.12s``). A 10 MB log costs a few K
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from looprun.observe.base import Item
 from looprun.observe.feedback import clip
-from looprun.observe.traceback import innermost
+from looprun.observe.traceback import crash, innermost
 
 _SECTION = re.compile(r"^_{3,} (?P<title>.+?) _{3,}\s*$")
 _BANNER = re.compile(r"^={3,} ?(?P<title>.*?) ?={3,}\s*$")
@@ -45,10 +46,16 @@ class PytestText:
     summary: list[tuple[str, str, str]] = field(default_factory=list)  # kind, id, message
     tally: dict[str, int] = field(default_factory=dict)
     _current: _Section | None = None
+    # a faulthandler dump (from "Fatal Python error" on), else the last lines: a crash
+    _crash: list[str] = field(default_factory=list)
+    _last: deque[str] = field(default_factory=lambda: deque(maxlen=20))
 
     def feed(self, lines: Iterable[str]) -> None:
         for raw in lines:
             line = raw.rstrip("\r\n")
+            self._last.append(line)
+            if (self._crash or "Fatal Python error:" in line) and len(self._crash) < 200:
+                self._crash.append(line)
             m = _SECTION.match(line)
             if m:
                 title = m["title"]
@@ -128,8 +135,18 @@ class PytestText:
             detail=clip(detail, 800),
         )
 
+    def crash(self) -> Item | None:
+        """The interpreter crash the log ends with, as an item naming where it died."""
+        found = crash("\n".join(self._crash or self._last), self.workdir)
+        if found is None:
+            return None
+        return Item(id="crash", message=found.message, file=found.file, line=found.line)
+
     def items(self) -> list[Item]:
         out: list[Item] = []
+        died = self.crash()
+        if died is not None:
+            out.append(died)
         if self.summary:
             seen: set[tuple[str, str]] = set()
             for kind, node_id, message in self.summary:

@@ -2,8 +2,9 @@
 
 Option ``pattern``: a Python regex with named groups ``file``, ``line``, ``col``,
 ``message``, and optionally ``severity``, ``rule``. Option ``preset``: one of
-``PRESETS`` (mypy, pyright, tsc, eslint, eslint-compact, gcc, clang, rustc, go-vet,
-pytest). The text is the report ``file`` when one is given, else the command output.
+``PRESETS`` (mypy, pyright, tsc, eslint, eslint-stylish, eslint-compact, gcc, clang,
+rustc, go-vet, pytest). The text is the report ``file`` when one is given, else the
+command output, with terminal colour codes removed.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import DEFAULT_MAX_FEEDBACK, tail
 from looprun.observe.normalise import failure_signature
+from looprun.observe.traceback import crash
 from looprun.template.expressions import freeze
 
 
@@ -88,6 +89,10 @@ def unusable(
 ) -> Observation:
     """An observation that could not be made: ok false, the reason, the output tail."""
     feedback = f"{parser}: {message}"[:1000]
+    died = crash(data.output, str(data.workdir))
+    if died is not None:  # say where it died: the tail of a faulthandler dump rarely does
+        where = f" ({died.file}:{died.line})" if died.file else ""
+        feedback += f"\n{died.message}{where}"
     if data.output:
         feedback += "\n" + tail(data.output, max(256, max_feedback(data) - len(feedback) - 1))
     return Observation(

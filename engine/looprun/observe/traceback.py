@@ -137,3 +137,50 @@ def key_lines(text: str | None, workdir: str | None = None, *, max_lines: int = 
         picked.extend(f.text for f in found[:2] if f.text not in picked)
     out = "\n".join(clip(ln, 200) for ln in picked[:max_lines])
     return clip(out, 800)
+
+
+_FATAL = re.compile(r"Fatal Python error: (?P<what>.+?)\s*$")
+_FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_SIGNAL = re.compile(
+    r"(?P<what>Segmentation fault|Bus error|Illegal instruction|Aborted \(core dumped\))"
+)
+
+
+@dataclass(frozen=True)
+class Crash:
+    """An interpreter that died mid-run: what killed it and where (project frame)."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
+def crash(text: str | None, workdir: str | None = None) -> Crash | None:
+    """The crash a log reports, if any: Python's faulthandler dump (``Fatal Python error``,
+    then the current thread's frames, most recent first) or the shell's signal line."""
+    if not text:
+        return None
+    lines = bounded(text).splitlines()
+    for n, raw in enumerate(lines):
+        m = _FATAL.search(raw)
+        if not m:
+            continue
+        message = f"Fatal Python error: {m['what']}"
+        current = False
+        for later in lines[n + 1 :]:
+            if later.startswith("Current thread"):
+                current = True
+                continue
+            f = _FAULT_FRAME.match(later)
+            if current and f:
+                path = project_path(f["file"], workdir)
+                if path:
+                    return Crash(f"{message} in {f['func']}", path, int(f["line"]))
+            elif current and not later.strip():
+                break
+        return Crash(message)
+    for raw in reversed(lines[-50:]):
+        m = _SIGNAL.search(raw)
+        if m:
+            return Crash(f"the process crashed: {m['what']}")
+    return None
