@@ -63,18 +63,10 @@ class Git:
         input: bytes | None = None,
     ) -> str:
         """Run git with ``args`` in the work tree; return stdout as text."""
-        proc = subprocess.run(
-            ["git", *_GIT_OPTIONS, *args],
-            cwd=self.workdir,
-            env=self._env(env),
-            input=input,
-            capture_output=True,
-            check=False,
-        )
-        if check and proc.returncode != 0:
-            msg = proc.stderr.decode("utf-8", "replace").strip()
-            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {msg}")
-        return proc.stdout.decode("utf-8", "replace")
+        code, out, err = self.run_status(*args, env=env, input=input)
+        if check and code != 0:
+            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {err.strip()}")
+        return out
 
     def run_status(
         self, *args: str, env: Mapping[str, str] | None = None, input: bytes | None = None

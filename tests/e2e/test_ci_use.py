@@ -13,9 +13,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from e2e_helpers import REPO, git_init, looprun, run_dirs, start
 
 from looprun.resources import schemas_dir
-from tests.e2e.e2e_helpers import REPO, git_init, looprun, run_dirs, start
 
 TEMPLATE = """\
 looprun: 1
@@ -54,7 +54,13 @@ WRONG_FIX = """\
 
 
 def project(tmp: Path, *, slow_s: float = 0.0) -> tuple[Path, Path, Path]:
-    """A repository with one bug (``add`` subtracts), the template and the script."""
+    """A repository with one bug (``add`` subtracts), the template and the script.
+
+    The test takes ``slow_s`` seconds while the file ``tmp/slow`` exists (outside the
+    repository), so a test can hold a run in its observation, then let it go on quickly.
+    """
+    if slow_s:
+        (tmp / "slow").write_text("")
     repo = tmp / "repo"
     (repo / "src").mkdir(parents=True)
     (repo / "tests").mkdir()
@@ -64,7 +70,8 @@ def project(tmp: Path, *, slow_s: float = 0.0) -> tuple[Path, Path, Path]:
         "sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'src'))\n"
         "from calc import add  # noqa: E402\n\n\n"
         "def test_add():\n"
-        f"    time.sleep({slow_s})\n"
+        f"    if pathlib.Path({str(tmp / 'slow')!r}).exists():\n"
+        f"        time.sleep({slow_s})\n"
         "    assert add(2, 3) == 5\n"
     )
     git_init(repo)
@@ -156,7 +163,11 @@ def _wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout: float = 60
     raise AssertionError(f"no line starting {prefix!r} in: {''.join(seen)}")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
+    ids=["SIGINT", "SIGTERM"],
+)
 def test_a_signal_mid_run_is_recorded_and_the_run_resumes(
     sig: signal.Signals, tmp_path: Path
 ) -> None:
@@ -166,6 +177,7 @@ def test_a_signal_mid_run_is_recorded_and_the_run_resumes(
     _wait_for_line(proc, "#1 ")
     time.sleep(0.5)
     proc.send_signal(sig)
+    (tmp_path / "slow").unlink()  # the resumed run need not wait
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     summary = json.loads(out)  # stdout is the JSON summary, and nothing else
@@ -195,7 +207,7 @@ def test_a_second_run_in_the_same_checkout_is_refused_while_the_first_runs(
     tmp_path: Path,
 ) -> None:
     repo, template, script = project(tmp_path, slow_s=1.0)
-    first = start(*run_args(repo, template, script, "--json"))
+    first = start(*run_args(repo, template, script, "--json", "--max-iterations", "2"))
     _wait_for_line(first, "plan:")
     second = looprun(*run_args(repo, template, script, "--json"))
     assert second.returncode == 1, second.stderr
@@ -205,6 +217,7 @@ def test_a_second_run_in_the_same_checkout_is_refused_while_the_first_runs(
     assert running in second.stderr  # the holder is named
     resumed = looprun("resume", running, "--workdir", str(repo))
     assert resumed.returncode == 1 and "is still running" in resumed.stderr
+    (tmp_path / "slow").unlink()
     out, err = first.communicate(timeout=90)
     assert first.returncode == 3, err
     assert json.loads(out)["outcome"] == "exhausted"

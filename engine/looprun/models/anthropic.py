@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from looprun.errors import ModelError
-from looprun.models.base import Finish, Message, Reply, ToolSpec, Usage
+from looprun.models.base import Finish, Message, ToolSpec, Usage
 from looprun.models.http import JsonClient
 from looprun.models.pricing import PriceTable
-from looprun.models.wire import decode_arguments, paired
+from looprun.models.provider import Decoded, ProviderModel
+from looprun.models.wire import decode_arguments, paired, token_count
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -89,21 +89,17 @@ def tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
-
-
 def usage_from_wire(data: Any) -> Usage:
     """``input_tokens`` excludes cache reads and writes; the prompt is all three."""
     if not isinstance(data, dict):
         return Usage()
-    read = _int(data.get("cache_read_input_tokens"))
-    write = _int(data.get("cache_creation_input_tokens"))
-    prompt = _int(data.get("input_tokens")) + read + write
-    return Usage(prompt, _int(data.get("output_tokens")), read, write)
+    read = token_count(data.get("cache_read_input_tokens"))
+    write = token_count(data.get("cache_creation_input_tokens"))
+    prompt = token_count(data.get("input_tokens")) + read + write
+    return Usage(prompt, token_count(data.get("output_tokens")), read, write)
 
 
-def reply_from_wire(data: dict[str, Any], model: str) -> tuple[Message, Finish, str, Usage, str]:
+def reply_from_wire(data: dict[str, Any], model: str) -> Decoded:
     content = data.get("content")
     if not isinstance(content, list):
         raise ValueError("the response has no content list")
@@ -133,8 +129,10 @@ def reply_from_wire(data: dict[str, Any], model: str) -> tuple[Message, Finish, 
     )
 
 
-class AnthropicModel:
+class AnthropicModel(ProviderModel):
     """A Messages API client; ``complete`` never raises for a model's mistakes."""
+
+    provider = "anthropic"
 
     def __init__(
         self,
@@ -145,15 +143,9 @@ class AnthropicModel:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
     ):
-        self.ref = f"anthropic:{model}"
-        self.model = model
-        self._client = client
-        self._prices = prices or PriceTable()
+        super().__init__(model, client, prices=prices)
         self._max_tokens = max_output_tokens or DEFAULT_MAX_TOKENS
         self._temperature = temperature
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.model!r} at {self._client.server})"
 
     def request_body(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict:
         system, turns = to_wire(messages)
@@ -167,26 +159,5 @@ class AnthropicModel:
             body["temperature"] = self._temperature
         return body
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        role: str = "act",
-        timeout_s: float | None = None,
-    ) -> Reply:
-        data = self._client.post(self.request_body(messages, tools), timeout_s=timeout_s)
-        try:
-            message, finish, detail, usage, reported = reply_from_wire(data, self.model)
-        except ValueError as exc:
-            raise ModelError(
-                f"anthropic model {self.model!r} at {self._client.server}: "
-                f"unexpected response: {exc}"
-            ) from None
-        cost, known = self._prices.cost(reported, usage)
-        if not known and reported != self.model:
-            cost, known = self._prices.cost(self.model, usage)
-        return Reply(message, finish, usage, cost, reported, known, detail)
-
-    def close(self) -> None:
-        self._client.close()
+    def decode(self, data: dict[str, Any]) -> Decoded:
+        return reply_from_wire(data, self.model)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from looprun.errors import ModelError
-from looprun.models.base import Finish, Message, Reply, ToolSpec, Usage
+from looprun.models.base import Finish, Message, ToolSpec, Usage
 from looprun.models.http import JsonClient
 from looprun.models.pricing import PriceTable
-from looprun.models.wire import decode_arguments, encode_arguments, paired
+from looprun.models.provider import Decoded, ProviderModel
+from looprun.models.wire import decode_arguments, encode_arguments, paired, token_count
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -68,19 +68,17 @@ def tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
-
-
 def usage_from_wire(data: Any) -> Usage:
     if not isinstance(data, dict):
         return Usage()
     details = data.get("prompt_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    return Usage(_int(data.get("prompt_tokens")), _int(data.get("completion_tokens")), cached)
+    cached = token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    return Usage(
+        token_count(data.get("prompt_tokens")), token_count(data.get("completion_tokens")), cached
+    )
 
 
-def reply_from_wire(data: dict[str, Any], model: str) -> tuple[Message, Finish, str, Usage, str]:
+def reply_from_wire(data: dict[str, Any], model: str) -> Decoded:
     """(message, finish, provider's finish reason, usage, model as reported)."""
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -112,8 +110,10 @@ def reply_from_wire(data: dict[str, Any], model: str) -> tuple[Message, Finish, 
     return message, finish, detail, usage_from_wire(data.get("usage")), str(reported or model)
 
 
-class OpenAIModel:
+class OpenAIModel(ProviderModel):
     """A Chat Completions client; ``complete`` never raises for a model's mistakes."""
+
+    provider = "openai"
 
     def __init__(
         self,
@@ -125,16 +125,10 @@ class OpenAIModel:
         temperature: float | None = None,
         output_tokens_field: str = "max_completion_tokens",
     ):
-        self.ref = f"openai:{model}"
-        self.model = model
-        self._client = client
-        self._prices = prices or PriceTable()
+        super().__init__(model, client, prices=prices)
         self._max_output_tokens = max_output_tokens
         self._temperature = temperature
         self._output_tokens_field = output_tokens_field
-
-    def __repr__(self) -> str:
-        return f"OpenAIModel({self.model!r} at {self._client.server})"
 
     def request_body(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict:
         body: dict[str, Any] = {"model": self.model, "messages": to_wire(messages)}
@@ -146,25 +140,5 @@ class OpenAIModel:
             body["temperature"] = self._temperature
         return body
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        role: str = "act",
-        timeout_s: float | None = None,
-    ) -> Reply:
-        data = self._client.post(self.request_body(messages, tools), timeout_s=timeout_s)
-        try:
-            message, finish, detail, usage, reported = reply_from_wire(data, self.model)
-        except ValueError as exc:
-            raise ModelError(
-                f"openai model {self.model!r} at {self._client.server}: unexpected response: {exc}"
-            ) from None
-        cost, known = self._prices.cost(reported, usage)
-        if not known and reported != self.model:
-            cost, known = self._prices.cost(self.model, usage)
-        return Reply(message, finish, usage, cost, reported, known, detail)
-
-    def close(self) -> None:
-        self._client.close()
+    def decode(self, data: dict[str, Any]) -> Decoded:
+        return reply_from_wire(data, self.model)

@@ -1,5 +1,5 @@
-"""Helpers both wire formats share: keeping tool calls and results paired, and decoding
-tool-call arguments the model wrote as JSON text."""
+"""Helpers both wire formats share: keeping tool calls and results paired, decoding
+tool-call arguments the model wrote as JSON text, and reading token counts."""
 
 from __future__ import annotations
 
@@ -86,3 +86,8 @@ def encode_arguments(call: ToolCall) -> str:
     if call.raw_arguments:
         return call.raw_arguments
     return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def token_count(value: Any) -> int:
+    """A token count from a usage block; anything but a non-negative integer counts 0."""
+    return value if isinstance(value, int) and value >= 0 else 0

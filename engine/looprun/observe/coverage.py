@@ -8,12 +8,12 @@ to it). Files below ``min`` are items, with their missing lines, lowest first.
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render
 from looprun.observe.reports import (
@@ -22,6 +22,7 @@ from looprun.observe.reports import (
     display_path,
     max_feedback,
     option,
+    parse_json,
     read_text,
     report_path,
     signature_of,
@@ -30,26 +31,8 @@ from looprun.observe.reports import (
 from looprun.template.expressions import freeze, matching
 
 NAME = "coverage"
-FACTS = frozenset(
-    {
-        "percent",
-        "branch_percent",
-        "lines_valid",
-        "lines_covered",
-        "files",
-        "target_percent",
-        "targets",
-    }
-)
-EMPTY_FACTS: dict[str, Any] = {
-    "percent": 0.0,
-    "branch_percent": None,
-    "lines_valid": 0,
-    "lines_covered": 0,
-    "files": {},
-    "target_percent": None,
-    "targets": {},
-}
+EMPTY_FACTS = declared_facts.COVERAGE
+FACTS = frozenset(EMPTY_FACTS)
 
 
 @dataclass
@@ -218,12 +201,7 @@ class CoverageParser:
             shown = display_path(path, data.workdir)
             text = read_text(path, shown)
             if text.lstrip().startswith("{"):
-                try:
-                    doc = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise ReportProblem(
-                        f"{shown}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})"
-                    ) from None
+                doc = parse_json(text, shown)
                 rep = _coverage_json(doc if isinstance(doc, dict) else {}, shown, data.workdir)
             else:
                 rep = _cobertura(text, shown, data.workdir)

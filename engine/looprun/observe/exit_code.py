@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from looprun.observe import declared_facts
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
@@ -11,8 +10,8 @@ from looprun.observe.reports import max_feedback, unusable
 from looprun.template.expressions import freeze
 
 NAME = "exit_code"
-FACTS = frozenset({"output_tail", "timed_out"})
-EMPTY_FACTS: dict[str, Any] = {"output_tail": "", "timed_out": False}
+EMPTY_FACTS = declared_facts.EXIT_CODE
+FACTS = frozenset(EMPTY_FACTS)
 
 
 class ExitCodeParser:

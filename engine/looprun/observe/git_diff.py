@@ -14,38 +14,15 @@ import re
 from typing import Any
 
 from looprun.gitutil import EMPTY_TREE, Git, GitError
+from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
 from looprun.observe.reports import as_list, max_feedback, option, signature_of, unusable
 from looprun.template.expressions import freeze, matching
 
 NAME = "git_diff"
-FACTS = frozenset(
-    {
-        "files_changed",
-        "added",
-        "removed",
-        "lines",
-        "files",
-        "outside",
-        "forbidden",
-        "binary",
-        "files_added",
-        "files_deleted",
-    }
-)
-EMPTY_FACTS: dict[str, Any] = {
-    "files_changed": 0,
-    "added": 0,
-    "removed": 0,
-    "lines": 0,
-    "files": [],
-    "outside": [],
-    "forbidden": [],
-    "binary": [],
-    "files_added": [],
-    "files_deleted": [],
-}
+EMPTY_FACTS = declared_facts.GIT_DIFF
+FACTS = frozenset(EMPTY_FACTS)
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _MAX_FORBIDDEN = 200
 

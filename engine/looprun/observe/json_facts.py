@@ -21,6 +21,7 @@ from looprun.observe.reports import (
     display_path,
     max_feedback,
     option,
+    parse_json,
     read_text,
     report_path,
     signature_of,
@@ -84,12 +85,7 @@ class JsonParser:
                 raise ReportProblem(f"option `facts`/`ok`: {exc}") from None
             path = report_path(data)
             shown = display_path(path, data.workdir)
-            try:
-                doc = json.loads(read_text(path, shown))
-            except json.JSONDecodeError as exc:
-                raise ReportProblem(
-                    f"{shown}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})"
-                ) from None
+            doc = parse_json(read_text(path, shown), shown)
         except ReportProblem as exc:
             return unusable(
                 NAME, data, str(exc), {k: None for k in spec} if isinstance(spec, Mapping) else {}

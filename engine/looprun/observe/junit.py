@@ -17,6 +17,7 @@ from typing import Any
 from junitparser import Error, Failure, Skipped
 from junitparser.xunit2 import FlakyError, FlakyFailure, RerunError, RerunFailure, TestCase
 
+from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render, strip_ansi, tail
 from looprun.observe.reports import (
@@ -31,16 +32,8 @@ from looprun.observe.traceback import first_assertion, innermost, key_lines, pro
 from looprun.template.expressions import freeze
 
 NAME = "junit"
-FACTS = frozenset({"tests", "passed", "failed", "errors", "skipped", "failing", "flaky"})
-EMPTY_FACTS: dict[str, Any] = {
-    "tests": 0,
-    "passed": 0,
-    "failed": 0,
-    "errors": 0,
-    "skipped": 0,
-    "failing": [],
-    "flaky": [],
-}
+EMPTY_FACTS = declared_facts.JUNIT
+FACTS = frozenset(EMPTY_FACTS)
 _MAX_ITEMS = 1000  # failing items kept in full; the rest are only counted and named
 _SUITE, _CASE = "testsuite", "testcase"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import Any
 
+from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render, strip_ansi, tail
 from looprun.observe.normalise import failure_signature
@@ -30,20 +30,8 @@ from looprun.observe.reports import (
 from looprun.template.expressions import freeze
 
 NAME = "regex"
-FACTS = frozenset(
-    {"errors", "warnings", "notes", "total", "tests", "passed", "failed", "skipped", "failing"}
-)
-EMPTY_FACTS: dict[str, Any] = {
-    "errors": 0,
-    "warnings": 0,
-    "notes": 0,
-    "total": 0,
-    "tests": 0,
-    "passed": 0,
-    "failed": 0,
-    "skipped": 0,
-    "failing": [],
-}
+EMPTY_FACTS = declared_facts.REGEX
+FACTS = frozenset(EMPTY_FACTS)
 
 _LOC = r"(?P<file>[^\s:(][^:(\n]*?):(?P<line>\d+)"
 _GCC = (

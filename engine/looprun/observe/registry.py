@@ -1,7 +1,7 @@
 """Parser registry: built-in parsers by name, third-party ones via entry points.
 
-Fact names are declared here so validating a template never imports parser modules.
-Third-party parsers register in the ``looprun.parsers`` entry-point group.
+Fact names come from ``declared_facts``, so validating a template never imports parser
+modules. Third-party parsers register in the ``looprun.parsers`` entry-point group.
 """
 
 from __future__ import annotations
@@ -10,72 +10,22 @@ import importlib
 from functools import cache
 
 from looprun.errors import LooprunError
+from looprun.observe import declared_facts
 from looprun.observe.base import Parser
 
 ENTRY_POINT_GROUP = "looprun.parsers"
 
 # name -> (import path, fact names beyond the common ones)
 BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
-    "junit": (
-        "looprun.observe.junit:JUnitParser",
-        frozenset({"tests", "passed", "failed", "errors", "skipped", "failing", "flaky"}),
-    ),
-    "sarif": (
-        "looprun.observe.sarif:SarifParser",
-        frozenset({"errors", "warnings", "notes", "total", "rules", "files", "tool_errors"}),
-    ),
-    "coverage": (
-        "looprun.observe.coverage:CoverageParser",
-        frozenset(
-            {
-                "percent",
-                "branch_percent",
-                "lines_valid",
-                "lines_covered",
-                "files",
-                "target_percent",
-                "targets",
-            }
-        ),
-    ),
-    "git_diff": (
-        "looprun.observe.git_diff:GitDiffParser",
-        frozenset(
-            {
-                "files_changed",
-                "added",
-                "removed",
-                "lines",
-                "files",
-                "outside",
-                "forbidden",
-                "binary",
-                "files_added",
-                "files_deleted",
-            }
-        ),
-    ),
+    "junit": ("looprun.observe.junit:JUnitParser", frozenset(declared_facts.JUNIT)),
+    "sarif": ("looprun.observe.sarif:SarifParser", frozenset(declared_facts.SARIF)),
+    "coverage": ("looprun.observe.coverage:CoverageParser", frozenset(declared_facts.COVERAGE)),
+    "git_diff": ("looprun.observe.git_diff:GitDiffParser", frozenset(declared_facts.GIT_DIFF)),
     "exit_code": (
         "looprun.observe.exit_code:ExitCodeParser",
-        frozenset({"output_tail", "timed_out"}),
+        frozenset(declared_facts.EXIT_CODE),
     ),
-    "regex": (
-        "looprun.observe.regex:RegexParser",
-        frozenset(
-            {
-                "errors",
-                "warnings",
-                "notes",
-                "total",
-                # the pytest preset also reports test counts
-                "tests",
-                "passed",
-                "failed",
-                "skipped",
-                "failing",
-            }
-        ),
-    ),
+    "regex": ("looprun.observe.regex:RegexParser", frozenset(declared_facts.REGEX)),
     "json": ("looprun.observe.json_facts:JsonParser", frozenset()),  # facts named by options
 }
 

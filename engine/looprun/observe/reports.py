@@ -7,6 +7,7 @@ Parsers never raise on bad input; they return ``unusable(...)``: ok is false and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,16 @@ def read_text(path: Path, shown: str) -> str:
         return path.read_bytes().decode("utf-8-sig", "replace")
     except OSError as exc:
         raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
+
+
+def parse_json(text: str, shown: str, *, hint: str = "") -> Any:
+    """The JSON document in a report; a ReportProblem naming line and column if it is not."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportProblem(
+            f"{shown}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}){hint}"
+        ) from None
 
 
 def option(data: ParseInput, name: str, default: Any = None) -> Any:

@@ -9,12 +9,12 @@ that could not read a file) make the observation not ok: a check that failed is 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render
 from looprun.observe.normalise import failure_signature
@@ -23,6 +23,7 @@ from looprun.observe.reports import (
     display_path,
     max_feedback,
     option,
+    parse_json,
     read_text,
     report_path,
     unusable,
@@ -30,16 +31,8 @@ from looprun.observe.reports import (
 from looprun.template.expressions import freeze
 
 NAME = "sarif"
-FACTS = frozenset({"errors", "warnings", "notes", "total", "rules", "files", "tool_errors"})
-EMPTY_FACTS: dict[str, Any] = {
-    "errors": 0,
-    "warnings": 0,
-    "notes": 0,
-    "total": 0,
-    "rules": {},
-    "files": {},
-    "tool_errors": 0,
-}
+EMPTY_FACTS = declared_facts.SARIF
+FACTS = frozenset(EMPTY_FACTS)
 _LEVELS = ("error", "warning", "note")
 _RANK = {"error": 3, "warning": 2, "note": 1, "none": 0}
 _MAX_ITEMS = 2000
@@ -160,13 +153,7 @@ class SarifParser:
 
     @staticmethod
     def _load(path: Path, shown: str) -> dict[str, Any]:
-        try:
-            doc = json.loads(read_text(path, shown))
-        except json.JSONDecodeError as exc:
-            raise ReportProblem(
-                f"{shown}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
-                "the report may be truncated"
-            ) from None
+        doc = parse_json(read_text(path, shown), shown, hint="; the report may be truncated")
         if not isinstance(doc, dict) or "runs" not in doc:
             raise ReportProblem(f"{shown}: not a SARIF log (no top-level `runs`)")
         version = doc.get("version")
