@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,22 +198,56 @@ class Workspace:
 
     # -- commits and worktrees ----------------------------------------------------------
 
-    def commit_to_branch(self, message: str) -> str:
-        """Commit the working tree on the current branch (``--commit`` only).
+    def commit_to_branch(self, message: str, only: Sequence[str] | None = None) -> str:
+        """Commit on the current branch (``--commit`` only).
 
-        The commit is made with plumbing (no hooks, no editor); the index is then reset
-        to it, as after ``git add -A && git commit``.
+        With ``only`` (the paths a run changed), the commit is HEAD plus those paths as
+        they are now: the user's other uncommitted or untracked work stays out of it, and
+        of the index entries only those paths are reset to the new commit. Without it,
+        the whole working tree is committed and the index reset to it, as after
+        ``git add -A && git commit``. Plumbing only: no hooks, no editor.
         """
         if self.private:
             raise UsageError(f"{self.workdir} is not a git repository; nothing to commit to")
-        tree = self.snapshot()
         head = self.git.head()
+        now = self.snapshot()
+        tree = now if only is None else self._tree_with(head, now, only)
         parents = ["-p", head] if head else []
         env = self._user_identity()
         commit = self.git.run("commit-tree", tree, *parents, "-m", message, env=env).strip()
         self.git.run("update-ref", "-m", f"looprun: {message}", "HEAD", commit, head or "")
-        self.git.run("reset", "-q")
+        if only is None:
+            self.git.run("reset", "-q")
+        elif only:
+            data = b"".join(p.encode("utf-8") + b"\0" for p in only)
+            self.git.run(
+                "reset",
+                "-q",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+                "HEAD",
+                env={"GIT_LITERAL_PATHSPECS": "1"},
+                input=data,
+            )
         return commit
+
+    def _tree_with(self, head: str | None, source: str, paths: Sequence[str]) -> str:
+        """HEAD's tree with ``paths`` taken from tree ``source`` (absent there: removed)."""
+        with self._temp_index() as env:
+            if head:
+                self.git.run("read-tree", head, env=env)
+            present = self.git.run("ls-tree", "-r", "-z", "--full-tree", source)
+            wanted = set(paths)
+            entries = {
+                rec.split("\t", 1)[1]: rec
+                for rec in present.split("\0")
+                if "\t" in rec and rec.split("\t", 1)[1] in wanted
+            }
+            zero = "0" * len(source)
+            lines = [entries.get(p, f"0 blob {zero}\t{p}") for p in paths]
+            data = b"".join(ln.encode("utf-8") + b"\0" for ln in lines)
+            self.git.run("update-index", "-z", "--index-info", env=env, input=data)
+            return self.git.run("write-tree", env=env).strip()
 
     def _user_identity(self) -> dict[str, str]:
         env: dict[str, str] = {}

@@ -242,3 +242,43 @@ def test_demo_on_an_interpreter_without_the_tools_says_what_to_install(tmp_path:
     assert "pip install -e '.[test]'" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "scratch copy" not in proc.stderr  # nothing was started
+
+
+FIX_AND_ADD = """\
+- tool_calls:
+    - name: edit_file
+      arguments: {path: src/calc.py, old: "a - b", new: "a + b"}
+    - name: write_file
+      arguments: {path: tests/test_more.py, content: "def test_more():\\n    assert True\\n"}
+- text: "Fixed."
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def test_commit_takes_only_the_runs_changes_and_leaves_the_users_work_alone(
+    tmp_path: Path,
+) -> None:
+    repo, template, script = project(tmp_path)
+    script.write_text(FIX_AND_ADD)
+    (repo / "NOTES.txt").write_text("my notes\n")
+    _git(repo, "add", "NOTES.txt")  # staged, not committed
+    (repo / "scratch.txt").write_text("untracked\n")
+    with open(repo / "tests" / "test_calc.py", "a") as fh:
+        fh.write("# my uncommitted edit\n")
+    proc = looprun(*run_args(repo, template, script, "--commit"))
+    assert proc.returncode == 0, proc.stderr
+    subject, *files = _git(repo, "show", "--name-only", "--format=%s", "HEAD").split("\n")
+    assert subject == "looprun mini: exit conditions hold"
+    assert sorted(f for f in files if f) == ["src/calc.py", "tests/test_more.py"], files
+    # the user's work: still staged, still modified, still untracked, unchanged
+    status = _git(repo, "status", "--porcelain").splitlines()
+    assert set(status) == {"A  NOTES.txt", " M tests/test_calc.py", "?? scratch.txt"}
+    assert (repo / "tests" / "test_calc.py").read_text().endswith("# my uncommitted edit\n")
+    assert "# my uncommitted edit" not in _git(repo, "show", "HEAD:tests/test_calc.py")
+    assert _git(repo, "show", "HEAD:src/calc.py") == "def add(a, b):\n    return a + b\n"
+    assert "committed" in proc.stderr and "(2 file(s))" in proc.stderr

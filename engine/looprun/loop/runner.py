@@ -279,8 +279,13 @@ def _failure_lines(text: str, keep: int = 3) -> list[str]:
 
 def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> None:
     if commit and result.finished:
-        sha = ws.commit_to_branch(f"looprun {template.name}: {result.reason}")
-        _err(f"committed {sha[:12]} to the current branch")
+        # Only what the run changed: the user's own uncommitted work stays uncommitted.
+        changed = ws.changed_files()
+        if not changed:
+            _err("nothing changed: no commit made")
+            return
+        sha = ws.commit_to_branch(f"looprun {template.name}: {result.reason}", only=changed)
+        _err(f"committed {sha[:12]} to the current branch ({len(changed)} file(s))")
 
 
 # -- the commands ---------------------------------------------------------------------------

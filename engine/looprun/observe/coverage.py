@@ -20,11 +20,11 @@ from looprun.observe.reports import (
     ReportProblem,
     as_list,
     display_path,
+    locate_report,
     max_feedback,
     option,
     parse_json,
     read_text,
-    report_path,
     signature_of,
     unusable,
 )
@@ -197,8 +197,7 @@ class CoverageParser:
             message = f"option `min` must be a number, not {option(data, 'min')!r}"
             return unusable(NAME, data, message, EMPTY_FACTS)
         try:
-            path = report_path(data)
-            shown = display_path(path, data.workdir)
+            path, shown = locate_report(data)
             text = read_text(path, shown)
             if text.lstrip().startswith("{"):
                 doc = parse_json(text, shown)

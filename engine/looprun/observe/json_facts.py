@@ -18,12 +18,11 @@ from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
 from looprun.observe.reports import (
     ReportProblem,
-    display_path,
+    locate_report,
     max_feedback,
     option,
     parse_json,
     read_text,
-    report_path,
     signature_of,
     unusable,
 )
@@ -83,8 +82,7 @@ class JsonParser:
                 ok_steps = parse_path(str(ok_path)) if ok_path is not None else None
             except ValueError as exc:
                 raise ReportProblem(f"option `facts`/`ok`: {exc}") from None
-            path = report_path(data)
-            shown = display_path(path, data.workdir)
+            path, shown = locate_report(data)
             doc = parse_json(read_text(path, shown), shown)
         except ReportProblem as exc:
             return unusable(

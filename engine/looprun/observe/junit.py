@@ -22,9 +22,8 @@ from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render, strip_ansi, tail
 from looprun.observe.reports import (
     ReportProblem,
-    display_path,
+    locate_report,
     max_feedback,
-    report_path,
     signature_of,
     unusable,
 )
@@ -216,8 +215,7 @@ class JUnitParser:
 
     def parse(self, data: ParseInput) -> Observation:
         try:
-            path = report_path(data)
-            shown = display_path(path, data.workdir)
+            path, shown = locate_report(data)
             tally = _Tally(workdir=data.workdir)
             _scan(path, tally, shown)
         except ReportProblem as exc:

@@ -20,10 +20,9 @@ from looprun.observe.normalise import failure_signature
 from looprun.observe.pytest_text import PytestText
 from looprun.observe.reports import (
     ReportProblem,
-    display_path,
+    locate_report,
     max_feedback,
     option,
-    report_path,
     signature_of,
     unusable,
 )
@@ -105,8 +104,7 @@ _MAX_ITEMS = 2000
 def _lines(data: ParseInput) -> tuple[Iterator[str], str]:
     """The text to scan, line by line, and what to call it in messages."""
     if data.file is not None:
-        path = report_path(data)
-        shown = display_path(path, data.workdir)
+        path, shown = locate_report(data)
 
         def read() -> Iterator[str]:
             try:

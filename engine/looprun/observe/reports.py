@@ -31,8 +31,8 @@ def display_path(path: Path, workdir: Path) -> str:
         return str(path)
 
 
-def report_path(data: ParseInput) -> Path:
-    """The report file to read; raises ReportProblem when none is usable."""
+def locate_report(data: ParseInput) -> tuple[Path, str]:
+    """The report file to read and how messages name it; ReportProblem when none is usable."""
     if data.file is None:
         raise ReportProblem("no report file given (set `file:` on the observer)")
     path = data.file if data.file.is_absolute() else data.workdir / data.file
@@ -50,7 +50,7 @@ def report_path(data: ParseInput) -> Path:
             raise ReportProblem(f"{shown}: report is empty")
     except OSError as exc:
         raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
-    return path
+    return path, shown
 
 
 def read_text(path: Path, shown: str) -> str:

@@ -21,11 +21,11 @@ from looprun.observe.normalise import failure_signature
 from looprun.observe.reports import (
     ReportProblem,
     display_path,
+    locate_report,
     max_feedback,
     option,
     parse_json,
     read_text,
-    report_path,
     unusable,
 )
 from looprun.template.expressions import freeze
@@ -144,8 +144,7 @@ class SarifParser:
 
     def parse(self, data: ParseInput) -> Observation:
         try:
-            path = report_path(data)
-            shown = display_path(path, data.workdir)
+            path, shown = locate_report(data)
             doc = self._load(path, shown)
         except ReportProblem as exc:
             return unusable(NAME, data, str(exc), EMPTY_FACTS)
