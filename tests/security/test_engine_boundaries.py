@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from security_helpers import git_repo, looprun
+from tests.support.cli import looprun
+from tests.support.git_repos import git_repo
 
 from looprun.errors import ExpressionError, Location, TemplateError
 from looprun.template.expressions import compile_condition

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from security_helpers import git_repo, looprun
+from tests.support.cli import looprun
+from tests.support.git_repos import git_repo
 
 QUIET_MODEL = "- text: nothing to do\n"
 

@@ -6,7 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from subloop_helpers import SAMPLE, git_repo
+from tests.support.git_repos import git_repo
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "feature_shapes"
 
 
 @pytest.fixture

@@ -6,13 +6,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import yaml
-from subloop_helpers import cli_env, git_repo, looprun
 from subloop_templates import edit_turns, write_templates
+from tests.support.cli import looprun, scripted_run, start_looprun
+from tests.support.git_repos import git_repo
 
 
 def _project(tmp_path: Path) -> Path:
@@ -37,13 +37,7 @@ def test_merge_conflict_is_a_result_and_nothing_is_lost(tmp_path: Path) -> None:
         )
     )
     proc = looprun(
-        str(outer),
-        "--intent",
-        "greet",
-        "--workdir",
-        str(work),
-        "--model",
-        f"script:{script}",
+        *scripted_run(str(outer), intent="greet", workdir=work, script=script),
         "--json",
         cwd=work,
     )
@@ -91,24 +85,9 @@ def test_kill_outer_process_then_resume_does_not_rerun_finished(tmp_path: Path) 
             }
         )
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "looprun",
-            str(outer),
-            "--intent",
-            "greet",
-            "--workdir",
-            str(work),
-            "--model",
-            f"script:{script}",
-        ],
+    proc = start_looprun(
+        *scripted_run(str(outer), intent="greet", workdir=work, script=script),
         cwd=work,
-        env=cli_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
     )
     runs = work / ".looprun" / "runs"
     records: dict = {}
@@ -183,13 +162,7 @@ def test_outer_refine_replans_a_conflict_and_lists_the_kept_attempt(tmp_path: Pa
         )
     )
     proc = looprun(
-        str(outer),
-        "--intent",
-        "greet",
-        "--workdir",
-        str(work),
-        "--model",
-        f"script:{script}",
+        *scripted_run(str(outer), intent="greet", workdir=work, script=script),
         "--json",
         cwd=work,
     )

@@ -7,19 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from subloop_helpers import cli_env, looprun
+from tests.support.cli import cli_env, looprun, scripted_run
 
 
 def test_feature_plans_runs_in_parallel_retries_and_merges(shapes: Path) -> None:
     intent = (shapes / "intent.txt").read_text()
     proc = looprun(
-        "feature",
-        "--intent",
-        intent,
-        "--workdir",
-        str(shapes),
-        "--model",
-        f"script:{shapes / 'script.yaml'}",
+        *scripted_run("feature", intent=intent, workdir=shapes, script=shapes / "script.yaml"),
         "--json",
         cwd=shapes,
     )

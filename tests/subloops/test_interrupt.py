@@ -6,35 +6,24 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import yaml
-from subloop_helpers import cli_env, git_repo, looprun
+from subloop_templates import INNER as EDIT_INNER
 from subloop_templates import OUTER, edit_turns
+from tests.support.cli import looprun, scripted_run, start_looprun
+from tests.support.git_repos import git_repo
 
 NAP = "31.5"  # a check that would hold the interrupt for half a minute
 
-INNER = """\
-looprun: 1
-name: edit
-inputs:
-  intent: {type: string, required: true}
-plan: {mode: none}
-act:
-  prompt: "{{ intent }}"
-  tools: [write_file]
-  max_steps: 4
-observe:
-  diff: {parser: git_diff}
-  slow: {run: "test ! -f slow.txt || test ! -f NAPFILE || sleep NAP", parser: exit_code}
-exit: ["diff.lines > 0"]
-refine:
-  - else: {escalate: "no change"}
-limits: {max_iterations: 2}
-"""
+# The conflict tests' edit template with one more check, which sleeps while NAPFILE exists.
+SLOW_CHECK = (
+    '  slow: {run: "test ! -f slow.txt || test ! -f NAPFILE || sleep NAP", parser: exit_code}\n'
+)
+DIFF_CHECK = "  diff: {parser: git_diff}\n"
+assert DIFF_CHECK in EDIT_INNER  # else the slow check would silently go missing
+INNER = EDIT_INNER.replace(DIFF_CHECK, DIFF_CHECK + SLOW_CHECK)
 
 
 def _sleepers() -> list[str]:
@@ -78,25 +67,10 @@ def test_sigint_stops_subloops_promptly_and_resume_finishes(tmp_path: Path) -> N
             }
         )
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "looprun",
-            str(tpl / "pair.yaml"),
-            "--intent",
-            "greet",
-            "--workdir",
-            str(work),
-            "--model",
-            f"script:{script}",
-        ],
+    proc = start_looprun(
+        *scripted_run(str(tpl / "pair.yaml"), intent="greet", workdir=work, script=script),
         cwd=work,
-        env=cli_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # a group of its own, as a shell gives a foreground job
     )
     runs = work / ".looprun" / "runs"
     right_journal: Path | None = None

@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from subloop_helpers import git_repo, looprun
 from subloop_templates import INNER, edit_turns
+from tests.support.cli import looprun, scripted_run
+from tests.support.git_repos import git_repo
 
 MID = """\
 looprun: 1
@@ -63,13 +64,7 @@ def test_nested_outer_loops_run_merge_and_report_a_tree(tmp_path: Path) -> None:
     }
     script.write_text(yaml.safe_dump({"tasks": tasks}))
     proc = looprun(
-        str(tpl / "top.yaml"),
-        "--intent",
-        "x",
-        "--workdir",
-        str(work),
-        "--model",
-        f"script:{script}",
+        *scripted_run(str(tpl / "top.yaml"), intent="x", workdir=work, script=script),
         "--json",
         cwd=work,
     )

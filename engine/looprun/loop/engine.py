@@ -22,7 +22,7 @@ from looprun.loop.ports import Ports
 from looprun.loop.progress import Progress, fingerprint
 from looprun.loop.refine import Decision, check_exit, judge
 from looprun.loop.state import LoopState
-from looprun.loop.turn import Turn, act_turn
+from looprun.loop.turn import Turn, act_turn, record_reply
 from looprun.models.base import Message
 from looprun.observe.base import Observation
 from looprun.template.expressions import freeze
@@ -536,26 +536,14 @@ class Engine:
         )
 
     def _account(self, reply: Any, role: str, messages: Any) -> None:
-        from looprun.loop.state import message_to_dict
-
-        st = self.state
-        st.prompt_tokens += reply.usage.prompt_tokens
-        st.completion_tokens += reply.usage.completion_tokens
-        st.cost_usd += reply.cost_usd
-        self.ports.journal.exchange(
-            {
-                "iteration": st.iterations,
-                "role": role,
-                "model": reply.model,
-                "request": [message_to_dict(m) for m in messages],
-                "reply": message_to_dict(reply.message),
-                "finish": reply.finish,
-                "usage": {
-                    "prompt_tokens": reply.usage.prompt_tokens,
-                    "completion_tokens": reply.usage.completion_tokens,
-                    "cost_usd": reply.cost_usd,
-                },
-            }
+        record_reply(
+            self.ports,
+            self.state,
+            reply,
+            messages,
+            iteration=self.state.iterations,
+            role=role,
+            model=reply.model,
         )
 
     def _positions(self) -> dict[str, int]:

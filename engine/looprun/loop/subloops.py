@@ -73,7 +73,10 @@ class TaskGraph:
 
 
 def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
-    """One cycle as a path (first node repeated at the end), or None."""
+    """One cycle as a path (first node repeated at the end), or None.
+
+    Edges to nodes that are not keys of ``graph`` are ignored: the template builder
+    reports unknown dependencies itself, and the scheduler filters them out first."""
     state: dict[str, int] = {}  # 1 = on the stack, 2 = finished
     stack: list[str] = []
 
@@ -81,6 +84,8 @@ def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
         state[node] = 1
         stack.append(node)
         for nxt in graph.get(node, ()):
+            if nxt not in graph:
+                continue
             if state.get(nxt) == 1:
                 return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state:

@@ -92,6 +92,38 @@ def _ask(
     return reply, messages
 
 
+def record_reply(
+    ports: Ports,
+    state: LoopState,
+    reply: Reply,
+    messages: Sequence[Message],
+    *,
+    iteration: int,
+    role: str,
+    model: str,
+) -> None:
+    """Charge a model reply's usage to the run and journal the exchange, so the totals a
+    resumed run starts from and the journal's record of requests never disagree."""
+    state.prompt_tokens += reply.usage.prompt_tokens
+    state.completion_tokens += reply.usage.completion_tokens
+    state.cost_usd += reply.cost_usd
+    ports.journal.exchange(
+        {
+            "iteration": iteration,
+            "role": role,
+            "model": model,
+            "request": [message_to_dict(m) for m in messages],
+            "reply": message_to_dict(reply.message),
+            "finish": reply.finish,
+            "usage": {
+                "prompt_tokens": reply.usage.prompt_tokens,
+                "completion_tokens": reply.usage.completion_tokens,
+                "cost_usd": reply.cost_usd,
+            },
+        }
+    )
+
+
 def _unusable(ports: Ports, reply: Reply, iteration: int) -> Stop | None:
     """Report a reply cut off at the output limit, refused or filtered; a refusal or a
     filtered reply stops the run (asking again gets the same answer), a cut-off does not."""
@@ -153,27 +185,17 @@ def act_turn(
             if turn.stop is None:
                 raise
             return turn
-        used = reply.usage.total_tokens
-        state.prompt_tokens += reply.usage.prompt_tokens
-        state.completion_tokens += reply.usage.completion_tokens
-        state.cost_usd += reply.cost_usd
-        turn.tokens += used
-        turn.cost_usd += reply.cost_usd
-        ports.journal.exchange(
-            {
-                "iteration": iteration,
-                "role": "act",
-                "model": reply.model or ports.model.ref,
-                "request": [message_to_dict(m) for m in messages],
-                "reply": message_to_dict(reply.message),
-                "finish": reply.finish,
-                "usage": {
-                    "prompt_tokens": reply.usage.prompt_tokens,
-                    "completion_tokens": reply.usage.completion_tokens,
-                    "cost_usd": reply.cost_usd,
-                },
-            }
+        record_reply(
+            ports,
+            state,
+            reply,
+            messages,
+            iteration=iteration,
+            role="act",
+            model=reply.model or ports.model.ref,
         )
+        turn.tokens += reply.usage.total_tokens
+        turn.cost_usd += reply.cost_usd
         turn.messages.append(reply.message)
         if reply.finish in _UNUSABLE:
             turn.stop = _unusable(ports, reply, iteration)

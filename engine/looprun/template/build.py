@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from jinja2 import nodes
 
 from looprun.errors import Location, Problem, TemplateError
+from looprun.loop.subloops import find_cycle
 from looprun.observe.base import COMMON_FACTS
 from looprun.observe.registry import parser_facts, parser_names
 from looprun.template.expressions import (
@@ -402,7 +403,7 @@ class Builder:
                     self.problem(dpath, "a task cannot depend on itself")
                 elif dep not in seen:
                     self.problem(dpath, f"unknown task '{dep}'{did_you_mean(str(dep), ids)}")
-        cycle = _find_cycle({t.id: list(t.depends_on) for t in out})
+        cycle = find_cycle({t.id: list(t.depends_on) for t in out})
         if cycle:
             first = ids.index(cycle[0])
             self.problem(
@@ -742,32 +743,3 @@ def _syntax_line(source: str) -> int:
     except TemplateSyntaxError as exc:
         return exc.lineno or 1
     return 1
-
-
-def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
-    """One dependency cycle as a path (first node repeated at the end), or None."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in graph.get(node, ()):
-            if nxt not in graph:
-                continue
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state:
-                found = visit(nxt)
-                if found:
-                    return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in graph:
-        if node not in state:
-            found = visit(node)
-            if found:
-                return found
-    return None

@@ -1,0 +1,52 @@
+"""The real ``looprun`` CLI in a subprocess, as a user's shell would start it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test's environment, with the interpreter running the tests first on PATH (it
+    provides python, pytest and ruff to observers) and no ambient default model."""
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.pop("LOOPRUN_MODEL", None)
+    env.update(extra or {})
+    return env
+
+
+def looprun(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI to the end; ``env`` adds to :func:`cli_env`."""
+    return subprocess.run(
+        [sys.executable, "-m", "looprun", *args],
+        cwd=cwd,
+        env=cli_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def start_looprun(*args: str, cwd: Path, text: bool = False) -> subprocess.Popen:
+    """Start the CLI in the background, in a process group of its own (as a shell starts
+    a foreground job), so a test can signal the whole group; stderr is piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "looprun", *args],
+        cwd=cwd,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=text,
+        start_new_session=True,
+    )
+
+
+def scripted_run(template: str, *, intent: str, workdir: Path, script: Path) -> list[str]:
+    """The CLI arguments of a run of ``template`` in ``workdir`` driven by a scripted model."""
+    return [template, "--intent", intent, "--workdir", str(workdir), "--model", f"script:{script}"]
