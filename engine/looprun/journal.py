@@ -150,6 +150,11 @@ class RunJournal:
         return cls(path, path.name)
 
     @property
+    def seq(self) -> int:
+        """The seq of the last event written (0 before the first)."""
+        return self._seq
+
+    @property
     def artifacts(self) -> Path:
         return self.dir / "artifacts"
 
@@ -211,6 +216,10 @@ class RunJournal:
     def events(self) -> list[dict[str, Any]]:
         return list(read_jsonl(self._events_path))
 
+    def current_events(self) -> list[dict[str, Any]]:
+        """The events without the superseded ones (see :func:`current_events`)."""
+        return current_events(self.events())
+
     def load_state(self) -> dict[str, Any] | None:
         return _load_json(self.dir / "state.json")
 
@@ -219,6 +228,42 @@ class RunJournal:
         if data is None:
             raise UsageError(f"{self.dir}: run.json is missing or unreadable; cannot resume")
         return data
+
+
+# Events that describe a step; when the step is redone after a resume they are superseded.
+STEP_EVENTS = frozenset(
+    {
+        "plan",
+        "tool_call",
+        "policy_violation",
+        "limit",
+        "iteration",
+        "task_done",
+        "approval",
+        "model_finish",
+        "context_trimmed",
+    }
+)
+
+
+def current_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The journal as the run's state sees it: step events that a later ``resumed``
+    event marks superseded (written after the last saved state, so redone) are left out;
+    the raw journal keeps them, append-only."""
+    events = [dict(e) for e in events]
+    gone: list[tuple[int, int]] = []
+    for e in events:
+        span = e.get("superseded") if e.get("event") == "resumed" else None
+        if isinstance(span, Mapping):
+            gone.append((int(span.get("from_seq", 0)), int(span.get("to_seq", -1))))
+    return [
+        e
+        for e in events
+        if not (
+            e.get("event") in STEP_EVENTS
+            and any(lo <= int(e.get("seq", 0)) <= hi for lo, hi in gone)
+        )
+    ]
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:

@@ -290,6 +290,7 @@ def complete_in_budget(
     role: str = "act",
     timeout_s: float | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    output_cap: Callable[[int], int | None] | None = None,
 ) -> tuple[Reply, list[Message], ContextBudget]:
     """One model call within the budget: build, send, calibrate from reported usage.
 
@@ -297,9 +298,17 @@ def complete_in_budget(
     retry; a second refusal propagates. Returns the reply, the messages sent and the
     budget to use from now on (the smaller one after a trim).
     """
+
+    def cap(sent: Sequence[Message]) -> int | None:
+        # ``output_cap`` gets the request's estimated size and bounds the answer by what
+        # the token budget has left after it (it raises when that cannot fund the call)
+        return output_cap(budget.estimate(sent)) if output_cap is not None else None
+
     messages = budget.build(pinned, rounds)
     try:
-        reply = model.complete(messages, tools, role=role, timeout_s=timeout_s)
+        reply = model.complete(
+            messages, tools, role=role, timeout_s=timeout_s, max_output_tokens=cap(messages)
+        )
     except ContextTooLong as exc:
         smaller = budget.shrink()
         if on_event is not None:
@@ -313,7 +322,9 @@ def complete_in_budget(
             )
         budget = smaller
         messages = budget.build(pinned, rounds)
-        reply = model.complete(messages, tools, role=role, timeout_s=timeout_s)
+        reply = model.complete(
+            messages, tools, role=role, timeout_s=timeout_s, max_output_tokens=cap(messages)
+        )
     if reply.usage.prompt_tokens:
         budget.calibrate(messages, reply.usage.prompt_tokens)
     return reply, messages, budget

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from looprun.errors import LooprunError
@@ -19,6 +20,7 @@ from looprun.loop.feedback import attempt_line, attempts_summary, compose, obser
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
+from looprun.loop.preflight import cannot_run, preflight
 from looprun.loop.progress import Progress, fingerprint
 from looprun.loop.refine import Decision, check_exit, judge
 from looprun.loop.state import LoopState
@@ -64,6 +66,7 @@ class Step:
     decision: Decision  # kind "done" when the task's exit conditions hold
     feedback: str
     progress: Progress = field(default_factory=Progress)
+    cannot_run: str = ""  # an observer's command could not start (exit 126/127)
 
 
 class Engine:
@@ -98,7 +101,9 @@ class Engine:
     def run(self, approval: bool | None = None) -> RunResult:
         """Run to an outcome; ``approval`` answers a resumed run's pending approval."""
         try:
-            self._start()
+            stop = self._start()
+            if stop is not None:
+                return self._finish(stop)
             if approval is not None and self.state.pending is not None:
                 stop = self._resume_approval(approval)
                 if stop is not None:
@@ -115,6 +120,8 @@ class Engine:
                 if stop is not None:
                     return self._finish(stop)
             return self._finish(Stop("done", self._done_reason()))
+        except caps.CannotFund as exc:  # the planner's request: the budget cannot pay for it
+            return self._finish(exc.stop)
         except LooprunError as exc:
             return self._finish(Stop("error", str(exc), type(exc).__name__))
 
@@ -153,19 +160,39 @@ class Engine:
         facts["progress"] = progress.facts()
         feedback = compose(observations, policy["summary"], failed)
         decision = judge(self.t.refine, facts, exit_values, feedback)
-        return Step(turn, observations, exit_values, policy, decision, feedback, progress)
+        unrunnable = next(
+            (
+                why
+                for name, obs in observations.items()
+                if (why := cannot_run(name, self.t.observe[name], obs))
+            ),
+            "",
+        )
+        return Step(
+            turn, observations, exit_values, policy, decision, feedback, progress, unrunnable
+        )
 
     # -- start, plan and finish -------------------------------------------------------------
 
-    def _start(self) -> None:
+    def _start(self) -> Stop | None:
         st, ws = self.state, self.ports.workspace
         for role, model in (("act", self.ports.model), ("plan", self.ports.plan_model)):
             if model is not None and role in st.model_positions and hasattr(model, "seek"):
                 model.seek(st.model_positions[role])
         if st.tasks is not None:  # resuming: back to the last completed step
             ws.restore(st.current)
-            self.ports.journal.event("resumed", iteration=st.iterations, task_index=st.task_index)
-            return
+            # Events written after the saved state (a crash or signal between an event and
+            # the state save) describe a step that is redone now: mark them superseded.
+            seq = getattr(self.ports.journal, "seq", None)
+            superseded = (
+                {"superseded": {"from_seq": st.journal_seq + 1, "to_seq": seq}}
+                if isinstance(seq, int) and seq > st.journal_seq
+                else {}
+            )
+            self.ports.journal.event(
+                "resumed", iteration=st.iterations, task_index=st.task_index, **superseded
+            )
+            return self._preflight()
         st.base = st.current = st.previous = st.task_start = ws.base()
         st.last_green = st.base
         self.ports.journal.event(
@@ -176,8 +203,18 @@ class Engine:
             base=st.base,
             limits=caps.limit_report(self.limits, self._spent()),
         )
+        stop = self._preflight()
+        if stop is not None:
+            return stop
         st.tasks = self._plan([], [])
         self._save()
+        return None
+
+    def _preflight(self) -> Stop | None:
+        """An observer whose program cannot start stops the run before any model call."""
+        task = self._task() or PlannedTask("", str(self.inputs.get("intent", "")))
+        why = preflight(self.t.observe, self._context(task, {}), Path(self.run_info.workdir))
+        return Stop("error", why, "observer_cannot_run") if why else None
 
     def _plan(
         self, remaining: list[PlannedTask], feedback_done: list[str], feedback: str = ""
@@ -200,6 +237,9 @@ class Engine:
                 feedback=feedback,
                 timeout_s=caps.remaining_time(self.limits, self._spent()),
                 on_reply=lambda msgs, reply: self._account(reply, "plan", msgs),
+                output_cap=lambda msgs: caps.output_cap(
+                    self.limits, self._spent(), caps.rough_estimate(msgs)
+                ),
             )
         self.ports.journal.event("plan", mode=self.t.plan.mode, tasks=[t.to_dict() for t in tasks])
         self.ports.report(f"plan: {len(tasks)} task(s): {', '.join(t.id for t in tasks)}")
@@ -273,7 +313,10 @@ class Engine:
         st.previous, st.current = st.current, sha
         pending = [p for p in step.policy["pending_approvals"] if p not in st.approved]
         stop: Stop | None = None
-        if pending and not decision.stops:
+        if step.cannot_run and decision.kind != "done":
+            # no edit makes a missing program appear: stop rather than retry
+            stop = Stop("error", step.cannot_run, "observer_cannot_run")
+        elif pending and not decision.stops:
             stop, decision = self._approve(pending, decision, step)
         if stop is None:
             stop = self._apply(task, decision)
@@ -413,7 +456,6 @@ class Engine:
 
     def _context(self, task: PlannedTask, facts: Mapping[str, Any]) -> dict[str, Any]:
         st = self.state
-        assert st.tasks is not None
         return {
             **{
                 name: facts[name] if name in facts else _unobserved(spec).to_facts()
@@ -428,7 +470,7 @@ class Engine:
                 "paths": list(task.paths),
                 "attempt": st.task_attempt,
                 "index": st.task_index + 1,
-                "count": len(st.tasks),
+                "count": len(st.tasks) if st.tasks is not None else 1,
             },
             "progress": st.progress.facts(),
             "policy": {
@@ -563,6 +605,9 @@ class Engine:
     def _save(self) -> None:
         self.state.elapsed_s = self._elapsed()
         self.state.model_positions = self._positions()
+        seq = getattr(self.ports.journal, "seq", None)
+        if isinstance(seq, int):
+            self.state.journal_seq = seq
         self.ports.journal.save_state(self.state.to_dict())
 
 

@@ -34,12 +34,14 @@ class SubloopJob:
     commit: str  # the outer loop's state the sub-loop starts from
     run_id: str
     run_dir: str  # the sub-loop's own run dir, under the outer run dir
-    model: str  # model reference (script:FILE, openai:..., anthropic:...)
+    model: str  # the act model reference (script:FILE, openai:..., anthropic:...)
     script_key: tuple[tuple[str, int], ...] = ()  # a scripted model's part for this loop
     base_url: str | None = None
     limits: Mapping[str, Any] = field(default_factory=dict)  # the budget share
     resume: bool = False  # continue a sub-loop interrupted earlier
     depth: int = 1
+    plan_model: str = ""  # the plan model reference; empty: the act model
+    cli_models: Mapping[str, str | None] = field(default_factory=dict)  # passed down
 
 
 @dataclass(frozen=True)
@@ -102,10 +104,13 @@ class StoppableModel:
         *,
         role: str = "act",
         timeout_s: float | None = None,
+        max_output_tokens: int | None = None,
     ) -> Reply:
         if self._stop.is_set():
             raise Stopped("stopped: the outer loop was interrupted")
-        return self.inner.complete(messages, tools, role=role, timeout_s=timeout_s)
+        return self.inner.complete(
+            messages, tools, role=role, timeout_s=timeout_s, max_output_tokens=max_output_tokens
+        )
 
     @property
     def position(self) -> Any:
@@ -198,10 +203,24 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
     try:
         template = load_template(job.template)
         events = ModelEvents()  # the config file, and retries journaled in the sub-loop's run
-        model = StoppableModel(_resolve(job, events), stop)
+        act = _resolve(job, events)
+        plan = act
+        if template.plan.mode == "model" and job.plan_model and job.plan_model != job.model:
+            plan = _resolve(replace(job, model=job.plan_model), events)
+        model = StoppableModel(act, stop)
+        plan_model = model if plan is act else StoppableModel(plan, stop)
         run_dir.mkdir(parents=True, exist_ok=True)
         with RunJournal(run_dir, job.run_id) as journal:
             events.journal = journal
+            # a nested outer loop reads its server and command-line models from here
+            journal.save_invocation(
+                {
+                    "template": job.template,
+                    "models": {"act": job.model, "plan": job.plan_model or job.model},
+                    "cli_models": dict(job.cli_models),
+                    "base_url": job.base_url,
+                }
+            )
             state = None
             raw = journal.load_state() if job.resume else None
             if raw is not None:
@@ -212,7 +231,7 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
                 Path(job.workdir),
                 journal,
                 act=model,  # type: ignore[arg-type]
-                plan=model,  # type: ignore[arg-type]
+                plan=plan_model,  # type: ignore[arg-type]
                 report=prefixed,
                 interactive=False,
                 base=job.commit,

@@ -7,13 +7,55 @@ budget cannot fund (judged by what the last one cost) is not started.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from looprun.errors import LooprunError
 from looprun.loop.outcome import Stop
+from looprun.models.base import Message
 from looprun.template.model import Limits
+
+# A model call must leave at least this many tokens for its answer, or it is not made.
+MIN_OUTPUT_TOKENS = 16
+
+
+class CannotFund(LooprunError):
+    """The remaining token budget cannot pay for the request about to be sent."""
+
+    def __init__(self, stop: Stop):
+        super().__init__(stop.reason)
+        self.stop = stop
+
+
+def rough_estimate(messages: Sequence[Message]) -> int:
+    """Prompt tokens of ``messages`` at about four characters a token, when no calibrated
+    estimator is at hand."""
+    return sum(
+        (len(m.content) + sum(len(c.raw_arguments or str(c.arguments)) for c in m.tool_calls)) // 4
+        + 4
+        for m in messages
+    )
+
+
+def output_cap(limits: Limits, spent: Spent, prompt_estimate: int) -> int | None:
+    """The most output tokens the next model call may produce: the token budget left
+    after its (estimated) prompt. None without ``max_tokens``; raises CannotFund when
+    not even ``MIN_OUTPUT_TOKENS`` would be left, so the call is not made at all."""
+    if limits.max_tokens is None:
+        return None
+    left = limits.max_tokens - spent.tokens
+    room = left - prompt_estimate
+    if room < MIN_OUTPUT_TOKENS:
+        raise CannotFund(
+            _exhausted(
+                "max_tokens",
+                f"max_tokens: {max(0, left)} tokens left cannot fund the next model call "
+                f"(its request alone is about {prompt_estimate} tokens)",
+            )
+        )
+    return room
 
 
 @dataclass(frozen=True)

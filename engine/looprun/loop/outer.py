@@ -53,6 +53,7 @@ class OuterPhase:
         self.records: dict[str, dict[str, Any]] = {}
         self.merges: list[dict[str, Any]] = []  # merge order: {iteration, task}
         self._lock = threading.Lock()
+        self._config: Any = None
         if self.path.exists():
             data = json.loads(self.path.read_text("utf-8"))
             self.records = data.get("records", {})
@@ -195,6 +196,8 @@ class OuterPhase:
             workdir = worktree
         share = self._share(running, slots)
         model = e.ports.model
+        refs, cli = self._model_refs(getattr(model, "ref", ""))
+        outer_script = getattr(model, "ref", "") == refs["act"]
         job = SubloopJob(
             task_id=task.id,
             attempt=attempt,
@@ -205,8 +208,14 @@ class OuterPhase:
             commit=start,
             run_id=f"{e.run_info.id}.{name}",
             run_dir=str(run_dir),
-            model=getattr(model, "ref", ""),
-            script_key=(*getattr(model, "script_key", ()), (task.id, attempt)),
+            model=refs["act"],
+            plan_model=refs["plan"],
+            cli_models=cli,
+            # the outer script's part for this task; a script of the sub-template's own
+            # is played whole
+            script_key=(
+                (*getattr(model, "script_key", ()), (task.id, attempt)) if outer_script else ()
+            ),
             base_url=self._base_url(),
             limits=share,
             resume=resume,
@@ -369,12 +378,41 @@ class OuterPhase:
         intent = rendered.pop("intent", None) or task.goal
         return build_inputs(sub.inputs, intent, rendered)
 
-    def _base_url(self) -> str | None:
+    def _invocation(self) -> dict[str, Any]:
         try:
             inv = json.loads((Path(self.e.run_info.dir) / "run.json").read_text("utf-8"))
         except (OSError, ValueError):
-            return None
-        return inv.get("base_url")
+            return {}
+        return inv if isinstance(inv, dict) else {}
+
+    def _base_url(self) -> str | None:
+        return self._invocation().get("base_url")
+
+    def _model_refs(self, outer_act: str) -> tuple[dict[str, str], dict[str, str | None]]:
+        """The sub-loop's models per role: command line > environment > config file >
+        the sub-template's ``models:``; a role nothing names uses the outer act model."""
+        from looprun.config import load_config
+        from looprun.errors import UsageError
+        from looprun.models.registry import model_ref_for_role
+
+        raw = self._invocation().get("cli_models")
+        cli = {k: v for k, v in raw.items() if v} if isinstance(raw, dict) else {}
+        if self._config is None:
+            self._config = load_config()
+        refs = {}
+        for role in ("act", "plan"):
+            try:
+                ref = model_ref_for_role(
+                    role,
+                    cli_model=cli.get("act"),
+                    cli_role_models={"plan": cli.get("plan")},
+                    config=self._config,
+                    template_models=self.each.template.models,
+                )
+            except UsageError:
+                ref = outer_act if role == "act" else refs["act"]
+            refs[role] = _absolute_script(ref)
+        return refs, cli
 
     # -- records, resume, reporting -------------------------------------------------------
 
@@ -483,3 +521,9 @@ def _tree_lines(rows: Any, indent: str) -> list[str]:
             lines.append(f"{more}  (attempt {e['attempt']}: {e['outcome']}, kept: {e['kept']})")
         lines += _tree_lines(r.get("subloops") or [], more)
     return lines
+
+
+def _absolute_script(ref: str) -> str:
+    if ref.startswith("script:"):
+        return "script:" + str(Path(ref.removeprefix("script:")).expanduser().resolve())
+    return ref

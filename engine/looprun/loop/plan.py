@@ -218,6 +218,7 @@ def model_plan(
     feedback: str = "",
     timeout_s: float | None = None,
     on_reply: Any = None,
+    output_cap: Any = None,
 ) -> list[PlannedTask]:
     """Ask the plan-role model for tasks; one retry with the exact error, then PlanError."""
     done = list(done)
@@ -246,7 +247,13 @@ def model_plan(
     messages = [Message("user", prompt)]
     problem = ""
     for _attempt in range(2):
-        reply: Reply = model.complete(messages, [], role="plan", timeout_s=timeout_s)
+        reply: Reply = model.complete(
+            messages,
+            [],
+            role="plan",
+            timeout_s=timeout_s,
+            max_output_tokens=output_cap(messages) if output_cap is not None else None,
+        )
         if on_reply is not None:
             on_reply(messages, reply)
         try:

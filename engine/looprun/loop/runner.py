@@ -107,6 +107,8 @@ def _models(
     from looprun.models.registry import model_ref_for_role, resolve_model
 
     events = events or ModelEvents()
+    # the plan role only where something asks it (plan.mode: model); else it is the act model
+    roles = ("act", "plan") if template.plan.mode == "model" else ("act",)
     refs = {
         role: model_ref_for_role(
             role,
@@ -115,8 +117,9 @@ def _models(
             config=events.config,
             template_models=template.models,
         )
-        for role in ("act", "plan")
+        for role in roles
     }
+    refs.setdefault("plan", refs["act"])
     refs = {r: _absolute_script(v) for r, v in refs.items()}
 
     def resolve(ref: str) -> Model:
@@ -331,6 +334,9 @@ def _start(
         "intent": options.get("intent"),
         "sets": sets,
         "models": refs,
+        # what the command line said, so sub-loops (and a resume) resolve their own roles
+        # with the same precedence: command line > environment > config > sub-template
+        "cli_models": {"act": options.get("model"), "plan": options.get("plan_model")},
         "base_url": options.get("base_url"),
         "max_iterations": options.get("max_iterations"),
         "commit": bool(options.get("commit")),

@@ -81,6 +81,9 @@ class LoopState:
     approved: list[str] = field(default_factory=list)
     pending: dict[str, Any] | None = None  # an approval waiting for a person
     model_positions: dict[str, int] = field(default_factory=dict)
+    # The journal's last event seq when this state was saved: events after it belong to
+    # a step this state does not hold, which a resumed run redoes (they are superseded).
+    journal_seq: int = 0
     stop: dict[str, Any] | None = None  # set once the run has ended
 
     def spent(self, elapsed_s: float) -> Spent:

@@ -61,13 +61,18 @@ def _ask(
     *,
     timeout_s: float | None,
     iteration: int,
+    output_cap: Callable[[int], int | None] | None = None,
 ) -> tuple[Reply, list[Message]]:
     """One act-model call within the context budget: the request is trimmed once when the
     provider says it is too long, and the estimate is calibrated from reported usage."""
     budget = ports.context
     if not isinstance(budget, ContextBudget):  # a plain builder: no trim, no calibration
         messages = budget.build(pinned, rounds)
-        return ports.model.complete(messages, specs, role="act", timeout_s=timeout_s), messages
+        cap = output_cap(caps.rough_estimate(messages)) if output_cap is not None else None
+        reply = ports.model.complete(
+            messages, specs, role="act", timeout_s=timeout_s, max_output_tokens=cap
+        )
+        return reply, messages
 
     def trimmed(event: Mapping[str, Any]) -> None:
         data = {k: v for k, v in event.items() if k != "event"}
@@ -86,6 +91,7 @@ def _ask(
         role="act",
         timeout_s=timeout_s,
         on_event=trimmed,
+        output_cap=output_cap,
     )
     if used is not budget:  # keep the trimmed budget for the rest of the run
         budget.adopt(used)
@@ -179,7 +185,14 @@ def act_turn(
                 specs,
                 timeout_s=caps.remaining_time(limits, spent),
                 iteration=iteration,
+                output_cap=lambda estimate: caps.output_cap(
+                    limits, state.spent(elapsed()), estimate
+                ),
             )
+        except caps.CannotFund as exc:
+            turn.stop = exc.stop
+            ports.journal.event("limit", iteration=iteration, **turn.stop.to_dict())
+            return turn
         except LooprunError:
             turn.stop = caps.check_spent(limits, state.spent(elapsed()))
             if turn.stop is None:

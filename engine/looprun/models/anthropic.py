@@ -147,9 +147,17 @@ class AnthropicModel(ProviderModel):
         self._max_tokens = max_output_tokens or DEFAULT_MAX_TOKENS
         self._temperature = temperature
 
-    def request_body(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict:
+    def request_body(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        max_output_tokens: int | None = None,
+    ) -> dict:
         system, turns = to_wire(messages)
-        body: dict[str, Any] = {"model": self.model, "max_tokens": self._max_tokens}
+        limit = (
+            self._max_tokens if not max_output_tokens else min(self._max_tokens, max_output_tokens)
+        )
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max(1, limit)}
         if system:
             body["system"] = system
         body["messages"] = turns

@@ -97,4 +97,8 @@ class Model(Protocol):
         *,
         role: str = "act",
         timeout_s: float | None = None,
-    ) -> Reply: ...
+        max_output_tokens: int | None = None,
+    ) -> Reply:
+        """``max_output_tokens`` caps this reply's output (the run's remaining token
+        budget); providers send it as their output-limit field, below their own default."""
+        ...

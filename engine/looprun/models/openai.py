@@ -130,15 +130,28 @@ class OpenAIModel(ProviderModel):
         self._temperature = temperature
         self._output_tokens_field = output_tokens_field
 
-    def request_body(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict:
+    def request_body(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        max_output_tokens: int | None = None,
+    ) -> dict:
         body: dict[str, Any] = {"model": self.model, "messages": to_wire(messages)}
         if tools:
             body["tools"] = tools_to_wire(tools)
-        if self._max_output_tokens:
-            body[self._output_tokens_field] = self._max_output_tokens
+        limit = _smaller(self._max_output_tokens, max_output_tokens)
+        if limit:
+            body[self._output_tokens_field] = limit
         if self._temperature is not None:
             body["temperature"] = self._temperature
         return body
 
     def decode(self, data: dict[str, Any]) -> Decoded:
         return reply_from_wire(data, self.model)
+
+
+def _smaller(a: int | None, b: int | None) -> int | None:
+    """The tighter of two optional output limits."""
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b)

@@ -34,7 +34,12 @@ class ProviderModel(ABC):
         return f"{type(self).__name__}({self.model!r} at {self._client.server})"
 
     @abstractmethod
-    def request_body(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict: ...
+    def request_body(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        max_output_tokens: int | None = None,
+    ) -> dict: ...
 
     @abstractmethod
     def decode(self, data: dict[str, Any]) -> Decoded:
@@ -47,8 +52,10 @@ class ProviderModel(ABC):
         *,
         role: str = "act",
         timeout_s: float | None = None,
+        max_output_tokens: int | None = None,
     ) -> Reply:
-        data = self._client.post(self.request_body(messages, tools), timeout_s=timeout_s)
+        body = self.request_body(messages, tools, max_output_tokens)
+        data = self._client.post(body, timeout_s=timeout_s)
         try:
             message, finish, detail, usage, reported = self.decode(data)
         except ValueError as exc:

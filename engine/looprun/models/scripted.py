@@ -52,6 +52,7 @@ class ScriptedModel:
         self._next = 0
         self._lock = threading.Lock()
         self.calls: list[tuple[str, tuple[Message, ...]]] = []  # (role, messages) as received
+        self.output_caps: list[int | None] = []  # max_output_tokens of each call
 
     @classmethod
     def from_file(cls, path: str | Path, key: Sequence[tuple[str, int]] = ()) -> ScriptedModel:
@@ -103,9 +104,11 @@ class ScriptedModel:
         *,
         role: str = "act",
         timeout_s: float | None = None,
+        max_output_tokens: int | None = None,
     ) -> Reply:
         with self._lock:
             self.calls.append((role, tuple(messages)))
+            self.output_caps.append(max_output_tokens)
             if self._next < len(self._turns):
                 turn = self._turns[self._next]
                 index = self._next
