@@ -61,6 +61,7 @@ def main() -> None:
     looprun validate PATH...          check templates; every problem as file:line:col
     looprun explain TEMPLATE          show the resolved template and its refine tree
     looprun test TEMPLATE CASES...    check which rule fires for given facts
+    looprun init PATH                 start a team template extending a built-in one
     """
 
 
@@ -110,6 +111,41 @@ def test_cmd(args: tuple[str, ...]) -> None:
 
     template, cases = (None, args) if len(args) == 1 else (args[0], args[1:])
     sys.exit(run_cases(template, cases, echo=click.echo))
+
+
+@main.command("init")
+@click.argument("path")
+@click.option(
+    "--extends",
+    "base",
+    default="bugfix",
+    show_default=True,
+    metavar="NAME",
+    help="The built-in template to extend: bugfix, feature, refactor or test_backfill.",
+)
+@click.option("--name", help="The template's name (default: from the file name).")
+@click.option("--cases", is_flag=True, help="Also write NAME.cases.yaml for `looprun test`.")
+@click.option("--force", is_flag=True, help="Overwrite existing files.")
+@click.option("--schema", metavar="REF", help="The $schema reference to write (path or URL).")
+@_boundary
+def init_cmd(
+    path: str, base: str, name: str | None, cases: bool, force: bool, schema: str | None
+) -> None:
+    """Start a team template that extends a built-in one.
+
+    \b
+    The file starts with the `# yaml-language-server: $schema=...` line and holds the
+    overrides teams usually change (paths, test command, diff size, limits), set to the
+    parent's values and commented. It validates as written. Exit 2 if PATH exists
+    (unless --force) or --extends names no built-in template.
+    """
+    from looprun.template.scaffold import init_template
+
+    done = init_template(path, base=base, name=name, cases=cases, force=force, schema=schema)
+    click.echo(f"wrote {done.template} (extends {base}; schema {done.schema})")
+    if done.cases is not None:
+        click.echo(f"wrote {done.cases} (check it with: looprun test {done.cases})")
+    click.echo(f"next: edit it, then looprun validate {done.template}")
 
 
 @main.command("schema")
