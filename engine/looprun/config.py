@@ -43,6 +43,8 @@ _PRICE_KEYS = {"input", "output", "cached_input", "cache_write"}
 
 @dataclass(frozen=True)
 class Config:
+    """The user's config file: model roles, endpoints, key variables, retries and prices."""
+
     models: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # role -> model ref
     base_url: str | None = None
     anthropic_base_url: str | None = None

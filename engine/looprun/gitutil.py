@@ -33,6 +33,8 @@ class GitError(LooprunError):
 
 @dataclass(frozen=True)
 class Git:
+    """Runs git for one working tree, optionally against a private repository."""
+
     workdir: Path
     git_dir: Path | None = None  # a private repository for a work tree that has none
 

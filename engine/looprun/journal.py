@@ -289,6 +289,8 @@ def find_run(workdir: Path, run_id: str) -> Path:
 
 @dataclass(frozen=True)
 class RunInfoRow:
+    """One row of ``looprun runs``: a run and how it ended."""
+
     run_id: str
     template: str
     started: str

@@ -48,6 +48,8 @@ def secret_values(base: Mapping[str, str] | None = None, min_len: int = 8) -> li
 
 @dataclass(frozen=True)
 class ProcResult:
+    """A finished (or timed-out) process: exit code and capped output."""
+
     exit_code: int | None  # None when killed by the timeout
     output: str  # stdout and stderr interleaved, capped: head + marker + tail
     total_bytes: int  # how much the process printed in all

@@ -16,6 +16,8 @@ _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34,
 
 @dataclass(frozen=True)
 class AddedLine:
+    """A line the diff adds, where forbidden patterns are looked for."""
+
     path: str
     line: int  # 1-based line number in the new file
     text: str
@@ -23,6 +25,8 @@ class AddedLine:
 
 @dataclass(frozen=True)
 class DiffStats:
+    """Files and line counts of a diff, checked against max_diff_lines."""
+
     files: tuple[str, ...]
     added: int
     removed: int

@@ -42,14 +42,6 @@ class Violation:
     tool: str
     detail: str = ""
 
-    def as_dict(self) -> dict[str, str]:
-        return {
-            "rule": self.rule,
-            "message": self.message,
-            "tool": self.tool,
-            "detail": self.detail,
-        }
-
 
 def _spec(globs: Iterable[str]) -> pathspec.PathSpec:
     return pathspec.GitIgnoreSpec.from_lines(list(globs))

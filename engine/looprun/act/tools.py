@@ -34,6 +34,8 @@ MAX_WRITE_BYTES = 10_000_000  # one write_file/edit_file result; source files ar
 
 @dataclass(frozen=True)
 class ToolResult:
+    """What a tool call returns to the model, with any refusal and the files it wrote."""
+
     content: str
     is_error: bool = False
     violation: Violation | None = None

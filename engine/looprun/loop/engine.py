@@ -10,25 +10,26 @@ it per task with its own workspace and budget share (``run_loop``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
-from looprun.loop.feedback import attempt_line, attempts_summary, compose, observation_line
+from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
+from looprun.loop.feedback import attempt_line, attempts_summary, compose
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
 from looprun.loop.preflight import cannot_run, preflight
-from looprun.loop.progress import Progress, fingerprint
+from looprun.loop.progress import fingerprint
+from looprun.loop.records import Step, record_iteration
 from looprun.loop.refine import Decision, check_exit, judge
 from looprun.loop.state import LoopState
 from looprun.loop.turn import Turn, act_turn, record_reply
 from looprun.models.base import Message
 from looprun.observe.base import Observation
-from looprun.template.expressions import freeze
-from looprun.template.model import Limits, ObserverSpec, Template
+from looprun.template.model import Limits, Template
 
 DEFAULT_SYSTEM = (
     "You are a careful software engineer working in a repository through tools. "
@@ -55,21 +56,9 @@ class RunInfo:
         }
 
 
-@dataclass(frozen=True)
-class Step:
-    """One iteration's findings, before its decision is applied."""
-
-    turn: Turn
-    observations: Mapping[str, Observation]
-    exit_values: tuple[tuple[str, bool], ...]
-    policy: Mapping[str, Any]
-    decision: Decision  # kind "done" when the task's exit conditions hold
-    feedback: str
-    progress: Progress = field(default_factory=Progress)
-    cannot_run: str = ""  # an observer's command could not start (exit 126/127)
-
-
 class Engine:
+    """Runs one template to an outcome; ``run`` is the loop, the rest are its steps."""
+
     def __init__(
         self,
         template: Template,
@@ -455,41 +444,17 @@ class Engine:
         return self.t.exit + ((task.done_when,) if task.done_when is not None else ())
 
     def _context(self, task: PlannedTask, facts: Mapping[str, Any]) -> dict[str, Any]:
-        st = self.state
-        return {
-            **{
-                name: facts[name] if name in facts else _unobserved(spec).to_facts()
-                for name, spec in self.t.observe.items()
-            },
-            "intent": self.inputs.get("intent", ""),
-            "inputs": self.inputs,
-            "iteration": st.task_iteration + 1,
-            "task": {
-                "id": task.id,
-                "goal": task.goal,
-                "paths": list(task.paths),
-                "attempt": st.task_attempt,
-                "index": st.task_index + 1,
-                "count": len(st.tasks) if st.tasks is not None else 1,
-            },
-            "progress": st.progress.facts(),
-            "policy": {
-                "violations": 0,
-                "summary": "",
-                "items": [],
-                "diff_lines": 0,
-                "pending_approvals": [],
-            },
-            "budget": caps.budget_facts(self.limits, self._spent()),
-            "exit": {"ok": False, "failed": []},
-            "subloops": (  # sub-loops hook (issue 6)
-                self.outer.facts()
-                if self.outer is not None
-                else {"all_done": True, "failed": 0, "counts": {}, "list": []}
-            ),
-            "feedback": st.feedback,
-            "run": self.run_info.facts(),
-        }
+        return loop_facts(
+            self.t.observe,
+            facts,
+            task=task,
+            state=self.state,
+            inputs=self.inputs,
+            budget=caps.budget_facts(self.limits, self._spent()),
+            # sub-loops hook (issue 6)
+            subloops=self.outer.facts() if self.outer is not None else NO_SUBLOOPS,
+            run=self.run_info.facts(),
+        )
 
     def _pinned(self, ctx: Mapping[str, Any]) -> list[Message]:
         act = self.t.act
@@ -541,40 +506,20 @@ class Engine:
             try:
                 out[name] = self.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
             except LooprunError as exc:
-                out[name] = replace(_unobserved(spec, str(exc)), ran=True)
+                out[name] = replace(unobserved(spec, str(exc)), ran=True)
             ctx[name] = out[name].to_facts()
         return out
 
     def _record(self, task: PlannedTask, step: Step, d: Decision, stop: Stop | None) -> None:
-        st = self.state
-        n = st.iterations
-        nxt = stop.to_dict() if stop else d.to_dict()
-        record = {
-            "iteration": n,
-            "task_iteration": st.task_iteration,
-            "intent": self.inputs.get("intent", ""),
-            "task": task.to_dict(),
-            "tools": step.turn.tools,
-            "observers": {k: _obs_record(o) for k, o in step.observations.items()},
-            "exit": [{"condition": c, "value": v} for c, v in step.exit_values],
-            "limits": caps.limit_report(self.limits, self._spent()),
-            "progress": st.progress.facts(),
-            "policy": {k: v for k, v in step.policy.items()},
-            "decision": d.to_dict(),
-            "next": nxt,
-            "checkpoint": st.current,
-        }
-        self.ports.journal.save_observation(n, record)
-        self.ports.journal.event(
-            "iteration",
-            iteration=n,
-            task=task.id,
-            tools=step.turn.tools,
-            observers={k: observation_line(k, o) for k, o in step.observations.items()},
-            exit_ok=all(v for _, v in step.exit_values),
-            decision=d.to_dict(),
-            stop=stop.to_dict() if stop else None,
-            checkpoint=st.current,
+        record_iteration(
+            self.ports.journal,
+            self.state,
+            task,
+            step,
+            d,
+            stop,
+            intent=self.inputs.get("intent", ""),
+            limits=caps.limit_report(self.limits, self._spent()),
         )
 
     def _account(self, reply: Any, role: str, messages: Any) -> None:
@@ -609,34 +554,6 @@ class Engine:
         if isinstance(seq, int):
             self.state.journal_seq = seq
         self.ports.journal.save_state(self.state.to_dict())
-
-
-def _unobserved(spec: ObserverSpec, error: str = "not observed yet") -> Observation:
-    """An observation that was not made (not yet, or it failed before parsing).
-
-    Every fact the parser declares is present with its empty value, so a condition or
-    prompt reading ``tests.failed`` gets 0 rather than an undefined-name crash.
-    """
-    return Observation(
-        spec.parser, ok=False, ran=False, error=error, facts=freeze(_empty_facts(spec.parser))
-    )
-
-
-def _empty_facts(parser_name: str) -> dict[str, Any]:
-    from looprun.observe.registry import get_parser
-
-    try:
-        parser = get_parser(parser_name)
-    except LooprunError:
-        return {}
-    facts = getattr(parser, "empty_facts", None)
-    return dict(facts) if isinstance(facts, Mapping) else {}
-
-
-def _obs_record(o: Observation) -> dict[str, Any]:
-    facts = o.to_facts()
-    facts["feedback"] = o.feedback[:4000]
-    return facts
 
 
 def run_loop(

@@ -46,6 +46,8 @@ class SubloopJob:
 
 @dataclass(frozen=True)
 class SubloopResult:
+    """How one sub-loop ended, with its usage and final checkpoint, for the outer loop."""
+
     task_id: str
     attempt: int
     template: str
@@ -191,7 +193,8 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
     """What a worker does with one job: load, wire the real ports, run (or resume)."""
     from looprun.journal import RunJournal
     from looprun.loop.engine import Engine, RunInfo
-    from looprun.loop.runner import ModelEvents, build_ports
+    from looprun.loop.real_ports import build_ports
+    from looprun.loop.run_models import ModelEvents
     from looprun.loop.state import LoopState
     from looprun.template.loader import load_template
 

@@ -44,6 +44,8 @@ class Stop:
 
 @dataclass(frozen=True)
 class TaskResult:
+    """How one planned task ended (or that it never started)."""
+
     id: str
     outcome: str  # done | an unfinished run's outcome | pending
     iterations: int
@@ -60,6 +62,8 @@ class TaskResult:
 
 @dataclass(frozen=True)
 class UsageTotals:
+    """Tokens and cost a run spent, reported in its summary."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0

@@ -61,6 +61,8 @@ class PlanError(LooprunError):
 
 @dataclass(frozen=True)
 class PlannedTask:
+    """A task as the loop works on it: goal rendered, from the template or the planner."""
+
     id: str
     goal: str
     done_when: Condition | None = None

@@ -18,6 +18,8 @@ from looprun.template.model import Constraints, ObserverSpec
 
 
 class ViolationLike(Protocol):
+    """A refused action, as the loop records it."""
+
     rule: str
     message: str
     tool: str
@@ -25,6 +27,8 @@ class ViolationLike(Protocol):
 
 
 class ToolOutcome(Protocol):
+    """What a tool call produced, as the loop needs it."""
+
     content: str
     is_error: bool
     violation: ViolationLike | None
@@ -32,6 +36,8 @@ class ToolOutcome(Protocol):
 
 
 class Toolbox(Protocol):
+    """The tools of one act turn, within the template's constraints."""
+
     def specs(self) -> list[ToolSpec]: ...
     def call(self, call: ToolCall) -> ToolOutcome: ...
 
@@ -99,10 +105,14 @@ class Approver(Protocol):
 
 
 class Clock(Protocol):
+    """Monotonic time, for the wall-time limit and each iteration's duration."""
+
     def monotonic(self) -> float: ...
 
 
 class SystemClock:
+    """The real monotonic clock."""
+
     def monotonic(self) -> float:
         return time.monotonic()
 

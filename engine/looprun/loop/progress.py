@@ -73,6 +73,8 @@ def fingerprint(
 
 @dataclass(frozen=True)
 class Progress:
+    """The last iteration's fingerprint and how many times in a row it was seen."""
+
     fingerprint: str = ""
     repeats: int = 0
 

@@ -19,6 +19,8 @@ DIFF_POLICY = "policy: diff within the act constraints"
 
 @dataclass(frozen=True)
 class Decision:
+    """What the refine tree (or the exit check) decided for one iteration."""
+
     kind: str  # retry | rollback | replan | escalate | abort
     message: str = ""  # rendered: feedback for retries, the reason for escalate/abort
     target: str | None = None  # rollback: last_green | base | previous

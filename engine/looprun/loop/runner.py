@@ -1,4 +1,4 @@
-"""Wiring for the command line: real implementations behind the loop's ports.
+"""The command-line entry points of a run: load, wire, drive, report.
 
 ``run_from_cli`` starts a run, ``resume_from_cli`` continues one after a crash, a kill
 or an approval pause, ``runs_from_cli`` lists them. Progress goes to stderr; with
@@ -7,199 +7,31 @@ or an approval pause, ``runs_from_cli`` lists them. Progress goes to stderr; wit
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
-from looprun.errors import LooprunError, UsageError
+from looprun.errors import UsageError
 from looprun.journal import RunJournal, list_runs, new_run_id
-from looprun.loop.engine import DIFF_CAP, Engine, RunInfo, with_iterations
+from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
-from looprun.loop.outcome import RunResult, TaskResult, UsageTotals
-from looprun.loop.ports import KeepRecent, NoApprover, Ports
+from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
+from looprun.loop.outcome import RunResult
+from looprun.loop.real_ports import build_ports
+from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models
 from looprun.loop.state import LoopState
+from looprun.loop.verdict import where_it_stands
 from looprun.models.base import Model
-from looprun.observe.base import Observation
-from looprun.template.model import Constraints, ObserverSpec, Template
-
-Echo = Callable[[str], None]
+from looprun.template.model import Template
 
 
 def _err(line: str) -> None:
     click.echo(line, err=True)
-
-
-# -- the real implementations behind the ports -----------------------------------------------
-
-
-@dataclass
-class RealObserver:
-    """Runs observers with the observe runner on the real working tree."""
-
-    workdir: Path
-    artifacts: Path
-    git_dir: Path | None
-    constraints: Constraints | None
-
-    def observe(
-        self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
-    ) -> Observation:
-        from looprun.observe.runner import run_observer
-
-        return run_observer(
-            spec,
-            context,
-            workdir=self.workdir,
-            artifacts=self.artifacts,
-            base=base,
-            git_dir=self.git_dir,
-            deadline=deadline,
-            constraints=self.constraints,
-        )
-
-
-class TtyApprover:
-    """Shows the diff and asks, when a person is at the terminal."""
-
-    def ask(self, paths: Sequence[str], diff: str) -> bool | None:
-        _err("These changes touch paths that need approval: " + ", ".join(paths))
-        _err(diff[:20_000])
-        return click.confirm("Approve these changes?", default=False, err=True)
-
-
-class ModelEvents:
-    """The model clients' retry events, journaled and shown once the run has a journal;
-    carries the config file the models were resolved with."""
-
-    def __init__(self, config: Any = None):
-        from looprun.config import load_config
-
-        self.config = load_config() if config is None else config
-        self.journal: RunJournal | None = None
-
-    def __call__(self, event: Mapping[str, Any]) -> None:
-        data = {k: v for k, v in event.items() if k != "event"}
-        if self.journal is not None:
-            self.journal.event(str(event.get("event") or "model_event"), **data)
-        if event.get("event") == "model_retry":
-            _err(
-                f"model: attempt {data.get('attempt')} of {data.get('max_attempts')} failed "
-                f"({data.get('reason')}); retrying in {float(data.get('delay_s') or 0):.1f} s"
-            )
-
-
-def _models(
-    template: Template,
-    model: str | None,
-    plan_model: str | None,
-    base_url: str | None,
-    events: ModelEvents | None = None,
-) -> tuple[Model, Model, dict[str, str]]:
-    """The act and plan models: command line > environment > config file > template."""
-    from looprun.models.registry import model_ref_for_role, resolve_model
-
-    events = events or ModelEvents()
-    # the plan role only where something asks it (plan.mode: model); else it is the act model
-    roles = ("act", "plan") if template.plan.mode == "model" else ("act",)
-    refs = {
-        role: model_ref_for_role(
-            role,
-            cli_model=model,
-            cli_role_models={"plan": plan_model},
-            config=events.config,
-            template_models=template.models,
-        )
-        for role in roles
-    }
-    refs.setdefault("plan", refs["act"])
-    refs = {r: _absolute_script(v) for r, v in refs.items()}
-
-    def resolve(ref: str) -> Model:
-        return resolve_model(ref, base_url=base_url, config=events.config, on_event=events)
-
-    act = resolve(refs["act"])
-    if template.plan.mode != "model":  # nothing asks the plan role: do not demand its key
-        return act, act, refs
-    plan = act if refs["plan"] == refs["act"] else resolve(refs["plan"])
-    return act, plan, refs
-
-
-def _price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | None) -> list[str]:
-    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them."""
-    from looprun.models.pricing import PriceTable
-
-    if max_cost_usd is None:
-        return []
-    table = PriceTable(config.prices)
-    out = []
-    for role, ref in sorted(refs.items()):
-        scheme, _, name = ref.partition(":")
-        if scheme in ("openai", "anthropic") and table.lookup(name) is None:
-            out.append(
-                f"no price known for {ref} ({role} role): its cost counts as $0, so "
-                f"limits.max_cost_usd (${max_cost_usd:g}) cannot be enforced; add it under "
-                "prices: in the config file"
-            )
-    return list(dict.fromkeys(out))
-
-
-def _absolute_script(ref: str) -> str:
-    if ref.startswith("script:"):
-        return "script:" + str(Path(ref.removeprefix("script:")).expanduser().resolve())
-    return ref
-
-
-def build_ports(
-    template: Template,
-    workdir: Path,
-    journal: RunJournal,
-    *,
-    act: Model,
-    plan: Model,
-    report: Echo,
-    interactive: bool,
-    base: str | None = None,
-) -> tuple[Ports, Any]:
-    """Real tools, workspace, observers and context budget for one run."""
-    from looprun.act.policy import Policy
-    from looprun.act.tools import Toolbox
-    from looprun.workspace import Workspace
-
-    # An outer template (each_task) has no act section: its tree gets default constraints.
-    constraints = template.act.constraints if template.act is not None else Constraints()
-    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base)
-    try:
-        from looprun.loop.context import ContextBudget
-
-        context: Any = ContextBudget(template.context.budget_tokens, template.context.recent_rounds)
-    except (ImportError, ValueError):
-        context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
-
-    def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
-        return Toolbox(ws.workdir, constraints, tools, deadline=deadline)
-
-    git_dir = getattr(ws.git, "git_dir", None)
-    ports = Ports(
-        model=act,
-        plan_model=plan,
-        toolbox=toolbox,
-        workspace=ws,
-        guard=Policy(ws.workdir, constraints),
-        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints),
-        journal=journal,
-        context=context,
-        approver=TtyApprover() if interactive else NoApprover(),
-        report=report,
-    )
-    return ports, ws
 
 
 def _interactive() -> bool:
@@ -234,52 +66,6 @@ def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
     return result.exit_code
 
 
-def where_it_stands(result: RunResult, ws: Any = None) -> list[str]:
-    """The lines under a verdict that is not ``done``: tasks completed, what changed
-    (with line counts), the last failure's first lines, and how to go on."""
-    done = [t.id for t in result.tasks if t.outcome == "done"]
-    lines = [f"  tasks completed: {', '.join(done) or 'none'} ({len(done)} of {len(result.tasks)})"]
-    lines.append("  changed so far: " + (_diff_stat(result, ws) or "nothing"))
-    failure = _failure_lines(result.last_failure)
-    if failure:
-        lines.append("  last failure: " + failure[0])
-        lines.extend("    " + ln for ln in failure[1:])
-    lines.append(f"  run: {result.run_dir}")
-    if result.resumable:
-        lines.append(f"  continue with: looprun resume {result.run_id}")
-    return lines
-
-
-def _diff_stat(result: RunResult, ws: Any) -> str:
-    rows: list[tuple[str, int | None, int | None]] = []
-    if ws is not None:
-        try:
-            rows = ws.numstat()  # against the run's recorded base
-        except Exception:  # the stat is a courtesy; the file list below still says what changed
-            rows = []
-    if not rows:
-        return ", ".join(result.diff_stat)
-    shown = [
-        f"{path} (binary)" if added is None else f"{path} (+{added} -{removed})"
-        for path, added, removed in rows[:12]
-    ]
-    if len(rows) > 12:
-        shown.append(f"... {len(rows) - 12} more")
-    return ", ".join(shown)
-
-
-def _failure_lines(text: str, keep: int = 3) -> list[str]:
-    """The first lines that say something: no ``[observer]`` headers, no traceback body."""
-    out = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith((" ", "\t")) or line.strip().startswith("["):
-            continue
-        out.append(line.strip() if len(line) <= 200 else line.strip()[:199] + "…")
-        if len(out) == keep:
-            break
-    return out
-
-
 def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> None:
     if commit and result.finished:
         # Only what the run changed: the user's own uncommitted work stays uncommitted.
@@ -302,7 +88,7 @@ def run_from_cli(**options: Any) -> int:
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
     events = ModelEvents()
-    act, plan, refs = _models(
+    act, plan, refs = resolve_models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
     from looprun.workspace import RunLock
@@ -389,7 +175,7 @@ def _drive(
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
     limits = with_iterations(template.limits, invocation.get("max_iterations"))
     if events is not None:
-        for warning in _price_warnings(
+        for warning in price_warnings(
             invocation.get("models") or {}, events.config, limits.max_cost_usd
         ):
             _err("warning: " + warning)
@@ -397,96 +183,18 @@ def _drive(
     started, elapsed0 = time.monotonic(), state.elapsed_s if state is not None else 0.0
     engine = Engine(template, ports, inputs=inputs, run=run, limits=limits, state=state)
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             result = engine.run(approval=approval)
     except KeyboardInterrupt as exc:
-        with _signals_ignored():  # a second Ctrl-C must not tear the record of the first
-            result = _interrupted(engine, ws, journal, exc, elapsed0 + time.monotonic() - started)
+        with signals_ignored():  # a second Ctrl-C must not tear the record of the first
+            result = record_interrupted(
+                engine, ws, journal, exc, elapsed0 + time.monotonic() - started
+            )
             report(f"→ interrupted after {result.iterations} iteration(s): {result.reason}")
         _emit(result, as_json, ws)
         return result.exit_code
     _finish(result, ws, bool(invocation.get("commit")), template)
     return _emit(result, as_json, ws)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a CI job cancelled): handled like Ctrl-C, so the run is recorded."""
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    def raise_terminated(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, raise_terminated)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
-    try:
-        saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-
-
-def _interrupted(
-    engine: Engine, ws: Any, journal: RunJournal, exc: BaseException, elapsed: float
-) -> RunResult:
-    """Record a run stopped by a signal. ``state.json`` stays at the last completed step
-    (nothing half-done is saved), so ``looprun resume`` redoes the interrupted iteration."""
-    st = engine.state
-    name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
-    reason = (
-        f"{name} during iteration {st.iterations + 1}; resume redoes it "
-        "from the last completed step"
-    )
-    tasks = [TaskResult(**r) for r in st.task_results]
-    for i, task in enumerate((st.tasks or [])[st.task_index :]):
-        current = i == 0
-        tasks.append(
-            TaskResult(
-                task.id,
-                "interrupted" if current else "pending",
-                st.task_iteration if current else 0,
-            )
-        )
-    try:
-        changed = tuple(ws.changed_files())
-        diff = ws.diff()
-    except LooprunError:
-        changed, diff = (), ""
-    result = RunResult(
-        outcome="interrupted",
-        reason=reason,
-        code="interrupted",
-        iterations=st.iterations,
-        tasks=tuple(tasks),
-        run_id=journal.run_id,
-        run_dir=str(journal.dir),
-        usage=UsageTotals(st.prompt_tokens, st.completion_tokens, st.cost_usd),
-        duration_s=elapsed,
-        last_failure=st.last_failure,
-        diff_stat=changed,
-        pending_approvals=tuple((st.pending or {}).get("paths", ())),
-        diff=diff[:DIFF_CAP],
-    )
-    journal.event("interrupted", reason=reason, signal=name, iteration=st.iterations)
-    journal.save_summary(result.summary())
-    return result
 
 
 def resume_from_cli(
@@ -528,7 +236,7 @@ def resume_from_cli(
         models = invocation.get("models") or {}
         events = ModelEvents()
         events.journal = journal
-        act, plan, _ = _models(
+        act, plan, _ = resolve_models(
             template, models.get("act"), models.get("plan"), invocation.get("base_url"), events
         )
         _err(f"resuming run {journal.run_id} after iteration {state.iterations}")

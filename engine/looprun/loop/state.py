@@ -53,6 +53,8 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
 
 @dataclass
 class LoopState:
+    """Everything a resumed run needs; mutated by the engine, saved after every step."""
+
     base: str = ""  # tree of the start state
     current: str = ""  # checkpoint the next iteration starts from
     previous: str = ""  # checkpoint before the last iteration

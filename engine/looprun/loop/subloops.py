@@ -22,6 +22,8 @@ class ScheduleError(LooprunError):
 
 @dataclass(frozen=True)
 class Node:
+    """A task in the sub-loop dependency graph."""
+
     id: str
     depends_on: tuple[str, ...] = ()
 

@@ -41,6 +41,8 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Message:
+    """One chat message in the provider-neutral form every client translates."""
+
     role: Role
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
@@ -50,6 +52,8 @@ class Message:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens one reply used, cache reads and writes apart because they are priced apart."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens read from the provider's cache (cheaper)

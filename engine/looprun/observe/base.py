@@ -39,6 +39,8 @@ class Item:
 
 @dataclass(frozen=True)
 class Observation:
+    """One observer's parsed result: the facts conditions read and the feedback the model gets."""
+
     parser: str
     ok: bool
     exit_code: int | None = None

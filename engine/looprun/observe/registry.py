@@ -31,7 +31,7 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
 
 
 class UnknownParser(LooprunError):
-    pass
+    """A template or plugin names a parser that is not registered."""
 
 
 @cache

@@ -32,6 +32,8 @@ _TAIL_BYTES = 32_000
 
 @dataclass(frozen=True)
 class Frame:
+    """A file:line a traceback passed through."""
+
     file: str
     line: int
     text: str  # the traceback line the frame was read from

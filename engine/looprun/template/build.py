@@ -1,36 +1,24 @@
 """Build typed Template objects from a composed document, checking what a schema cannot.
 
 Every condition, prompt and message is compiled once here, and every name it reads is
-checked against what will exist when it is evaluated. The builder never stops at the
-first mistake: it records a located Problem and carries on, so one run of
-``looprun validate`` shows everything that is wrong. It tolerates data the schema has
-already rejected (skipping what it cannot check) and never raises on bad input.
+checked against what will exist when it is evaluated (the checks themselves live in
+``semantic``). The builder never stops at the first mistake: it records a located
+Problem and carries on, so one run of ``looprun validate`` shows everything that is
+wrong. It tolerates data the schema has already rejected (skipping what it cannot
+check) and never raises on bad input.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import nodes
-
 from looprun.errors import Location, Problem, TemplateError
-from looprun.loop.subloops import find_cycle
-from looprun.observe.base import COMMON_FACTS
-from looprun.observe.registry import parser_facts, parser_names
-from looprun.template.expressions import (
-    ENV,
-    Condition,
-    NameUse,
-    Text,
-    compile_condition,
-    compile_text,
-    freeze,
-)
+from looprun.observe.registry import parser_names
+from looprun.template.compile_cache import compiled_condition, compiled_text, syntax_line
+from looprun.template.expressions import Condition, NameUse, Text, freeze
 from looprun.template.model import (
     ACTION_KINDS,
     BUILTIN_TOOLS,
@@ -50,31 +38,29 @@ from looprun.template.model import (
     Template,
 )
 from looprun.template.schema_check import dotted
+from looprun.template.semantic import (
+    CONDITION_ENGINE_NAMES,
+    GOAL_NAMES,
+    INPUT_CHECKS,
+    OBSERVER_COMMAND_NAMES,
+    PLAN_PROMPT_NAMES,
+    WITH_NAMES,
+    RuleOrder,
+    const_truth,
+    dependency_problems,
+    name_problems,
+    subtree_problems,
+)
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import Document, JsonPath
 
-# Which names each kind of expression may read (besides observers where noted).
-OBSERVER_COMMAND_NAMES = frozenset({"inputs", "run", "intent", "task", "iteration"})
-GOAL_NAMES = frozenset({"intent", "inputs"})
-WITH_NAMES = frozenset({"task", "intent", "inputs"})
-PLAN_PROMPT_NAMES = frozenset({"intent", "inputs", "feedback", "run"})
-CONDITION_ENGINE_NAMES = ENGINE_NAMES - {"feedback"}
 ROLLBACK_TARGETS = ("last_green", "base", "previous")
 
 _DURATION = re.compile(
     r"^\s*(?=\d)(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$"
 )
-_INPUT_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "command": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "list": lambda v: isinstance(v, list),
-}
 
 SubLoader = Callable[[Path, Location], Template]
-_NOWHERE = Location("<template>")
 
 
 def parse_duration(value: Any) -> float | None:
@@ -91,20 +77,6 @@ def parse_duration(value: Any) -> float | None:
     h, m, s = (float(g) if g else 0.0 for g in match.groups())
     total = h * 3600 + m * 60 + s
     return total if total > 0 else None
-
-
-def _const_truth(cond: Condition) -> bool | None:
-    """True/False if a condition is a constant (``true``, ``1``, ``'x'``), else None."""
-    try:
-        ast = ENV.parse("{{ (" + cond.source + ") }}")
-    except Exception:
-        return None
-    output = ast.body[0]
-    if isinstance(output, nodes.Output) and len(output.nodes) == 1:
-        node = output.nodes[0]
-        if isinstance(node, nodes.Const):
-            return bool(node.value)
-    return None
 
 
 class Builder:
@@ -147,30 +119,10 @@ class Builder:
     def _check_names(
         self, use: NameUse, path: JsonPath, allowed: frozenset[str], what: str
     ) -> None:
-        for name in sorted(use.names):
-            if name in allowed:
-                continue
-            if name in ENGINE_NAMES or name in self.observers:
-                self.problem(path, f"'{name}' is not available in {what}")
-                continue
-            hint = did_you_mean(name, allowed)
-            self.problem(path, f"unknown name '{name}' in {what}{hint}")
-        for name, attr in sorted(use.attributes):
-            if name not in allowed:
-                continue
-            if name == "inputs" and attr not in self.input_names:
-                hint = did_you_mean(attr, self.input_names)
-                self.problem(path, f"no input named '{attr}'{hint}")
-            elif name in self.observers and name not in ENGINE_NAMES:
-                parser = self.get(("observe", name, "parser"), str)
-                facts = parser_facts(parser) if parser else None
-                if facts is not None and attr not in facts and attr not in COMMON_FACTS:
-                    known = facts | COMMON_FACTS
-                    hint = did_you_mean(attr, known)
-                    self.problem(
-                        path,
-                        f"observer '{name}' (parser {parser}) has no fact '{attr}'{hint}",
-                    )
+        for message in name_problems(
+            use, allowed, what, observers=self.observers, input_names=self.input_names
+        ):
+            self.problem(path, message)
 
     def condition(
         self, path: JsonPath, allowed: frozenset[str] | None = None, what: str = "a condition"
@@ -180,7 +132,7 @@ class Builder:
             return None
         source = ("true" if value else "false") if isinstance(value, bool) else value
         try:
-            cond = _compiled_condition(source, self.at(path))
+            cond = compiled_condition(source, self.at(path))
         except TemplateError as exc:
             self.problems.extend(
                 Problem(p.location, f"{dotted(path)}: {p.message}") for p in exc.problems
@@ -198,9 +150,9 @@ class Builder:
             return None
         source = str(value)
         try:
-            text = _compiled_text(source, shell, self.at(path))
+            text = compiled_text(source, shell, self.at(path))
         except TemplateError as exc:
-            line = _syntax_line(source)
+            line = syntax_line(source)
             loc = self.doc.text_line(path, line)
             self.problems.extend(Problem(loc, f"{dotted(path)}: {p.message}") for p in exc.problems)
             return None
@@ -270,11 +222,11 @@ class Builder:
                 continue
             path: JsonPath = ("inputs", name)
             kind = spec.get("type", "string")
-            if kind not in _INPUT_CHECKS:
+            if kind not in INPUT_CHECKS:
                 continue
             default = spec.get("default")
             required = spec.get("required") is True
-            if "default" in spec and default is not None and not _INPUT_CHECKS[kind](default):
+            if "default" in spec and default is not None and not INPUT_CHECKS[kind](default):
                 self.problem((*path, "default"), f"default {default!r} is not of type {kind}")
             if required and default is not None:
                 self.problem((*path, "required"), "a required input cannot have a default")
@@ -393,23 +345,8 @@ class Builder:
             paths_ = [p for p in task.get("paths") or [] if isinstance(p, str)]
             if goal is not None:
                 out.append(TaskSpec(tid, goal, done, tuple(paths_), tuple(deps), self.at(path)))
-        ids = [t.id for t in out]
-        for i, task in enumerate(raw):
-            if not isinstance(task, dict) or not isinstance(task.get("depends_on"), list):
-                continue
-            for j, dep in enumerate(task["depends_on"]):
-                dpath: JsonPath = ("plan", "tasks", i, "depends_on", j)
-                if dep == task.get("id"):
-                    self.problem(dpath, "a task cannot depend on itself")
-                elif dep not in seen:
-                    self.problem(dpath, f"unknown task '{dep}'{did_you_mean(str(dep), ids)}")
-        cycle = find_cycle({t.id: list(t.depends_on) for t in out})
-        if cycle:
-            first = ids.index(cycle[0])
-            self.problem(
-                ("plan", "tasks", first, "depends_on"),
-                "dependency cycle: " + " -> ".join(cycle),
-            )
+        for dpath, message in dependency_problems(raw, out, seen):
+            self.problem(dpath, message)
         return out
 
     def act(self, outer: bool) -> ActSpec | None:
@@ -484,7 +421,7 @@ class Builder:
             cond = self.condition(("exit", i), what="an exit condition")
             if cond is None:
                 continue
-            if _const_truth(cond) is False:
+            if const_truth(cond) is False:
                 self.problem(("exit", i), "this exit condition can never hold")
             out.append(cond)
         checked_tasks = plan.mode == "model" or (
@@ -509,47 +446,24 @@ class Builder:
 
     def rules(self, raw: list[Any], path: JsonPath, *, top: bool) -> list[Rule]:
         out: list[Rule] = []
-        blocked_by: tuple[str, int] | None = None
-        seen_conditions: dict[str, int] = {}
+        order = RuleOrder()
         for i, rule in enumerate(raw):
             rpath = (*path, i)
             if not isinstance(rule, dict):
                 continue
             line = self.at(rpath).line
-            if blocked_by is not None:
-                self.problem(
-                    rpath,
-                    f"unreachable rule: {blocked_by[0]} at line {blocked_by[1]} "
-                    "always matches first",
-                )
+            unreachable = order.unreachable()
+            if unreachable is not None:
+                self.problem(rpath, unreachable)
             built = self.rule(rule, rpath)
             if built is None:
                 continue
             out.append(built)
-            if built.condition is None:
-                blocked_by = blocked_by or ("the `else`", line)
-                continue
-            truth = _const_truth(built.condition)
-            if truth is True:
-                blocked_by = blocked_by or (f"the always-true condition `{built.condition}`", line)
-            elif truth is False:
-                self.problem((*rpath, "if"), "this condition never holds, so the rule never fires")
-            src = " ".join(built.condition.source.split())
-            if src in seen_conditions:
-                self.problem(
-                    (*rpath, "if"),
-                    "unreachable rule: the same condition at line "
-                    f"{seen_conditions[src]} matches first",
-                )
-            else:
-                seen_conditions[src] = self.at((*rpath, "if")).line
-        if not top and raw and not any(isinstance(r, dict) and "else" in r for r in raw[-1:]):
-            self.problem(
-                path,
-                "a sub-tree must end with an `else` rule, so that every path ends in an action",
-            )
-        if not top and not raw:
-            self.problem(path, "a sub-tree needs at least one rule")
+            if_path: JsonPath = (*rpath, "if")
+            for message in order.add(built, line, lambda p=if_path: self.at(p).line):
+                self.problem(if_path, message)
+        for message in subtree_problems(raw, top=top):
+            self.problem(path, message)
         return out
 
     def rule(self, raw: dict[str, Any], path: JsonPath) -> Rule | None:
@@ -697,35 +611,6 @@ class Builder:
             return None
 
 
-@lru_cache(maxsize=2048)
-def _compile_text_cached(source: str, shell: bool) -> Text:
-    return compile_text(source, _NOWHERE, shell=shell)
-
-
-@lru_cache(maxsize=2048)
-def _compile_condition_cached(source: str) -> Condition:
-    return compile_condition(source, _NOWHERE)
-
-
-def _relocate(problems: tuple[Problem, ...], where: Location) -> TemplateError:
-    return TemplateError([Problem(where, p.message) for p in problems])
-
-
-def _compiled_text(source: str, shell: bool, where: Location) -> Text:
-    """compile_text, compiled once per distinct source (templates share many messages)."""
-    try:
-        return dataclasses.replace(_compile_text_cached(source, shell), location=where)
-    except TemplateError as exc:
-        raise _relocate(exc.problems, where) from None
-
-
-def _compiled_condition(source: str, where: Location) -> Condition:
-    try:
-        return dataclasses.replace(_compile_condition_cached(source), location=where)
-    except TemplateError as exc:
-        raise _relocate(exc.problems, where) from None
-
-
 def _canonical_order(data: dict[str, Any]) -> dict[str, Any]:
     """Top-level keys in the schema's order, whatever order composition merged them in."""
     from looprun.template.schema_check import template_schema
@@ -733,13 +618,3 @@ def _canonical_order(data: dict[str, Any]) -> dict[str, Any]:
     order = list(template_schema()["properties"])
     known = {k: data[k] for k in order if k in data}
     return {**known, **{k: v for k, v in data.items() if k not in known}}
-
-
-def _syntax_line(source: str) -> int:
-    from jinja2 import TemplateSyntaxError
-
-    try:
-        ENV.parse(source)
-    except TemplateSyntaxError as exc:
-        return exc.lineno or 1
-    return 1

@@ -42,6 +42,8 @@ _EMPTY_BY_TYPE: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Case:
+    """One ``looprun test`` case: given these facts, expect this decision."""
+
     name: str
     location: Location
     task: Any  # a task id, a mapping, or None for the first task

@@ -57,6 +57,8 @@ def _empty() -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class InputSpec:
+    """A declared input: its type, default and whether it must be given."""
+
     name: str
     type: InputType = "string"
     required: bool = False
@@ -79,6 +81,8 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class PlanSpec:
+    """How the intent becomes tasks: none, a static list, or a model planner."""
+
     mode: PlanMode = "none"
     tasks: tuple[TaskSpec, ...] = ()
     prompt: Text | None = None  # mode: model — how the planner is asked
@@ -87,6 +91,8 @@ class PlanSpec:
 
 @dataclass(frozen=True)
 class PathRules:
+    """Which paths the act tools may write: allowed globs minus denied ones."""
+
     allow: tuple[str, ...] = ("**",)
     deny: tuple[str, ...] = ()
 
@@ -106,6 +112,8 @@ class Constraints:
 
 @dataclass(frozen=True)
 class ActSpec:
+    """The act turn: prompts, enabled tools, step cap and constraints."""
+
     prompt: Text
     system: Text | None = None
     tools: tuple[str, ...] = BUILTIN_TOOLS
@@ -150,6 +158,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class Limits:
+    """The hard caps that stop a run which has not reached its goal."""
+
     max_iterations: int = 10
     max_tokens: int | None = None
     timeout_s: float | None = None
@@ -160,6 +170,8 @@ class Limits:
 
 @dataclass(frozen=True)
 class ContextSpec:
+    """The context budget for each model call and how many rounds stay verbatim."""
+
     budget_tokens: int = 24_000
     recent_rounds: int = 3
 
@@ -178,6 +190,8 @@ class EachTask:
 
 @dataclass(frozen=True)
 class Template:
+    """A validated, composed template: what the engine interprets."""
+
     name: str
     source: str  # the file it was loaded from
     description: str = ""

@@ -1,0 +1,97 @@
+"""The models a run talks to: each role's reference resolved (command line > environment >
+config file > template), retry events shown and journaled, and missing prices warned of."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from looprun.journal import RunJournal
+from looprun.models.base import Model
+from looprun.template.model import Template
+
+
+class ModelEvents:
+    """The model clients' retry events, journaled and shown once the run has a journal;
+    carries the config file the models were resolved with."""
+
+    def __init__(self, config: Any = None):
+        from looprun.config import load_config
+
+        self.config = load_config() if config is None else config
+        self.journal: RunJournal | None = None
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        data = {k: v for k, v in event.items() if k != "event"}
+        if self.journal is not None:
+            self.journal.event(str(event.get("event") or "model_event"), **data)
+        if event.get("event") == "model_retry":
+            click.echo(
+                f"model: attempt {data.get('attempt')} of {data.get('max_attempts')} failed "
+                f"({data.get('reason')}); retrying in {float(data.get('delay_s') or 0):.1f} s",
+                err=True,
+            )
+
+
+def resolve_models(
+    template: Template,
+    model: str | None,
+    plan_model: str | None,
+    base_url: str | None,
+    events: ModelEvents | None = None,
+) -> tuple[Model, Model, dict[str, str]]:
+    """The act and plan models: command line > environment > config file > template."""
+    from looprun.models.registry import model_ref_for_role, resolve_model
+
+    events = events or ModelEvents()
+    # the plan role only where something asks it (plan.mode: model); else it is the act model
+    roles = ("act", "plan") if template.plan.mode == "model" else ("act",)
+    refs = {
+        role: model_ref_for_role(
+            role,
+            cli_model=model,
+            cli_role_models={"plan": plan_model},
+            config=events.config,
+            template_models=template.models,
+        )
+        for role in roles
+    }
+    refs.setdefault("plan", refs["act"])
+    refs = {r: _absolute_script(v) for r, v in refs.items()}
+
+    def resolve(ref: str) -> Model:
+        return resolve_model(ref, base_url=base_url, config=events.config, on_event=events)
+
+    act = resolve(refs["act"])
+    if template.plan.mode != "model":  # nothing asks the plan role: do not demand its key
+        return act, act, refs
+    plan = act if refs["plan"] == refs["act"] else resolve(refs["plan"])
+    return act, plan, refs
+
+
+def price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | None) -> list[str]:
+    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them."""
+    from looprun.models.pricing import PriceTable
+
+    if max_cost_usd is None:
+        return []
+    table = PriceTable(config.prices)
+    out = []
+    for role, ref in sorted(refs.items()):
+        scheme, _, name = ref.partition(":")
+        if scheme in ("openai", "anthropic") and table.lookup(name) is None:
+            out.append(
+                f"no price known for {ref} ({role} role): its cost counts as $0, so "
+                f"limits.max_cost_usd (${max_cost_usd:g}) cannot be enforced; add it under "
+                "prices: in the config file"
+            )
+    return list(dict.fromkeys(out))
+
+
+def _absolute_script(ref: str) -> str:
+    if ref.startswith("script:"):
+        return "script:" + str(Path(ref.removeprefix("script:")).expanduser().resolve())
+    return ref
