@@ -14,9 +14,9 @@ from typing import Any
 from jinja2 import nodes
 
 from looprun.errors import Location
-from looprun.loop.subloops import find_cycle
 from looprun.observe.base import COMMON_FACTS
 from looprun.observe.registry import parser_facts
+from looprun.taskgraph import find_cycle
 from looprun.template.expressions import ENV, Condition, NameUse
 from looprun.template.model import ENGINE_NAMES, Rule, TaskSpec
 from looprun.template.suggest import did_you_mean
