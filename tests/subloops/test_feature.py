@@ -65,3 +65,6 @@ def test_feature_plans_runs_in_parallel_retries_and_merges(shapes: Path) -> None
     assert "[square] #1 reproduce" in proc.stderr
     assert "sub-loops of feature:" in proc.stderr
     assert "└─ total" in proc.stderr
+    # the outer loop's own lines name no single task: one outer turn runs them all
+    outer_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("#")]
+    assert [ln.split(":")[0] for ln in outer_lines] == ["#1 sub-loops", "#2 sub-loops"]

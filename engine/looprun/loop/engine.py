@@ -313,7 +313,7 @@ class Engine:
             stop = self._stalled()
         line = attempt_line(
             st.iterations,
-            task.id,
+            task.id if self.outer is None else "sub-loops",  # an outer turn runs every task
             step.turn.tools,
             step.observations,
             decision.kind if stop is None else stop.outcome,
