@@ -222,7 +222,8 @@ def run_cmd(**options: Any) -> None:
     \b
     Exit codes: 0 done, 3 exhausted (a limit), 4 stalled (no progress),
     5 escalated (needs a person), 6 aborted (by a refine rule),
-    2 invalid template or usage, 1 runtime error.
+    2 invalid template or usage, 1 runtime error,
+    130 interrupted (Ctrl-C or SIGTERM; `looprun resume` continues it).
     """
     from looprun.loop.runner import run_from_cli
 

@@ -278,6 +278,13 @@ class Workspace:
         self.git.run("worktree", "remove", "--force", str(Path(os.path.abspath(path))))
         self.git.run("worktree", "prune")
 
+    def keep_branch(self, worktree: Path, branch: str, commit: str) -> None:
+        """Point the worktree's branch at ``commit`` (its last state) and reset the
+        worktree's index to it, so failed work stays inspectable on the branch."""
+        git = Git(Path(os.path.abspath(worktree)))
+        git.run("update-ref", f"refs/heads/{branch}", commit)
+        git.run("reset", "-q")
+
     def delete_branch(self, branch: str) -> None:
         """Delete a private branch made for a worktree (never the current branch)."""
         self.git.run("branch", "-D", "-q", branch)

@@ -111,3 +111,12 @@ def test_normalise_masks_noise_only():
     assert failure_signature([a]) == failure_signature([b])
     assert failure_signature([a, ("other", "x")]) == failure_signature([("other", "x"), b])
     assert failure_signature([a]) != failure_signature([(a[0], "AssertionError: 41 != 42")])
+
+
+def test_normalise_masks_unix_time_with_a_fraction_but_not_plain_numbers():
+    assert normalise("started at 1796001202.854: boom") == normalise(
+        "started at 1714557601.2: boom"
+    )
+    # whole seconds and other decimals can be values under test: they stay
+    assert normalise("assert 1796001202 == 1796001203") == "assert 1796001202 == 1796001203"
+    assert normalise("expected 3.14159, got 12345678901.5") == "expected 3.14159, got 12345678901.5"

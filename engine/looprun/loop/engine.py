@@ -307,6 +307,7 @@ class Engine:
             stop = Stop("error", step.cannot_run, "observer_cannot_run")
         elif pending and not decision.stops:
             stop, decision = self._approve(pending, decision, step)
+        task_iteration = st.task_iteration  # a completed task resets it in _apply
         if stop is None:
             stop = self._apply(task, decision)
         if stop is None and decision.kind != "done":
@@ -319,7 +320,7 @@ class Engine:
             decision.kind if stop is None else stop.outcome,
         )
         st.attempts.append(line)
-        self._record(task, step, decision, stop)
+        self._record(task, step, decision, stop, task_iteration)
         self.ports.report(line)
         st.model_positions = self._positions()
         self._save()
@@ -510,7 +511,9 @@ class Engine:
             ctx[name] = out[name].to_facts()
         return out
 
-    def _record(self, task: PlannedTask, step: Step, d: Decision, stop: Stop | None) -> None:
+    def _record(
+        self, task: PlannedTask, step: Step, d: Decision, stop: Stop | None, task_iteration: int
+    ) -> None:
         record_iteration(
             self.ports.journal,
             self.state,
@@ -519,7 +522,8 @@ class Engine:
             d,
             stop,
             intent=self.inputs.get("intent", ""),
-            limits=caps.limit_report(self.limits, self._spent()),
+            limits=caps.limit_report(self.limits, self._spent(), self.state.progress.repeats),
+            task_iteration=task_iteration,
         )
 
     def _account(self, reply: Any, role: str, messages: Any) -> None:

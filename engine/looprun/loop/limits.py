@@ -161,8 +161,9 @@ def budget_facts(limits: Limits, spent: Spent) -> dict[str, Any]:
     }
 
 
-def limit_report(limits: Limits, spent: Spent) -> list[dict[str, Any]]:
-    """Each limit with its current value against its maximum, for ``observe/<n>.json``."""
+def limit_report(limits: Limits, spent: Spent, repeats: int = 0) -> list[dict[str, Any]]:
+    """Each limit with its current value against its maximum, for ``observe/<n>.json``;
+    ``repeats`` is the no-progress count (``progress.repeats``) ``max_repeats`` caps."""
     rows: list[dict[str, Any]] = [
         {"limit": "max_iterations", "current": spent.iterations, "max": limits.max_iterations},
         {"limit": "max_tokens", "current": spent.tokens, "max": limits.max_tokens},
@@ -174,5 +175,5 @@ def limit_report(limits: Limits, spent: Spent) -> list[dict[str, Any]]:
             {"limit": f"per_tool.{tool}", "current": spent.per_tool.get(tool, 0), "max": cap}
         )
     if limits.max_repeats is not None:
-        rows.append({"limit": "max_repeats", "current": None, "max": limits.max_repeats})
+        rows.append({"limit": "max_repeats", "current": repeats, "max": limits.max_repeats})
     return rows

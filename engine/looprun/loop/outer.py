@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import LooprunError
-from looprun.gitutil import Git
 from looprun.journal import write_atomic
 from looprun.loop import limits as caps
 from looprun.loop.executor import (
@@ -301,9 +300,7 @@ class OuterPhase:
         if not rec.get("commit") or not Path(rec["worktree"]).is_dir():
             return
         try:
-            git = Git(Path(rec["worktree"]))
-            git.run("update-ref", f"refs/heads/{rec['branch']}", rec["commit"])
-            git.run("reset", "-q")
+            self.e.ports.workspace.keep_branch(Path(rec["worktree"]), rec["branch"], rec["commit"])
         except LooprunError as exc:
             self._report(f"[{rec.get('run_id')}] could not update branch {rec['branch']}: {exc}")
 

@@ -47,6 +47,7 @@ def record_iteration(
     *,
     intent: str,
     limits: Mapping[str, Any],
+    task_iteration: int | None = None,
 ) -> None:
     """Save one iteration's observation record and journal its event."""
     st = state
@@ -54,7 +55,7 @@ def record_iteration(
     nxt = stop.to_dict() if stop else d.to_dict()
     record = {
         "iteration": n,
-        "task_iteration": st.task_iteration,
+        "task_iteration": st.task_iteration if task_iteration is None else task_iteration,
         "intent": intent,
         "task": task.to_dict(),
         "tools": step.turn.tools,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import EXIT_DONE, EXIT_ERROR, UsageError
-from looprun.observe.registry import BUILTIN, UnknownParser, parser_names
+from looprun.observe.registry import BUILTIN, UnknownParser, option_problems, parser_names
 from looprun.observe.runner import observe_command
 
 _NEEDS_FILE = frozenset({"junit", "sarif", "coverage", "json"})
@@ -57,6 +57,9 @@ def observe(
         raise UsageError(f"the {parser} parser needs a report FILE, or --run with --file")
     if run is None and parser == "exit_code":
         raise UsageError("the exit_code parser needs --run COMMAND")
+    parsed = parse_options(options)
+    for _key, message, _name in option_problems(parser, parsed):
+        raise UsageError(f"--option: {message}")
     root = Path(workdir)
     if not root.is_dir():
         raise UsageError(f"--workdir {workdir}: not a directory")
@@ -66,7 +69,7 @@ def observe(
             workdir=root.resolve(),
             command=run,
             file=Path(file) if file else None,
-            options=parse_options(options),
+            options=parsed,
             timeout_s=timeout_s,
             base=base,
         )

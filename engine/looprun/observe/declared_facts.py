@@ -22,6 +22,7 @@ SARIF: dict[str, Any] = {
     "warnings": 0,
     "notes": 0,
     "total": 0,
+    "suppressed": 0,
     "rules": {},
     "files": {},
     "tool_errors": 0,
@@ -31,6 +32,7 @@ COVERAGE: dict[str, Any] = {
     "branch_percent": None,
     "lines_valid": 0,
     "lines_covered": 0,
+    "files_measured": 0,
     "files": {},
     "target_percent": None,
     "targets": {},
@@ -59,4 +61,37 @@ REGEX: dict[str, Any] = {
     "failed": 0,
     "skipped": 0,
     "failing": [],
+}
+
+# The options each built-in parser reads (every one also takes ``max_feedback``), and the
+# values an option must take when only a few mean anything. Checked when a template loads
+# and by ``looprun observe``, so ``options: {minimum: 80}`` is an error, not a gate that
+# never closes.
+COMMON_OPTIONS: frozenset[str] = frozenset({"max_feedback"})
+OPTIONS: dict[str, frozenset[str]] = {
+    "junit": frozenset(),
+    "sarif": frozenset({"fail_on"}),
+    "coverage": frozenset({"min", "paths"}),
+    "git_diff": frozenset({"allow", "deny", "forbidden_patterns", "max_lines"}),
+    "exit_code": frozenset(),
+    "regex": frozenset({"preset", "pattern", "fail_on"}),
+    "json": frozenset({"facts", "ok"}),
+}
+REGEX_PRESETS: tuple[str, ...] = (
+    "mypy",
+    "pyright",
+    "tsc",
+    "eslint",
+    "eslint-stylish",
+    "eslint-compact",
+    "gcc",
+    "clang",
+    "rustc",
+    "go-vet",
+    "pytest",
+)
+OPTION_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("sarif", "fail_on"): ("error", "warning", "note"),
+    ("regex", "fail_on"): ("error", "warning", "note"),
+    ("regex", "preset"): REGEX_PRESETS,
 }

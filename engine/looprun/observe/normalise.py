@@ -22,6 +22,9 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         "<ts>",
     ),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
+    # Unix time in seconds with a fraction (``time.time()``, 2017-2033): a timestamp, not a
+    # value under test; whole seconds are left alone, as a plain 10-digit number may be one.
+    (re.compile(r"(?<![\d.])1[5-9]\d{8}\.\d{1,9}(?![\d.])"), "<ts>"),
     (
         re.compile(
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"

@@ -52,6 +52,30 @@ def parser_facts(name: str) -> frozenset[str] | None:
     return None
 
 
+def option_problems(name: str, options: object) -> list[tuple[str, str, bool]]:
+    """What is wrong with a built-in parser's options: (option, message, the name is wrong).
+
+    Third-party parsers declare no options, so theirs are not checked.
+    """
+    known = declared_facts.OPTIONS.get(name)
+    if known is None or not isinstance(options, dict):
+        return []
+    known = known | declared_facts.COMMON_OPTIONS
+    out: list[tuple[str, str, bool]] = []
+    for key, value in options.items():
+        if key not in known:
+            names = ", ".join(sorted(known))
+            out.append(
+                (str(key), f"parser '{name}' has no option '{key}' (options: {names})", True)
+            )
+            continue
+        allowed = declared_facts.OPTION_VALUES.get((name, str(key)))
+        if allowed is not None and value is not None and value not in allowed:
+            message = f"option '{key}' must be one of {', '.join(allowed)}, not {value!r}"
+            out.append((str(key), message, False))
+    return out
+
+
 def get_parser(name: str) -> Parser:
     if name in BUILTIN:
         module, _, attr = BUILTIN[name][0].partition(":")

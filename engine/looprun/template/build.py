@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
-from looprun.observe.registry import parser_names
+from looprun.observe.registry import option_problems, parser_names
 from looprun.template.compile_cache import compiled_condition, compiled_text, syntax_line
 from looprun.template.expressions import Condition, NameUse, Text, freeze
 from looprun.template.model import (
@@ -279,6 +279,9 @@ class Builder:
             earlier.add(name)
             timeout = self.duration((*path, "timeout"))
             options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
+            if isinstance(parser, str):
+                for key, message, bad_name in option_problems(parser, options):
+                    self.problem((*path, "options", key), message, key=bad_name)
             out[name] = ObserverSpec(
                 name=name,
                 parser=parser if isinstance(parser, str) else "",

@@ -1,0 +1,78 @@
+"""A misspelt or meaningless parser option is a validation error, not a silent no-op."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from looprun.cli import main
+from looprun.errors import TemplateError
+from looprun.observe import declared_facts, regex
+from looprun.template.loader import load_template
+
+TEMPLATE = """\
+looprun: 1
+name: opts
+inputs: {{intent: {{type: string, required: true}}}}
+act: {{prompt: "x", tools: [read_file]}}
+observe:
+  check: {{parser: {parser}, file: report.out, options: {options}}}
+exit: [check.ok]
+refine: [{{else: retry}}]
+limits: {{max_iterations: 2}}
+"""
+
+
+def _load(tmp_path: Path, parser: str, options: str):
+    path = tmp_path / "t.yaml"
+    path.write_text(TEMPLATE.format(parser=parser, options=options), encoding="utf-8")
+    return load_template(path)
+
+
+@pytest.mark.parametrize(
+    ("parser", "options", "expected"),
+    [
+        ("coverage", "{minimum: 80}", "6:57: observe.check.options.minimum: parser 'coverage' "),
+        ("sarif", "{fail_on: warnings}", "observe.check.options.fail_on: option 'fail_on' must"),
+        ("regex", "{preset: mypyy}", "option 'preset' must be one of mypy,"),
+        ("junit", "{min: 1}", "parser 'junit' has no option 'min'"),
+    ],
+)
+def test_bad_option_is_a_located_error(
+    tmp_path: Path, parser: str, options: str, expected: str
+) -> None:
+    with pytest.raises(TemplateError) as info:
+        _load(tmp_path, parser, options)
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("parser", "options"),
+    [
+        ("coverage", "{min: 80, paths: [src/a.py], max_feedback: 2000}"),
+        ("sarif", "{fail_on: warning}"),
+        ("regex", "{preset: eslint-stylish, fail_on: note}"),
+        ("json", "{facts: {score: a.b}, ok: a.ok}"),
+        ("git_diff", "{allow: ['src/**'], deny: [], forbidden_patterns: [x], max_lines: 9}"),
+    ],
+)
+def test_documented_options_load(tmp_path: Path, parser: str, options: str) -> None:
+    spec = _load(tmp_path, parser, options).observe["check"]
+    assert spec.parser == parser and spec.options
+
+
+def test_declared_presets_are_the_parser_presets() -> None:
+    assert set(declared_facts.REGEX_PRESETS) == set(regex.PRESETS)
+
+
+def test_observe_command_refuses_an_unknown_option(tmp_path: Path) -> None:
+    report = tmp_path / "r.sarif"
+    report.write_text('{"version": "2.1.0", "runs": []}', encoding="utf-8")
+    runner = CliRunner()
+    bad = runner.invoke(main, ["observe", "sarif", str(report), "-o", "fail-on=warning"])
+    assert bad.exit_code == 2, bad.output
+    assert "has no option 'fail-on'" in bad.output
+    good = runner.invoke(main, ["observe", "sarif", str(report), "-o", "fail_on=warning"])
+    assert good.exit_code == 0, good.output
