@@ -73,6 +73,13 @@ class ModelError(LooprunError):
     """The model provider failed in a way retrying will not fix (auth, not found, bad request)."""
 
 
+class ModelSetupError(ModelError):
+    """A model cannot be used as configured (its API key variable is not set): a setup
+    mistake to fix before anything runs, so it exits like a usage error."""
+
+    exit_code = EXIT_INVALID
+
+
 class ContextTooLong(ModelError):
     """The provider rejected a request as too long for the model's context window."""
 

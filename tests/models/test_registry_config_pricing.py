@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from looprun.config import Config, config_path, load_config
-from looprun.errors import ModelError, UsageError
+from looprun.errors import EXIT_INVALID, ModelError, ModelSetupError, UsageError
 from looprun.models import anthropic as anthropic_wire
 from looprun.models import openai as openai_wire
 from looprun.models.base import Message, Usage
@@ -27,6 +27,22 @@ def test_unknown_scheme_lists_the_known_ones() -> None:
     assert "openai:<model>" in str(info.value) and "script:<file>" in str(info.value)
     with pytest.raises(UsageError):
         resolve_model("openai:", env={})
+
+
+def test_a_missing_key_is_a_setup_error_that_exits_like_usage(tmp_path: Path) -> None:
+    config = Config(source=str(tmp_path / "c.yaml"), api_key_env={"anthropic": "TEAM_KEY"})
+    with pytest.raises(ModelSetupError) as info:
+        resolve_model("anthropic:claude-haiku-4-5", env={}, config=config)
+    assert info.value.exit_code == UsageError.exit_code == EXIT_INVALID
+    assert isinstance(info.value, ModelError)  # callers catching model errors still do
+    assert str(info.value) == (
+        "anthropic model 'claude-haiku-4-5' at https://api.anthropic.com: no API key; set "
+        f"TEAM_KEY, or name the variable that holds it with api_key_env.anthropic in the "
+        f"config file ({tmp_path / 'c.yaml'})"
+    )
+    # with the key set, or at a local server, nothing is refused
+    resolve_model("anthropic:claude-haiku-4-5", env={"TEAM_KEY": "k"}, config=config)
+    resolve_model("openai:llama3.2", env={}, base_url="http://127.0.0.1:9/v1")
 
 
 def test_script_reference_loads_the_scripted_model(tmp_path: Path) -> None:

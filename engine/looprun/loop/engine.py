@@ -103,7 +103,7 @@ class Engine:
                     return self._finish(stop)
                 started = self.ports.clock.monotonic()
                 step = self._iterate(task)
-                if step.turn.stop is not None:
+                if step.turn.stop is not None and not _ends_iteration(step.turn.stop):
                     return self._finish(step.turn.stop)
                 stop = self._conclude(task, step, self.ports.clock.monotonic() - started)
                 if stop is not None:
@@ -133,9 +133,19 @@ class Engine:
                 iteration=n,
             )
         )
-        if turn.stop is not None:
+        cap = turn.stop
+        if cap is not None and not _ends_iteration(cap):
             return Step(turn, {}, (), {}, Decision("stop"), "")
-        observations = self._observe(task)
+        # A cap that tripped inside the turn still ends the iteration: the checks run once
+        # on the real tree (they have their own timeouts) so the record says where things
+        # stand, except at the wall clock, where running them would overrun the cap.
+        if cap is not None and cap.code == "timeout":
+            observations = {
+                name: unobserved(spec, f"not run: {cap.reason}")
+                for name, spec in self.t.observe.items()
+            }
+        else:
+            observations = self._observe(task)
         policy = self._policy(turn)
         facts = {
             **self._context(task, {k: o.to_facts() for k, o in observations.items()}),
@@ -148,7 +158,14 @@ class Engine:
         failed = [src for src, ok in exit_values if not ok]
         facts["progress"] = progress.facts()
         feedback = compose(observations, policy["summary"], failed)
-        decision = judge(self.t.refine, facts, exit_values, feedback)
+        try:
+            decision = judge(self.t.refine, facts, exit_values, feedback)
+        except LooprunError as exc:
+            if cap is None:
+                raise
+            # the cap is the verdict; a rule that cannot be judged on these facts only
+            # loses the record of what the refine tree would have done
+            decision = Decision("retry", feedback, rule=f"(not judged: {exc})")
         unrunnable = next(
             (
                 why
@@ -294,15 +311,20 @@ class Engine:
         st.last_duration_s = duration_s
         st.rounds = [*st.rounds, step.turn.messages][-max(1, self.t.context.recent_rounds) :]
         decision = step.decision
-        if decision.kind != "done":
+        # a cap inside the turn ends the run whatever the checks say: never success
+        cap = step.turn.stop
+        checked = cap is None or cap.code != "timeout"  # at the wall clock nothing ran
+        if decision.kind != "done" and checked:
             st.last_failure = step.feedback
         sha = ws.checkpoint(f"{self.run_info.id}/{st.iterations}")
         if all(o.ok for o in step.observations.values()):
             st.last_green = sha
         st.previous, st.current = st.current, sha
         pending = [p for p in step.policy["pending_approvals"] if p not in st.approved]
-        stop: Stop | None = None
-        if step.cannot_run and decision.kind != "done":
+        stop: Stop | None = cap
+        if stop is not None:
+            pass  # no approval, no refine action, no rollback: the changes stay as they are
+        elif step.cannot_run and decision.kind != "done":
             # no edit makes a missing program appear: stop rather than retry
             stop = Stop("error", step.cannot_run, "observer_cannot_run")
         elif pending and not decision.stops:
@@ -558,6 +580,12 @@ class Engine:
         if isinstance(seq, int):
             self.state.journal_seq = seq
         self.ports.journal.save_state(self.state.to_dict())
+
+
+def _ends_iteration(stop: Stop) -> bool:
+    """A cap (tokens, cost, per-tool calls, wall clock) that trips inside an act turn ends
+    the iteration, which is observed and recorded; other stops in a turn end the run."""
+    return stop.outcome == "exhausted"
 
 
 def run_loop(

@@ -64,8 +64,8 @@ def _error_summary(obs: Observation) -> str:
 def observation_line(name: str, obs: Observation) -> str:
     """``tests: ok`` / ``tests: FAILED (4 tests, 1 failed: test_id: message)`` — one line
     per observer that says what failed, so a person reading progress need not open a file."""
-    if not obs.ran:
-        return f"{name}: skipped"
+    if not obs.ran:  # skipped by its `when`, or not run at all (a timeout came first)
+        return f"{name}: not run" if obs.error else f"{name}: skipped"
     if obs.error:
         return f"{name}: ERROR ({_error_summary(obs)})"
     if obs.ok:

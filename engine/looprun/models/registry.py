@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from looprun.config import Config, config_path
-from looprun.errors import ModelError, UsageError
+from looprun.errors import ModelSetupError, UsageError
 from looprun.models import anthropic, openai
 from looprun.models.base import Model
 from looprun.models.http import EventSink, JsonClient, describe_server
@@ -42,6 +42,25 @@ def _split(ref: str) -> tuple[str, str]:
 def _is_local(url: str) -> bool:
     host = httpx.URL(url).host
     return host in ("localhost", "127.0.0.1", "::1") or host.endswith(".local")
+
+
+def _no_key(
+    scheme: str,
+    name: str,
+    url: str,
+    key_env: str,
+    config: Config,
+    env: Mapping[str, str],
+    also: str = "",
+) -> ModelSetupError:
+    """A hosted server without its key: a setup mistake (exit 2), named in one line with
+    the variable to set and the config option that names another variable."""
+    where = config.source or config_path(env)
+    return ModelSetupError(
+        f"{scheme} model {name!r} at {describe_server(url)}: no API key; set {key_env}, "
+        f"or name the variable that holds it with api_key_env.{scheme} in the config file "
+        f"({where}){also}"
+    )
 
 
 def resolve_model(
@@ -75,9 +94,14 @@ def resolve_model(
         key_env = config.api_key_env.get("openai", openai.DEFAULT_KEY_ENV)
         key = env.get(key_env, "")
         if not key and url.rstrip("/") == openai.DEFAULT_BASE_URL:
-            raise ModelError(
-                f"openai model {name!r} at {describe_server(url)}: no API key; set {key_env} "
-                "(or point --base-url / LOOPRUN_BASE_URL at a local server)"
+            raise _no_key(
+                "openai",
+                name,
+                url,
+                key_env,
+                config,
+                env,
+                also=", or point --base-url / LOOPRUN_BASE_URL at a local server",
             )
         headers = {"authorization": f"Bearer {key}"} if key else {}
         client = JsonClient(
@@ -102,9 +126,7 @@ def resolve_model(
     key_env = config.api_key_env.get("anthropic", anthropic.DEFAULT_KEY_ENV)
     key = env.get(key_env, "")
     if not key and not _is_local(url):
-        raise ModelError(
-            f"anthropic model {name!r} at {describe_server(url)}: no API key; set {key_env}"
-        )
+        raise _no_key("anthropic", name, url, key_env, config, env)
     headers = {"anthropic-version": anthropic.API_VERSION}
     if key:
         headers["x-api-key"] = key
