@@ -1,6 +1,7 @@
-"""Run a sample end to end on a scratch copy: copy it, git-init it, run `looprun bugfix`.
+"""Run a sample end to end on a scratch copy: copy it, git-init it, run its template.
 
-    python samples/demo.py [invoice|pagination] [--keep] [-- extra looprun options]
+    python samples/demo.py [invoice|pagination|refactor_shipping|backfill_units] [--keep]
+        [-- extra looprun options]
 
 The repository's own samples are never modified: the run happens in a temporary
 directory, printed at the end (kept with --keep). Exits with looprun's exit code.
@@ -16,7 +17,13 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SAMPLES = ("invoice", "pagination")
+# sample -> the built-in template it demonstrates, and the inputs it needs
+SAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "invoice": ("bugfix", ()),
+    "pagination": ("bugfix", ()),
+    "refactor_shipping": ("refactor", ()),
+    "backfill_units": ("test_backfill", ("--set", "target=units/temperature.py,units/wind.py")),
+}
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -35,7 +42,7 @@ def scratch_copy(name: str, into: Path) -> Path:
         HERE / name,
         dest,
         ignore=shutil.ignore_patterns(
-            "__pycache__", "*.pyc", ".looprun", "script.yaml", "intent.txt", ".pytest_cache"
+            "__pycache__", "*.pyc", ".looprun", "script*.yaml", "intent.txt", ".pytest_cache"
         ),
     )
     _git(dest, "init", "-q", "-b", "main")
@@ -46,11 +53,13 @@ def scratch_copy(name: str, into: Path) -> Path:
 
 def command(name: str, workdir: Path, extra: list[str]) -> list[str]:
     intent = (HERE / name / "intent.txt").read_text(encoding="utf-8").strip()
+    template, inputs = SAMPLES[name]
     return [
         sys.executable,
         "-m",
         "looprun",
-        "bugfix",
+        template,
+        *inputs,
         "--intent",
         intent,
         "--workdir",
@@ -61,12 +70,13 @@ def command(name: str, workdir: Path, extra: list[str]) -> list[str]:
     ]
 
 
-def missing_tools(env: dict[str, str]) -> list[str]:
+def missing_tools(env: dict[str, str], name: str = "invoice") -> list[str]:
     """What the demo needs and this interpreter lacks: looprun itself, and the checks the
-    bugfix template runs (pytest, ruff). Without them every check would fail the same way
-    and the loop would only burn its iterations."""
+    sample's template runs (pytest, ruff; coverage for test_backfill). Without them every
+    check would fail the same way and the loop would only burn its iterations."""
     out = []
-    for module in ("looprun", "pytest"):
+    modules = ["looprun", "pytest"] + (["coverage"] if SAMPLES[name][0] == "test_backfill" else [])
+    for module in modules:
         probe = subprocess.run(
             [sys.executable, "-c", f"import {module}"], env=env, capture_output=True
         )
@@ -90,7 +100,7 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ)
     # The sample's checks run `python -m pytest`: use this interpreter's environment.
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    lacking = missing_tools(env)
+    lacking = missing_tools(env, names[0])
     if lacking:
         print(
             f"the demo needs {', '.join(lacking)} in this environment ({sys.executable}); "
