@@ -236,7 +236,10 @@ def test_observer_commands_quote_values_but_not_commands() -> None:
             "run": {"artifacts": "arts dir; rm -rf ~"},
         }
     )
-    assert rendered == "python -m pytest -q --junitxml='arts dir; rm -rf ~'/junit.xml"
+    assert rendered == (
+        "COVERAGE_FILE='arts dir; rm -rf ~'/coverage.data"
+        " python -m pytest -q --junitxml='arts dir; rm -rf ~'/junit.xml"
+    )
 
 
 def test_durations() -> None:
