@@ -317,7 +317,9 @@ class Engine:
         if decision.kind != "done" and checked:
             st.last_failure = step.feedback
         sha = ws.checkpoint(f"{self.run_info.id}/{st.iterations}")
-        if all(o.ok for o in step.observations.values()):
+        # green: every observer ok and the tree within the act constraints (a rollback
+        # to last_green must never restore a diff that breaks them)
+        if all(o.ok for o in step.observations.values()) and not step.policy.get("diff_violations"):
             st.last_green = sha
         st.previous, st.current = st.current, sha
         pending = [p for p in step.policy["pending_approvals"] if p not in st.approved]
@@ -393,6 +395,12 @@ class Engine:
                 fresh = self._plan(st.tasks[st.task_index :], done, d.message)
             except PlanError as exc:
                 return Stop("error", str(exc), "plan_invalid")
+            # a stop here, not an exception: the iteration that asked for the replan is
+            # still recorded and saved by _conclude
+            except caps.CannotFund as exc:
+                return exc.stop
+            except LooprunError as exc:
+                return Stop("error", str(exc), type(exc).__name__)
             st.tasks = st.tasks[: st.task_index] + fresh
             st.task_iteration = 0
         else:  # static: restart the current task from where it began
@@ -413,10 +421,13 @@ class Engine:
                 "previous": st.previous,
             }
             return Stop("escalated", "approval needed for " + ", ".join(paths), "approval"), d
-        return None, self.resolve_approval(answer, d)
+        return None, self.resolve_approval(answer, d, paths)
 
-    def resolve_approval(self, approve: bool, d: Decision | None = None) -> Decision:
-        """Apply a person's answer; with ``d`` None it comes from a resumed run's pending record."""
+    def resolve_approval(
+        self, approve: bool, d: Decision | None = None, paths: list[str] | None = None
+    ) -> Decision:
+        """Apply a person's answer; with ``d`` None it comes from a resumed run's pending record,
+        and ``paths`` (the paths asked about) default to that record's."""
         st = self.state
         pending = st.pending or {}
         if d is None:
@@ -424,7 +435,8 @@ class Engine:
             d = Decision(
                 rec["kind"], rec.get("message", ""), rec.get("target"), rec.get("rule", "")
             )
-        paths = pending.get("paths") or []
+        if paths is None:
+            paths = pending.get("paths") or []
         st.pending, st.stop = None, None
         if approve:
             st.approved = sorted({*st.approved, *paths})
