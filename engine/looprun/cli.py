@@ -20,7 +20,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _boundary(fn: F) -> F:
-    """Map LooprunError to its exit code with a one-line (or per-problem) message."""
+    """Map LooprunError to its exit code with a one-line (or per-problem) message, and an
+    operating-system failure (a full disk, a file where a directory must go) to exit 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -37,6 +38,10 @@ def _boundary(fn: F) -> F:
             click.echo("looprun: interrupted", err=True)
             sys.exit(130)
         except BrokenPipeError:
+            sys.exit(EXIT_ERROR)
+        except OSError as exc:  # a full disk, a path in the way: say so, never a traceback
+            where = f": {exc.filename}" if exc.filename else ""
+            click.echo(f"looprun: {exc.strerror or exc}{where}", err=True)
             sys.exit(EXIT_ERROR)
 
     return wrapper  # type: ignore[return-value]
