@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 
 from looprun.errors import UsageError
-from looprun.journal import Redactor, RunJournal, list_runs, read_jsonl, write_atomic
+from looprun.journal import RunJournal, list_runs, read_jsonl, write_atomic
+from looprun.redact import Redactor
 from looprun.resources import schemas_dir
 
 

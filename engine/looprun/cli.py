@@ -28,8 +28,8 @@ def _boundary(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except LooprunError as exc:
-            from looprun.journal import Redactor
             from looprun.proc import secret_values
+            from looprun.redact import Redactor
 
             text = Redactor(secret_values()).text(str(exc))  # secrets never reach stderr
             click.echo(f"looprun: {text}" if "\n" not in text else text, err=True)

@@ -25,31 +25,9 @@ from typing import Any
 
 from looprun.errors import UsageError
 from looprun.proc import secret_values
+from looprun.redact import Redactor
 
 RUNS_DIR = Path(".looprun") / "runs"
-REDACTED = "[REDACTED]"
-
-
-class Redactor:
-    """Replaces every known secret value in strings, recursively through plain data."""
-
-    def __init__(self, values: Iterable[str]):
-        self.values = [v for v in values if v]
-
-    def text(self, s: str) -> str:
-        for v in self.values:
-            if v in s:
-                s = s.replace(v, REDACTED)
-        return s
-
-    def data(self, obj: Any) -> Any:
-        if isinstance(obj, str):
-            return self.text(obj)
-        if isinstance(obj, Mapping):
-            return {self.text(str(k)): self.data(v) for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            return [self.data(v) for v in obj]
-        return obj
 
 
 def new_run_id() -> str:

@@ -24,6 +24,7 @@ from looprun.act.policy import Policy, Violation
 from looprun.errors import PolicyViolation, ToolError
 from looprun.models.base import ToolCall, ToolSpec
 from looprun.proc import run_process, scrubbed_env, secret_values
+from looprun.redact import Redactor
 from looprun.template.model import BUILTIN_TOOLS, Constraints
 
 MAX_LIST_ENTRIES = 500
@@ -133,8 +134,8 @@ class Toolbox:
         self.max_write_bytes = MAX_WRITE_BYTES
         base_env = dict(os.environ if env is None else env)
         self._env = scrubbed_env(base_env)
-        secrets = set(secret_values(base_env)) | set(secret_values())
-        self._secrets = sorted(secrets, key=len, reverse=True)
+        secrets = [*secret_values(base_env), *secret_values()]
+        self._redactor = Redactor(secrets, marker="[redacted]")
         self._handlers: dict[str, Callable[[Mapping[str, Any]], ToolResult]] = {
             "read_file": self._read_file,
             "write_file": self._write_file,
@@ -182,10 +183,7 @@ class Toolbox:
         return ToolResult(f"refused by policy ({rule}): {violation.message}", True, violation)
 
     def redact(self, text: str) -> str:
-        for value in self._secrets:
-            if value in text:
-                text = text.replace(value, "[redacted]")
-        return text
+        return self._redactor.text(text)
 
     def _redacted(self, result: ToolResult) -> ToolResult:
         content = self.redact(result.content)

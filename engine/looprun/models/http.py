@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from looprun.errors import ContextTooLong, ModelError
+from looprun.redact import Redactor
 
 EventSink = Callable[[dict[str, Any]], None]
 
@@ -136,21 +137,6 @@ _HINTS = {
 }
 
 
-class Redactor:
-    """Replaces secrets (the API key, other secret environment values) with ``***``."""
-
-    def __init__(self, secrets: Sequence[str]):
-        self._secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def __repr__(self) -> str:
-        return f"Redactor({len(self._secrets)} secrets)"
-
-
 class JsonClient:
     """POSTs JSON to one provider endpoint, with the retry policy; never leaks the key.
 
@@ -180,7 +166,9 @@ class JsonClient:
         self.policy = policy or RetryPolicy()
         self.key_env = key_env
         self._headers = dict(headers)
-        self._redact = Redactor([*secrets, *(v for v in headers.values() if len(v) >= 8)])
+        self._redact = Redactor(
+            [*secrets, *(v for v in headers.values() if len(v) >= 8)], marker="***", min_len=4
+        )
         self._transport = transport
         self._on_event = on_event
         self._sleep = sleep

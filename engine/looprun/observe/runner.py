@@ -22,19 +22,12 @@ from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.registry import get_parser
 from looprun.proc import run_process, secret_values
+from looprun.redact import Redactor
 from looprun.template.expressions import freeze
 from looprun.template.model import Constraints, ObserverSpec
 
 # git_diff options that default to the act constraints when the observer does not set them.
 _CONSTRAINT_DEFAULTS = ("allow", "deny", "forbidden_patterns", "max_lines")
-
-
-def _redact(text: str | None, secrets: list[str]) -> str | None:
-    if not text:
-        return text
-    for value in secrets:
-        text = text.replace(value, "***")
-    return text
 
 
 def _with_constraints(
@@ -80,7 +73,7 @@ def observe_command(
     output: str | None = None
     exit_code: int | None = None
     timed_out = False
-    secrets = secret_values()
+    redactor = Redactor(secret_values(), marker="***")
     if command is not None:
         if report is not None and report.is_file():
             report.unlink()  # never let an old report pass as this run's result
@@ -93,7 +86,7 @@ def observe_command(
             on_output=on_output,
         )
         output, exit_code, timed_out = (
-            _redact(result.output, secrets),
+            result.output and redactor.text(result.output),
             result.exit_code,
             result.timed_out,
         )
@@ -135,9 +128,10 @@ def observe_command(
             feedback=f"{message}\n{tail(output or '', 2048)}\n{obs.feedback}"[:4096],
             signature=failure_signature([], message),
         )
-    changes["feedback"] = _redact(changes.get("feedback", obs.feedback), secrets) or ""
+    changes["feedback"] = redactor.text(changes.get("feedback", obs.feedback) or "")
     if obs.error:
-        changes["error"] = _redact(changes.get("error", obs.error), secrets)
+        error = changes.get("error", obs.error)
+        changes["error"] = error and redactor.text(error)
     return dataclasses.replace(obs, **changes)
 
 
