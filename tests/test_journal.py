@@ -8,8 +8,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from looprun.atomic import write_atomic
 from looprun.errors import UsageError
-from looprun.journal import RunJournal, list_runs, read_jsonl, write_atomic
+from looprun.journal import RunJournal, list_runs, read_jsonl
 from looprun.redact import Redactor
 from looprun.resources import schemas_dir
 

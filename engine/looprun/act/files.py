@@ -4,10 +4,7 @@ walk over the workdir that honours ``.gitignore`` and skips ``.git`` and ``.loop
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -34,33 +31,6 @@ def read_capped(path: Path, cap: int) -> tuple[bytes, int]:
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         return fh.read(cap), size
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory and rename, so readers never see a
-    half-written file and a crash leaves the old content. Keeps an existing file's mode.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".looprun-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 class _Ignores:

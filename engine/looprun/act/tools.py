@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from looprun.act.files import atomic_write, looks_binary, read_capped, walk_files
+from looprun.act.files import looks_binary, read_capped, walk_files
 from looprun.act.policy import Policy, Violation
+from looprun.atomic import write_atomic
 from looprun.errors import PolicyViolation, ToolError
 from looprun.models.base import ToolCall, ToolSpec
 from looprun.proc import run_process, scrubbed_env, secret_values
@@ -229,7 +230,7 @@ class Toolbox:
         data = args["content"].encode("utf-8")
         self._check_size(rel, len(data))
         existed = path.exists()
-        atomic_write(path, data)
+        write_atomic(path, data)
         verb = "overwrote" if existed else "created"
         return ToolResult(f"{verb} {rel} ({len(data)} bytes)", changed=(rel,))
 
@@ -264,7 +265,7 @@ class Toolbox:
             raise ToolError(_match_problem(rel, text, old, count))
         updated = text.replace(old, new, 1).encode("utf-8")
         self._check_size(rel, len(updated))
-        atomic_write(path, updated)
+        write_atomic(path, updated)
         line = text.count("\n", 0, text.index(old)) + 1
         return ToolResult(f"edited {rel} at line {line}", changed=(rel,))
 

@@ -19,8 +19,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
+from looprun.atomic import write_atomic
 from looprun.errors import LooprunError
-from looprun.journal import write_atomic
 from looprun.loop import limits as caps
 from looprun.loop.executor import (
     Executor,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from looprun.atomic import write_atomic
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
@@ -91,10 +92,7 @@ def observe_command(
             result.timed_out,
         )
         if output_log is not None:
-            output_log.parent.mkdir(parents=True, exist_ok=True)
-            tmp = output_log.with_suffix(output_log.suffix + ".tmp")
-            tmp.write_text(output or "", "utf-8")
-            tmp.replace(output_log)
+            write_atomic(output_log, output or "")
     data = ParseInput(
         workdir=workdir,
         file=report,
