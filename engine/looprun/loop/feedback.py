@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from looprun.observe.base import Observation
+from looprun.observe.feedback import clip
 
 MAX_FEEDBACK_CHARS = 6_000
 
@@ -26,8 +27,8 @@ _LINE_CAP = 160
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """One line of at most ``limit`` characters: white space folded, the cut marked."""
+    return clip(" ".join(text.split()), limit)
 
 
 def _first_failure(obs: Observation) -> str:
