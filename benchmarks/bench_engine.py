@@ -96,7 +96,7 @@ def template(n: int) -> Template:
         ),
         observe={"check": ObserverSpec("check", "exit_code")},
         exit=(compile_condition("check.ok", HERE),),
-        limits=Limits(max_iterations=n),
+        limits=Limits(max_iterations=n, max_repeats=None),  # every iteration repeats
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,18 +97,21 @@ class Git:
         out = self.run("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).strip()
         return out or None
 
-    def snapshot(self, index_file: Path | None = None, exclude: str = ".looprun") -> str:
+    def snapshot(
+        self, index_file: Path | None = None, exclude: str = ".looprun", also: Sequence[str] = ()
+    ) -> str:
         """A tree object of the working tree as it is now (tracked + untracked, not ignored).
 
         ``exclude`` (the engine's state directory) is never part of it. ``index_file``
         keeps a private index between calls, so git's stat cache spares re-hashing.
         """
         if index_file is not None:
-            return self._snapshot_with({"GIT_INDEX_FILE": str(index_file)}, exclude)
+            return self._snapshot_with({"GIT_INDEX_FILE": str(index_file)}, exclude, also)
         with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
-            return self._snapshot_with({"GIT_INDEX_FILE": os.path.join(tmp, "index")}, exclude)
+            env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            return self._snapshot_with(env, exclude, also)
 
-    def _snapshot_with(self, env: Mapping[str, str], exclude: str) -> str:
+    def _snapshot_with(self, env: Mapping[str, str], exclude: str, also: Sequence[str]) -> str:
         # Start a new index from HEAD, so tracked files matching an ignore rule count too.
         if not os.path.exists(env["GIT_INDEX_FILE"]) and self.head():
             self.run("read-tree", "HEAD", env=env)
@@ -118,6 +121,9 @@ class Git:
             code, _, _ = self.run_status("check-ignore", "-q", exclude.rstrip("/") + "/")
             if code != 0:
                 spec.append(f":(exclude){exclude}")
+        # Other excluded paths (observers' reports): out of the snapshot whatever they are;
+        # one tracked at HEAD keeps HEAD's content, so it never shows as a change.
+        spec.extend(f":(exclude,literal){p}" for p in also)
         self.run("add", "-A", "--", *spec, env=env)
         return self.run("write-tree", env=env).strip()
 

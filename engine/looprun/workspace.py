@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.changes import FileChange
 from looprun.errors import LooprunError, UsageError
-from looprun.gitutil import Git, GitError
+from looprun.gitutil import EMPTY_TREE, Git, GitError
 
 REF_PREFIX = "refs/looprun/"
+
 _GITLINK = "160000"
 
 
@@ -46,6 +48,7 @@ class Workspace:
         self.state_dir = state_dir
         self.private = private
         self._base: str | None = None
+        self._excluded: tuple[str, ...] = ()
 
     @classmethod
     def open(cls, workdir: Path, *, state_dir: Path, base: str | None = None) -> Workspace:
@@ -80,7 +83,85 @@ class Workspace:
         are part of the snapshot too.
         """
         index = self.state_dir / "snapshot.index"
-        return self.git.snapshot(index, exclude=self._state_rel())
+        return self.git.snapshot(index, exclude=self._state_rel(), also=self._excluded)
+
+    @property
+    def excluded(self) -> tuple[str, ...]:
+        """Workdir-relative paths kept out of every snapshot (observers' reports)."""
+        return self._excluded
+
+    def exclude(self, paths: Sequence[str]) -> None:
+        """Keep ``paths`` (workdir-relative or absolute; observers' report files) out of
+        every snapshot from now on, so they are never part of a diff, a rollback or a
+        commit. A path outside the working tree is ignored."""
+        state = self._state_rel().strip("/") + "/"
+        rel: list[str] = []
+        for path in paths:
+            full = Path(os.path.abspath(self.workdir / path))
+            try:
+                r = full.relative_to(self.workdir).as_posix()
+            except ValueError:
+                continue
+            if r in ("", ".") or r.startswith(("../", state)) or r in self._excluded:
+                continue
+            rel.append(r)
+        if rel:  # an ignored (untracked) path is never in a snapshot: git refuses to name it
+            data = b"".join(p.encode("utf-8") + b"\0" for p in rel)
+            out = self.git.run("check-ignore", "-z", "--stdin", input=data, check=False)
+            ignored = {p for p in out.split("\0") if p}
+            self._excluded = tuple(sorted({*self._excluded, *(p for p in rel if p not in ignored)}))
+
+    def file_changes(
+        self, since: str, until: str | None = None, *, contents: bool = False
+    ) -> list[FileChange]:
+        """Each path that differs between ``since`` and ``until`` (default: now), with
+        its old and new text when ``contents`` (None for a binary or absent side)."""
+        a = self.tree_of(since)
+        b = self.tree_of(until) if until else self.snapshot()
+        out: list[FileChange] = []
+        for src_mode, dst_mode, status, path in self._raw_diff(a, b):
+            if _GITLINK in (src_mode, dst_mode):
+                continue
+            old = new = None
+            if contents:
+                old = None if status == "A" else self._text(f"{a}:{path}")
+                new = None if status == "D" else self._text(f"{b}:{path}")
+            out.append(FileChange(path, status, old, new))
+        return out
+
+    def _text(self, spec: str) -> str | None:
+        code, out, _ = self.git.run_status("cat-file", "blob", spec)
+        if code != 0 or "\0" in out:
+            return None
+        return out
+
+    def describe_base(self) -> str:
+        """What the start state holds besides HEAD: '' when it is exactly HEAD."""
+        head = self.git.head()
+        base = self.base()
+        if head:
+            start = self.tree_of(head)
+            label = f"HEAD ({head[:10]})"
+        else:
+            start, label = EMPTY_TREE, "an empty repository (no commit yet)"
+        changes = self._raw_diff(start, base)
+        by: dict[str, list[str]] = {"A": [], "M": [], "D": []}
+        for _, _, status, path in changes:
+            by.get(status, by["M"]).append(path)
+        if not any(by.values()):
+            return f"the run starts from {label}, with no uncommitted changes"
+        parts = []
+        for status, noun in (("M", "modified"), ("D", "deleted"), ("A", "untracked or added")):
+            paths = by[status]
+            if paths:
+                more = f" and {len(paths) - 5} more" if len(paths) > 5 else ""
+                shown = ", ".join(paths[:5]) + more
+                parts.append(f"{len(paths)} {noun} ({shown})")
+        return (
+            f"the run starts from {label} plus the working tree's "
+            + "; ".join(parts)
+            + ": these are part of the start, not of the run's changes"
+        )
 
     def base(self) -> str:
         """Tree of the start state (HEAD plus the dirty working tree), recorded once."""

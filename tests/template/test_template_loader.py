@@ -100,20 +100,32 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     t = load_template("bugfix")
     reproduce, fix = t.plan.tasks
     assert (reproduce.id, fix.id, fix.depends_on) == ("reproduce", "fix", ("reproduce",))
+    new = "tests/test_invoice.py::test_zero"
     facts = {
         "tests": {"failed": 1, "errors": 0, "ok": False},
+        "baseline": {"tests": {"errors": 0, "newly_failing": [new]}},
         "diff": {"files": ["tests/test_invoice.py"]},
         "inputs": {"tests_glob": "tests/**"},
     }
     assert reproduce.done_when.evaluate(facts) is True
     facts["diff"] = {"files": ["src/invoice.py"]}
     assert reproduce.done_when.evaluate(facts) is False
+    # a failure that was already there at the baseline is not a reproduction
+    facts["diff"] = {"files": ["tests/test_invoice.py"]}
+    facts["baseline"] = {"tests": {"errors": 0, "newly_failing": []}}
+    assert reproduce.done_when.evaluate(facts) is False
     assert "pytest.skip(" in t.act.constraints.forbidden_patterns
+    # while fixing, the tests (the new one included) and the doctests are read-only
+    assert "{{ inputs.tests_glob }}" in [g.source for g in fix.protect.paths]
+    assert fix.protect.doctests
+    assert "tests.passing" in fix.done_when.source
 
 
 def test_refactor_forbids_tests_and_limits_the_diff() -> None:
     t = load_template("refactor")
-    assert "tests/**" in t.act.constraints.paths.deny
+    protected = [g.source for g in t.act.constraints.protect.paths]
+    assert "tests/**" in protected and "tests/**" not in t.act.constraints.paths.deny
+    assert t.act.constraints.protect.doctests
     assert t.act.constraints.max_diff_lines
     assert any("diff.lines" in c.source for c in t.exit)
 
@@ -237,7 +249,7 @@ def test_observer_commands_quote_values_but_not_commands() -> None:
         }
     )
     assert rendered == (
-        "COVERAGE_FILE='arts dir; rm -rf ~'/coverage.data"
+        "COVERAGE_FILE='arts dir; rm -rf ~'/coverage.data PYTHONDONTWRITEBYTECODE=1"
         " python -m pytest -q --junitxml='arts dir; rm -rf ~'/junit.xml"
     )
 

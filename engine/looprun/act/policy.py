@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 import pathspec
 
 from looprun.act import commandline, diffcheck
+from looprun.changes import DOCTEST_SUFFIXES, FileChange, lost_examples
 from looprun.errors import PolicyViolation
 from looprun.template.model import Constraints
 
@@ -207,6 +208,12 @@ class Policy:
 
     # -- diffs -------------------------------------------------------------------------
 
+    def check_protected(
+        self, changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
+    ) -> list[Violation]:
+        """See ``check_protected``: protected paths and doctests on the real change."""
+        return check_protected(changes, globs, doctests, scope)
+
     def check_diff(self, diff_text: str) -> list[Violation]:
         """Diff size and forbidden patterns in added lines, on the real git diff."""
         found: list[Violation] = []
@@ -240,6 +247,43 @@ class Policy:
                                 )
                             )
         return found
+
+
+def check_protected(
+    changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
+) -> list[Violation]:
+    """Changes to protected paths, and (with ``doctests``) doctest examples changed or
+    removed in any changed file; ``scope`` says since when ("in task fix")."""
+    spec = _spec(globs)
+    found: list[Violation] = []
+    verbs = {"A": "created", "D": "deleted"}
+    for ch in changes:
+        if spec.match_file(ch.path):
+            found.append(
+                Violation(
+                    "path.protected",
+                    f"{ch.path} is protected {scope} and may not be "
+                    f"{verbs.get(ch.status, 'changed')}",
+                    "diff",
+                    detail=ch.path,
+                )
+            )
+            continue
+        if not doctests or ch.old is None or not ch.path.endswith(DOCTEST_SUFFIXES):
+            continue
+        for source, want in lost_examples(ch.old, ch.new)[:_MAX_PATTERN_HITS]:
+            shown = source.splitlines()[0][:120] if source else ""
+            expect = f" (expected output {want[:80]!r})" if want else ""
+            found.append(
+                Violation(
+                    "doctest.protected",
+                    f"{ch.path}: the doctest example >>> {shown}{expect} was changed or "
+                    f"removed; existing doctests are protected {scope}",
+                    "diff",
+                    detail=ch.path,
+                )
+            )
+    return found
 
 
 def _inside(path: Path, root: Path) -> bool:

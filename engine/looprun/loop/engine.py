@@ -16,14 +16,15 @@ from typing import Any
 
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
+from looprun.loop.baseline import COMPARISONS, slim, unusable
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
-from looprun.loop.feedback import attempt_line, attempts_summary, compose
+from looprun.loop.feedback import attempt_line, attempts_summary, compose, observation_line
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
 from looprun.loop.preflight import cannot_run, preflight
 from looprun.loop.progress import fingerprint
-from looprun.loop.records import Step, record_iteration
+from looprun.loop.records import Step, obs_record, record_iteration
 from looprun.loop.refine import Decision, check_exit, judge
 from looprun.loop.state import LoopState
 from looprun.loop.turn import Turn, act_turn, record_reply
@@ -77,6 +78,14 @@ class Engine:
         self.state = state or LoopState()
         self._t0 = ports.clock.monotonic()
         self._elapsed0 = self.state.elapsed_s
+        # read-only globs for the whole run (act.constraints.protect), rendered once
+        protect = template.act.constraints.protect if template.act is not None else None
+        goal_ctx = {"intent": self.inputs.get("intent", ""), "inputs": self.inputs}
+        self.run_protect: tuple[str, ...] = tuple(
+            g for t in (protect.paths if protect else ()) if (g := t.render(goal_ctx).strip())
+        )
+        self.run_protect_doctests = bool(protect and protect.doctests)
+        self._observer_edit = ""  # an observer changed the tree during the last observation
         # -- sub-loops hook (issue 6): an outer template's act phase runs its sub-loops --
         self.outer: Any = None
         if template.each_task is not None:
@@ -146,7 +155,7 @@ class Engine:
             }
         else:
             observations = self._observe(task)
-        policy = self._policy(turn)
+        policy = self._policy(turn, task)
         facts = {
             **self._context(task, {k: o.to_facts() for k, o in observations.items()}),
             "policy": policy,
@@ -175,7 +184,15 @@ class Engine:
             "",
         )
         return Step(
-            turn, observations, exit_values, policy, decision, feedback, progress, unrunnable
+            turn,
+            observations,
+            exit_values,
+            policy,
+            decision,
+            feedback,
+            progress,
+            unrunnable,
+            self._observer_edit,
         )
 
     # -- start, plan and finish -------------------------------------------------------------
@@ -186,7 +203,6 @@ class Engine:
             if model is not None and role in st.model_positions and hasattr(model, "seek"):
                 model.seek(st.model_positions[role])
         if st.tasks is not None:  # resuming: back to the last completed step
-            ws.restore(st.current)
             # Events written after the saved state (a crash or signal between an event and
             # the state save) describe a step that is redone now: mark them superseded.
             seq = getattr(self.ports.journal, "seq", None)
@@ -198,9 +214,15 @@ class Engine:
             self.ports.journal.event(
                 "resumed", iteration=st.iterations, task_index=st.task_index, **superseded
             )
+            self._exclude_reports(self._task() or self._first_task())
+            ws.restore(st.current)
             return self._preflight()
+        self._exclude_reports(self._first_task())
         st.base = st.current = st.previous = st.task_start = ws.base()
         st.last_green = st.base
+        said = ws.describe_base()
+        if said:
+            self.ports.report(f"start: {said}")
         self.ports.journal.event(
             "run_started",
             template=self.t.name,
@@ -208,13 +230,77 @@ class Engine:
             intent=self.inputs.get("intent", ""),
             base=st.base,
             limits=caps.limit_report(self.limits, self._spent()),
+            start=said,
         )
         stop = self._preflight()
+        if stop is None:
+            stop = self._baseline()
         if stop is not None:
             return stop
         st.tasks = self._plan([], [])
         self._save()
         return None
+
+    def _first_task(self) -> PlannedTask:
+        """The task the baseline and the preflight are rendered for: the first static task
+        (a model's plan is not made yet: the intent stands in for it)."""
+        if self.t.plan.mode != "model":
+            ctx = {"intent": self.inputs.get("intent", ""), "inputs": self.inputs}
+            tasks = static_tasks(self.t, {**ctx, "run": self.run_info.facts()})
+            if tasks:
+                return tasks[0]
+        return PlannedTask("", str(self.inputs.get("intent", "")))
+
+    def _baseline(self) -> Stop | None:
+        """Observe the starting tree once, before any model call: ``baseline.*`` facts,
+        and a stop when a check cannot run on this repository at all."""
+        st = self.state
+        # The baseline runs before the loop: only the observers' own timeouts bound it, and
+        # its time does not count against the run's `timeout`.
+        started = self.ports.clock.monotonic()
+        observations = self._observe(self._first_task(), bounded=False)
+        self._t0 += self.ports.clock.monotonic() - started
+        st.baseline = {name: slim(o.to_facts()) for name, o in observations.items()}
+        lines = {name: observation_line(name, o) for name, o in observations.items()}
+        self.ports.journal.event("baseline", observers=lines)
+        self.ports.journal.save_observation(
+            0,
+            {
+                "iteration": 0,
+                "baseline": True,
+                "observers": {n: obs_record(o) for n, o in observations.items()},
+            },
+        )
+        self.ports.report("baseline: " + ("; ".join(lines.values()) or "no observers"))
+        if self._observer_edit:
+            return Stop("error", self._observer_edit, "observer_changed_tree")
+        specs = self.t.observe
+        why = next((w for n, o in observations.items() if (w := cannot_run(n, specs[n], o))), "")
+        if why:
+            return Stop("error", why, "observer_cannot_run")
+        why = next((w for n, o in observations.items() if (w := unusable(n, specs[n], o))), "")
+        if why:
+            return Stop(
+                "error",
+                why + "\nNo model was called. Make the checks run on this repository "
+                "(install what they need, generate missing files), then start the run again.",
+                "baseline_unusable",
+            )
+        return None
+
+    def _exclude_reports(self, task: PlannedTask) -> None:
+        """Observers' report files are never part of the run's changes, wherever they are."""
+        ctx = self._context(task, {})
+        paths = []
+        for spec in self.t.observe.values():
+            if spec.file is None:
+                continue
+            try:
+                paths.append(spec.file.render(ctx).strip())
+            except LooprunError:
+                continue  # not renderable yet: the observer will say why when it runs
+        if paths:
+            self.ports.workspace.exclude(paths)
 
     def _preflight(self) -> Stop | None:
         """An observer whose program cannot start stops the run before any model call."""
@@ -326,6 +412,9 @@ class Engine:
         stop: Stop | None = cap
         if stop is not None:
             pass  # no approval, no refine action, no rollback: the changes stay as they are
+        elif step.observer_edit:
+            # the check's verdict is not about the model's tree: never let it pass
+            stop = Stop("error", step.observer_edit, "observer_changed_tree")
         elif step.cannot_run and decision.kind != "done":
             # no edit makes a missing program appear: stop rather than retry
             stop = Stop("error", step.cannot_run, "observer_cannot_run")
@@ -366,6 +455,17 @@ class Engine:
                 }
             )
             self.ports.journal.event("task_done", task=task.id, iterations=st.task_iteration)
+            ctx = self._context(task, st.last_facts)
+            st.done_facts = {
+                **st.done_facts,
+                task.id: {
+                    **{name: slim(st.last_facts.get(name) or ctx[name]) for name in self.t.observe},
+                    "baseline": {
+                        name: {k: ctx["baseline"][name][k] for k in COMPARISONS}
+                        for name in self.t.observe
+                    },
+                },
+            }
             st.task_index += 1
             st.task_iteration, st.task_attempt, st.feedback, st.rounds = 0, 1, "", []
             st.task_start = st.current
@@ -507,12 +607,24 @@ class Engine:
             text += f"\n\nFeedback from the last check:\n{fb}"
         return text
 
-    def _policy(self, turn: Turn) -> dict[str, Any]:
+    def _protected(self, task: PlannedTask) -> list[Any]:
+        """Changes to what the task (since it started) or the run (since its base) protects."""
+        st, ws, found = self.state, self.ports.workspace, []
+        for since, globs, doctests, scope in (
+            (st.task_start, task.protect, task.protect_doctests, f"in task {task.id}"),
+            (st.base, self.run_protect, self.run_protect_doctests, "in this run"),
+        ):
+            if since and (globs or doctests):
+                changes = ws.file_changes(since, contents=doctests)
+                found.extend(self.ports.guard.check_protected(changes, globs, doctests, scope))
+        return found
+
+    def _policy(self, turn: Turn, task: PlannedTask) -> dict[str, Any]:
         ws, st = self.ports.workspace, self.state
         diff = ws.diff(st.base)
         diff_items = [
             {"rule": v.rule, "message": v.message, "tool": v.tool, "detail": v.detail}
-            for v in self.ports.guard.check_diff(diff)
+            for v in [*self.ports.guard.check_diff(diff), *self._protected(task)]
         ]
         for item in diff_items:
             self.ports.journal.event("policy_violation", iteration=st.iterations + 1, **item)
@@ -529,21 +641,51 @@ class Engine:
             "pending_approvals": self.ports.guard.needs_approval(ws.changed_files(st.base)),
         }
 
-    def _observe(self, task: PlannedTask) -> dict[str, Observation]:
+    def _observe(self, task: PlannedTask, *, bounded: bool = True) -> dict[str, Observation]:
         st = self.state
         # `when`, `run` and `file` see the engine names as they stand before this
         # iteration's decision, and the fresh facts of the observers declared above.
         ctx = self._context(task, {})
-        left = caps.remaining_time(self.limits, self._spent())
+        left = caps.remaining_time(self.limits, self._spent()) if bounded else None
         deadline = None if left is None else self.ports.clock.monotonic() + left
+        self._exclude_reports(task)
+        ws = self.ports.workspace
+        self._observer_edit = ""
+        before = ws.snapshot() if any(s.run is not None for s in self.t.observe.values()) else ""
         out: dict[str, Observation] = {}
         for name, spec in self.t.observe.items():
             try:
                 out[name] = self.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
             except LooprunError as exc:
                 out[name] = replace(unobserved(spec, str(exc)), ran=True)
+            if spec.run is not None and out[name].ran:
+                out[name], before = self._edits_by(name, spec, out[name], before)
             ctx[name] = out[name].to_facts()
         return out
+
+    def _edits_by(
+        self, name: str, spec: Any, obs: Observation, before: str
+    ) -> tuple[Observation, str]:
+        """An observer must not edit the tree it checks (``ruff`` with ``fix = true``):
+        its edits to existing files are undone, and it is reported as its problem."""
+        ws = self.ports.workspace
+        now = ws.snapshot()
+        if now == before:
+            return obs, before
+        edited = [c for c in ws.file_changes(before, now) if c.status != "A"]
+        if not edited:
+            return obs, now  # files it created (caches) are left as they are
+        ws.restore(before)
+        paths = ", ".join(c.path for c in edited[:10]) + (" ..." if len(edited) > 10 else "")
+        why = (
+            f"observer {name!r} ({spec.location}) changed the working tree it checks "
+            f"({paths}); its changes were undone. An observer must not edit files: run its "
+            "tool in check-only mode (e.g. `ruff check --no-fix`, `black --check`), or "
+            "remove the fixing option from the project's configuration"
+        )
+        if not self._observer_edit:
+            self._observer_edit = why
+        return replace(obs, ok=False, error=why, feedback=f"{why}\n{obs.feedback}"), before
 
     def _record(
         self, task: PlannedTask, step: Step, d: Decision, stop: Stop | None, task_iteration: int

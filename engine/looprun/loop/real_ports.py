@@ -27,6 +27,7 @@ class RealObserver:
     artifacts: Path
     git_dir: Path | None
     constraints: Constraints | None
+    excluded: Callable[[], tuple[str, ...]] = tuple
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -42,6 +43,7 @@ class RealObserver:
             git_dir=self.git_dir,
             deadline=deadline,
             constraints=self.constraints,
+            exclude=self.excluded(),
         )
 
 
@@ -90,7 +92,9 @@ def build_ports(
         toolbox=toolbox,
         workspace=ws,
         guard=Policy(ws.workdir, constraints),
-        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints),
+        observer=RealObserver(
+            ws.workdir, journal.artifacts, git_dir, constraints, excluded=lambda: ws.excluded
+        ),
         journal=journal,
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),

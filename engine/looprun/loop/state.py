@@ -80,6 +80,10 @@ class LoopState:
     attempts: list[str] = field(default_factory=list)
     rounds: list[list[Message]] = field(default_factory=list)
     last_facts: dict[str, Any] = field(default_factory=dict)  # observer facts, for prompts
+    # observer facts (without items) before the first act turn; None: not observed
+    baseline: dict[str, Any] | None = None
+    # per completed task id: its observer and baseline facts when it was done (``tasks``)
+    done_facts: dict[str, Any] = field(default_factory=dict)
     approved: list[str] = field(default_factory=list)
     pending: dict[str, Any] | None = None  # an approval waiting for a person
     model_positions: dict[str, int] = field(default_factory=dict)

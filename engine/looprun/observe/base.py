@@ -85,6 +85,7 @@ class ParseInput:
     options: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     base: str | None = None  # git_diff: the tree-ish to diff against (the run's base)
     git_dir: Path | None = None  # git_diff: a private git dir when the workdir has none
+    exclude: tuple[str, ...] = ()  # git_diff: paths never part of the diff (report files)
 
 
 class Parser(Protocol):

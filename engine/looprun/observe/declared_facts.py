@@ -15,6 +15,7 @@ JUNIT: dict[str, Any] = {
     "errors": 0,
     "skipped": 0,
     "failing": [],
+    "passing": [],
     "flaky": [],
 }
 SARIF: dict[str, Any] = {

@@ -51,6 +51,7 @@ class _Tally:
     skipped: int = 0
     failing: list[str] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
+    passing: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     items: list[Item] = field(default_factory=list)
     _module_files: dict[str, tuple[str, list[str]] | None] = field(default_factory=dict)
@@ -156,6 +157,7 @@ def _on_case(tally: _Tally, elem: ET.Element) -> None:
         tally.skipped += 1
         return
     tally.passed += 1
+    tally.passing.append(tally.case_id(case, file_attr))
     if (
         case.interim_result
         and any(isinstance(r, (FlakyFailure, FlakyError)) for r in case.interim_result)
@@ -262,7 +264,7 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
         Item(id=i, message="(details not kept)", severity="failure") for i in extra_names[:5000]
     ]
     feedback = render(header, items, max_bytes=limit, footer=footer, noun="more failing")
-    facts = {**counts, "failing": tally.failing, "flaky": tally.flaky}
+    facts = {**counts, "failing": tally.failing, "passing": tally.passing, "flaky": tally.flaky}
     return Observation(
         parser=NAME,
         ok=ok,

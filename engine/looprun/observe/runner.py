@@ -67,6 +67,7 @@ def observe_command(
     git_dir: Path | None = None,
     on_output: Callable[[bytes], None] | None = None,
     output_log: Path | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> Observation:
     """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output."""
     parser = get_parser(parser_name)
@@ -102,6 +103,7 @@ def observe_command(
         options=freeze(dict(options or {})),
         base=base,
         git_dir=git_dir,
+        exclude=exclude,
     )
     try:
         obs = parser.parse(data)
@@ -144,6 +146,7 @@ def run_observer(
     deadline: float | None,
     on_output: Callable[[bytes], None] | None = None,
     constraints: Constraints | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates."""
     if spec.when is not None and not spec.when.evaluate(context):
@@ -170,4 +173,5 @@ def run_observer(
         git_dir=git_dir,
         on_output=on_output,
         output_log=artifacts / f"{spec.name}.output.txt" if command is not None else None,
+        exclude=exclude,
     )

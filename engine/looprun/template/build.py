@@ -33,6 +33,7 @@ from looprun.template.model import (
     ObserverSpec,
     PathRules,
     PlanSpec,
+    Protect,
     Rule,
     TaskSpec,
     Template,
@@ -291,6 +292,11 @@ class Builder:
                 when=when,
                 options=freeze(options),
                 location=self.doc.key_at(path),
+                cannot_run_exit=tuple(
+                    c
+                    for c in spec.get("cannot_run_exit") or ()
+                    if isinstance(c, int) and not isinstance(c, bool)
+                ),
             )
         return out
 
@@ -346,11 +352,29 @@ class Builder:
             done = self.condition((*path, "done_when")) if "done_when" in task else None
             deps = [d for d in task.get("depends_on") or [] if isinstance(d, str)]
             paths_ = [p for p in task.get("paths") or [] if isinstance(p, str)]
+            protect = self.protect((*path, "protect"))
             if goal is not None:
-                out.append(TaskSpec(tid, goal, done, tuple(paths_), tuple(deps), self.at(path)))
+                out.append(
+                    TaskSpec(tid, goal, done, tuple(paths_), tuple(deps), self.at(path), protect)
+                )
         for dpath, message in dependency_problems(raw, out, seen):
             self.problem(dpath, message)
         return out
+
+    def protect(self, path: JsonPath) -> Protect:
+        """``protect``: a list of globs, or ``{paths: [...], doctests: true}``."""
+        raw = self.get(path, (list, dict))
+        if raw is None:
+            return Protect()
+        globs_path: JsonPath = path if isinstance(raw, list) else (*path, "paths")
+        globs = raw if isinstance(raw, list) else raw.get("paths") or []
+        texts = []
+        for i in range(len(globs) if isinstance(globs, list) else 0):
+            text = self.text((*globs_path, i), GOAL_NAMES, "a protected path")
+            if text is not None:
+                texts.append(text)
+        doctests = isinstance(raw, dict) and raw.get("doctests") is True
+        return Protect(tuple(texts), doctests)
 
     def act(self, outer: bool) -> ActSpec | None:
         raw = self.get(("act",), dict)
@@ -415,6 +439,7 @@ class Builder:
             approve=strings("approve", "paths") or (),
             command_timeout_s=timeout if timeout is not None else defaults.command_timeout_s,
             max_output_bytes=self.get((*base, "max_output_bytes"), int, defaults.max_output_bytes),
+            protect=self.protect((*base, "protect")),
         )
 
     def exit(self, plan: PlanSpec, outer: bool) -> list[Condition]:
@@ -551,7 +576,11 @@ class Builder:
             timeout_s=self.duration(("limits", "timeout")),
             max_cost_usd=float(cost) if cost is not None and not isinstance(cost, bool) else None,
             per_tool=freeze(per_tool),
-            max_repeats=self.get(("limits", "max_repeats"), int),
+            max_repeats=(
+                None
+                if self.get(("limits", "max_repeats"), bool) is False
+                else self.get(("limits", "max_repeats"), int, Limits.max_repeats)
+            ),
         )
 
     def each_task(self, plan: PlanSpec) -> EachTask | None:

@@ -29,7 +29,18 @@ Echo = Callable[..., None]
 CASE_KEYS = ("name", "task", "facts", "expect", "description")
 EXPECT_KEYS = ("rule", "action", "target", "message", "message_contains", "exit", "exit_failed")
 # Engine names a case may set under `facts` (observers are the template's own names).
-FACT_NAMES = ("intent", "inputs", "iteration", "progress", "policy", "budget", "subloops", "run")
+FACT_NAMES = (
+    "intent",
+    "inputs",
+    "iteration",
+    "progress",
+    "policy",
+    "budget",
+    "subloops",
+    "run",
+    "baseline",
+    "tasks",
+)
 _EMPTY_BY_TYPE: dict[str, Any] = {
     "string": "",
     "command": "",
@@ -241,16 +252,65 @@ def _merged(default: Mapping[str, Any], given: Any) -> dict[str, Any]:
     return {**default, **(given if isinstance(given, Mapping) else {})}
 
 
-def _observer_facts(template: Template, given: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every observer: a clean pass with the parser's empty facts, then the case's facts."""
+def _clean_facts(template: Template) -> dict[str, dict[str, Any]]:
+    """Every observer as a clean pass with the parser's empty facts."""
     out = {}
     for name, spec in template.observe.items():
         try:
             empty = dict(getattr(get_parser(spec.parser), "empty_facts", None) or {})
         except Exception:
             empty = {}
-        clean = Observation(spec.parser, ok=True, exit_code=0, facts=empty).to_facts()
-        out[name] = _merged(clean, given.get(name))
+        out[name] = Observation(spec.parser, ok=True, exit_code=0, facts=empty).to_facts()
+    return out
+
+
+def _observer_facts(template: Template, given: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every observer: a clean pass with the parser's empty facts, then the case's facts."""
+    return {name: _merged(clean, given.get(name)) for name, clean in _clean_facts(template).items()}
+
+
+def _baseline_and_tasks(
+    template: Template,
+    given: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    index: int,
+    context: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``baseline`` (a clean pass unless the case says otherwise; comparisons computed
+    from the case's facts unless given) and ``tasks`` (a clean record for every static
+    task before the case's, then the case's)."""
+    from looprun.loop.baseline import COMPARISONS, baseline_facts, no_comparisons, slim
+    from looprun.loop.plan import static_tasks
+
+    clean = _clean_facts(template)
+    given_base = given.get("baseline") if isinstance(given.get("baseline"), Mapping) else {}
+    state = {n: _merged(slim(c), given_base.get(n)) for n, c in clean.items()}
+    baseline = baseline_facts(template.observe, state, observed, clean)
+    for name, facts in given_base.items():
+        if name in baseline and isinstance(facts, Mapping):
+            baseline[name].update({k: v for k, v in facts.items() if k in COMPARISONS})
+    empty_record = {
+        **{n: slim(c) for n, c in clean.items()},
+        "baseline": {n: no_comparisons() for n in clean},
+    }
+    try:
+        earlier = [t.id for t in static_tasks(template, context)][: max(index, 0)]
+    except Exception:
+        earlier = []
+    tasks: dict[str, Any] = {tid: empty_record for tid in earlier}
+    given_tasks = given.get("tasks") if isinstance(given.get("tasks"), Mapping) else {}
+    for tid, record in given_tasks.items():
+        tasks[tid] = _deep_merged(tasks.get(tid, empty_record), record)
+    return baseline, tasks
+
+
+def _deep_merged(default: Mapping[str, Any], given: Any) -> dict[str, Any]:
+    out = dict(default)
+    for key, value in (given if isinstance(given, Mapping) else {}).items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merged(out[key], value)
+        else:
+            out[key] = value
     return out
 
 
@@ -304,9 +364,13 @@ def facts_for(case: Case, template: Template) -> tuple[dict[str, Any], Condition
     base = {"intent": intent, "inputs": inputs, "run": run}
     task, done_when = _task(case, template, base)
     iteration = given.get("iteration", 1)
+    observed = _observer_facts(template, given)
+    baseline, tasks = _baseline_and_tasks(template, given, observed, task["index"] - 1, base)
     context: dict[str, Any] = {
-        **_observer_facts(template, given),
+        **observed,
         **base,
+        "baseline": baseline,
+        "tasks": tasks,
         "iteration": iteration,
         "task": task,
         "progress": _merged(

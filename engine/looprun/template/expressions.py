@@ -29,6 +29,15 @@ def matching(paths: Iterable[str] | None, *globs: str) -> list[str]:
     return [p for p in paths if spec.match_file(p)]
 
 
+def without(items: Iterable[Any] | None, *others: Iterable[Any] | None) -> list[Any]:
+    """The items of ``items`` that are in none of ``others`` (order kept): the ids the
+    reproduce task made fail that do not pass now, ``without(ids, tests.passing)``."""
+    drop: set[Any] = set()
+    for other in others:
+        drop.update(other or ())
+    return [i for i in (items or ()) if i not in drop]
+
+
 class ShellCode(str):
     """A value that is trusted shell code (a template author's or invoker's command).
 
@@ -103,7 +112,7 @@ def _make_env(**kwargs: Any) -> ImmutableSandboxedEnvironment:
         lstrip_blocks=True,
         **kwargs,
     )
-    env.globals.update({"matching": matching})
+    env.globals.update({"matching": matching, "without": without})
     return env
 
 
@@ -201,7 +210,7 @@ UNTRUSTED_FILTERS = frozenset(
      "min", "max", "sum", "default", "d", "list", "unique", "sort", "round", "trim", "select",
      "reject", "selectattr", "rejectattr", "map", "join"}
 )  # fmt: skip
-UNTRUSTED_CALLS = frozenset({"matching"})
+UNTRUSTED_CALLS = frozenset({"matching", "without"})
 
 
 def _untrusted_problem(text: str, ast: nodes.Template) -> str | None:

@@ -44,10 +44,13 @@ ENGINE_NAMES: frozenset[str] = frozenset(
         "subloops",  # outer loops: all_done, failed, counts by outcome, list of results
         "feedback",  # act prompt only: the feedback chosen by the last refine decision
         "run",  # run.id, run.dir, run.artifacts, run.workdir
+        "baseline",  # per observer: its facts before the first act turn, and comparisons
+        "tasks",  # per completed task id: its observer and baseline facts when it was done
     }
 )
 
 UNKNOWN = Location("<unknown>")
+DEFAULT_MAX_REPEATS = 3  # no-progress detection is on unless a template turns it off
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -68,6 +71,18 @@ class InputSpec:
 
 
 @dataclass(frozen=True)
+class Protect:
+    """Read-only paths: any change to them (since the task, or the run, started) is a
+    violation, as are changed or removed doctest examples when ``doctests`` is set."""
+
+    paths: tuple[Text, ...] = ()  # gitignore-style globs; may use intent and inputs
+    doctests: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.paths) or self.doctests
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """A planned unit of work; ``done_when`` (if any) must hold, besides ``exit``."""
 
@@ -77,6 +92,7 @@ class TaskSpec:
     paths: tuple[str, ...] = ()
     depends_on: tuple[str, ...] = ()
     location: Location = UNKNOWN
+    protect: Protect = Protect()
 
 
 @dataclass(frozen=True)
@@ -108,6 +124,7 @@ class Constraints:
     approve: tuple[str, ...] = ()  # path globs whose changes need a person's approval
     command_timeout_s: float = 300.0
     max_output_bytes: int = 64_000
+    protect: Protect = Protect()  # read-only for the whole run (against the run's base)
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,9 @@ class ObserverSpec:
     when: Condition | None = None
     options: Mapping[str, Any] = field(default_factory=_empty)
     location: Location = UNKNOWN
+    # exit statuses meaning the check itself could not run (pytest 2-4: interrupted by
+    # collection errors, internal error, usage error); at the baseline they stop the run
+    cannot_run_exit: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,7 +185,8 @@ class Limits:
     timeout_s: float | None = None
     max_cost_usd: float | None = None
     per_tool: Mapping[str, int] = field(default_factory=_empty)
-    max_repeats: int | None = None  # stop as ``stalled`` when progress.repeats reaches this
+    # stop as ``stalled`` when progress.repeats reaches this; None (``false``) turns it off
+    max_repeats: int | None = DEFAULT_MAX_REPEATS
 
 
 @dataclass(frozen=True)

@@ -245,10 +245,10 @@ def render_template(name: str, base: str, schema: str, file_name: str) -> str:
 
 _CASES: dict[str, str] = {
     "bugfix": """\
-  - name: a failing test under the tests glob completes the reproduce task
+  - name: a newly failing test under the tests glob completes the reproduce task
     task: reproduce
     facts:
-      tests: {ok: false, failed: 1, tests: 3}
+      tests: {ok: false, failed: 1, tests: 3, failing: [TESTS_ID]}
       diff: {files: [TESTS_FILE], lines: 12}
     expect: {action: done, exit: true}
 
@@ -278,7 +278,11 @@ _CASES: dict[str, str] = {
     task: fix
     facts:
       progress: {repeats: 3}
-      tests: {ok: false, failed: 1, feedback: "tests/test_invoice.py::test_zero: ZeroDivisionError"}
+      tests:
+        ok: false
+        failed: 1
+        failing: [tests/test_invoice.py::test_zero]
+        feedback: "tests/test_invoice.py::test_zero: ZeroDivisionError"
     expect: {action: escalate, message_contains: ZeroDivisionError}
 """,
     "refactor": """\
@@ -290,7 +294,11 @@ _CASES: dict[str, str] = {
 
   - name: failing tests mean behaviour changed
     facts:
-      tests: {ok: false, failed: 1, feedback: "tests/test_invoice.py::test_total: assert 10 == 12"}
+      tests:
+        ok: false
+        failed: 1
+        failing: [tests/test_invoice.py::test_total]
+        feedback: "tests/test_invoice.py::test_total: assert 10 == 12"
     expect: {action: retry, message_contains: [Behaviour changed, "assert 10 == 12"]}
 
   - name: a diff over the limit is sent back to be shrunk
@@ -356,6 +364,7 @@ def render_cases(template_file: str, base: str, parent: Mapping[str, Any] | None
         glob = str(_get(p, "inputs.tests_glob.default") or "tests/**")
         folder = glob.split("*", 1)[0].rstrip("/") or "tests"
         body = body.replace("TESTS_FILE", _flow(f"{folder}/test_invoice.py"))
+        body = body.replace("TESTS_ID", _flow(f"{folder}/test_invoice.py::test_zero"))
         body = body.replace("TOO_MANY", str(int(_get(p, "act.constraints.max_diff_lines")) + 1))
     elif base == "refactor":
         body = body.replace("TOO_MANY", str(int(_get(p, "inputs.max_diff_lines.default")) + 1))

@@ -62,7 +62,10 @@ def name_problems(
     for name, attr in sorted(use.attributes):
         if name not in allowed:
             continue
-        if name == "inputs" and attr not in input_names:
+        if name == "baseline" and attr not in observers:
+            hint = did_you_mean(attr, set(observers))
+            out.append(f"baseline.{attr}: no observer named '{attr}'{hint}")
+        elif name == "inputs" and attr not in input_names:
             hint = did_you_mean(attr, input_names)
             out.append(f"no input named '{attr}'{hint}")
         elif name in observers and name not in ENGINE_NAMES:
