@@ -96,5 +96,5 @@ def locate_template(spec: Mapping[str, str], tree: Path) -> str:
 
 def secret_names(*refs: str) -> tuple[str, ...]:
     """The variables the models need (names only: values stay in each worker's env)."""
-    names = {_KEY_VARIABLES[r.split(":", 1)[0]] for r in refs if r.split(":", 1)[0] in _KEY_VARIABLES}
-    return tuple(sorted(names))
+    schemes = {r.split(":", 1)[0] for r in refs}
+    return tuple(sorted(_KEY_VARIABLES[s] for s in schemes if s in _KEY_VARIABLES))

@@ -14,6 +14,7 @@ running checks), then, after ``grace_s``, ``ray.cancel(force=True)``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -141,10 +142,8 @@ class RayExecutor:
         for a in self._open():  # never leave a task running behind the outer loop
             self._ray.cancel(a.ref, force=True)
             self._resolve(a, _interrupted(a.job, "stopped: the executor shut down"))
-        try:
+        with contextlib.suppress(Exception):  # the actor may be gone with its node
             self._ray.kill(self._board)
-        except Exception:  # noqa: BLE001 - the actor may already be gone with its node
-            pass
         # The connection stays for the next outer iteration; Ray ends it at exit.
 
     # -- attempts -------------------------------------------------------------------------
@@ -203,7 +202,7 @@ class RayExecutor:
     def _drain(self) -> None:
         try:
             lines = self._ray.get(self._board.take.remote(), timeout=10)
-        except Exception:  # noqa: BLE001 - progress is best effort; results are not
+        except Exception:  # progress lines are best effort; results are not
             return
         for line in lines:
             self._report(line)
