@@ -44,7 +44,7 @@ class RaySettings:
 
     address: str | None = None
     remote: str | None = None
-    grace_s: float = 10.0
+    grace_s: float = 5.0
     watchdog_s: float | None = None
     max_losses: int = 3
     num_cpus: int | None = None
@@ -60,11 +60,16 @@ class RaySettings:
         if importlib.util.find_spec("ray") is None:
             raise UsageError("--executor ray needs Ray: pip install 'looprun[ray]' (on every node)")
         watchdog = os.environ.get("LOOPRUN_RAY_WATCHDOG_S")
-        return cls(
-            address=address or None,
-            remote=remote,
-            watchdog_s=float(watchdog) if watchdog else None,
-        )
+        grace = os.environ.get("LOOPRUN_RAY_GRACE_S")
+        try:
+            return cls(
+                address=address or None,
+                remote=remote,
+                watchdog_s=float(watchdog) if watchdog else None,
+                grace_s=float(grace) if grace else cls.grace_s,
+            )
+        except ValueError as exc:
+            raise UsageError(f"LOOPRUN_RAY_WATCHDOG_S / LOOPRUN_RAY_GRACE_S: {exc}") from None
 
     def factory(self) -> Any:
         """An ``ExecutorFactory``: (parallel, report) -> executor."""
