@@ -49,9 +49,3 @@ def ray_address() -> Iterator[str]:
     while _cluster_processes(temp) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _cluster_processes(temp), "Ray processes outlived the test session"
-
-
-def busy_workers() -> list[str]:
-    """Ray workers running a sub-loop right now (Ray names a busy worker after its task)."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "ray::execute" in line]

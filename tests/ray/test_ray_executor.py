@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
-from conftest import busy_workers
+from ray_helpers import busy_workers
 from tests.support.cli import cli_env, looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
 
