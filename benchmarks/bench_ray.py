@@ -3,10 +3,12 @@
     python benchmarks/bench_ray.py [--tasks 4] [--runs 5]
 
 Starts a local Ray cluster on 127.0.0.1 once (its start-up time is printed apart), then
-runs the same fan-out outer loop (N one-iteration sub-loops, real git worktrees and
-merges, a fresh CLI process per run) with ``--executor local`` and with
-``--executor ray:ADDRESS``, interleaved. Prints the medians, the ratio, and the overhead
-per sub-loop: (ray - local) / N. Needs ``pip install 'looprun[ray]'``.
+runs the same fan-out outer loop (one-iteration sub-loops, real git worktrees and
+merges, a fresh CLI process per run) with 1 and with N sub-loops, with
+``--executor local`` and with ``--executor ray:ADDRESS``, interleaved. Prints the medians,
+the ratio, the fixed cost per run (joining the cluster) and the marginal cost per
+sub-loop (the slope from 1 to N sub-loops), each against local threads.
+Needs ``pip install 'looprun[ray]'``.
 """
 
 from __future__ import annotations
@@ -66,19 +68,30 @@ def main() -> None:
     ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     started = time.perf_counter() - t0
     address = ctx.address_info["gcs_address"]
+    executors = {"local": "local", "ray": f"ray:{address}"}
+    times: dict[tuple[str, int], list[float]] = {}
     try:
-        local: list[float] = []
-        remote: list[float] = []
-        for _ in range(args.runs):  # interleaved: the machine's load hits both alike
-            local.append(one_run(args.tasks, "local"))
-            remote.append(one_run(args.tasks, f"ray:{address}"))
+        for _ in range(args.runs):  # interleaved: the machine's load hits all alike
+            for n in (1, args.tasks):
+                for name, spec in executors.items():
+                    times.setdefault((name, n), []).append(one_run(n, spec))
     finally:
         ray.shutdown()
-    lo, ra = statistics.median(local), statistics.median(remote)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    n = args.tasks
     print(f"local Ray cluster start: {started:.1f} s (once per cluster, not per run)")
-    print(f"local threads: median {lo:.2f} s over {args.runs} runs ({args.tasks} sub-loops)")
-    print(f"ray executor:  median {ra:.2f} s over {args.runs} runs ({args.tasks} sub-loops)")
-    print(f"ratio ray/local {ra / lo:.2f}; overhead per sub-loop {(ra - lo) / args.tasks:.2f} s")
+    for name in executors:
+        print(
+            f"{name:>5}: 1 sub-loop {med[name, 1]:.2f} s, {n} sub-loops {med[name, n]:.2f} s "
+            f"(medians of {args.runs} runs)"
+        )
+    slope = {name: (med[name, n] - med[name, 1]) / (n - 1) for name in executors}
+    print(f"ratio ray/local with {n} sub-loops: {med['ray', n] / med['local', n]:.2f}")
+    print(f"fixed cost per run on ray: {med['ray', 1] - med['local', 1]:+.2f} s vs local")
+    print(
+        f"marginal cost per sub-loop: local {slope['local']:.2f} s, ray {slope['ray']:.2f} s "
+        f"(overhead {slope['ray'] - slope['local']:+.2f} s per sub-loop)"
+    )
 
 
 if __name__ == "__main__":
