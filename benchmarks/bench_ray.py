@@ -65,7 +65,8 @@ def main() -> None:
     import ray
 
     t0 = time.perf_counter()
-    ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # as many logical CPUs as sub-loops, so Ray admits them at once as local threads do
+    ctx = ray.init(num_cpus=max(2, args.tasks), include_dashboard=False, log_to_driver=False)
     started = time.perf_counter() - t0
     address = ctx.address_info["gcs_address"]
     executors = {"local": "local", "ray": f"ray:{address}"}
