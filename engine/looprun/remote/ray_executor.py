@@ -400,7 +400,6 @@ def _board_class(ray: Any) -> Any:
 def _task_function(ray: Any, settings: RaySettings) -> Any:
     def execute(job_json: str, board: Any) -> dict[str, Any]:
         import ray as worker_ray
-
         from looprun.remote.worker import run_remote_job
 
         def report(line: str) -> None:
