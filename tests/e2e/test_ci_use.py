@@ -202,6 +202,10 @@ def test_a_signal_mid_run_is_recorded_and_the_run_resumes(
     assert resumed.returncode == 3, resumed.stderr
     assert json.loads(resumed.stdout)["iterations"] == 3
     assert [ln[:3] for ln in iteration_lines(resumed.stderr)] == ["#2 ", "#3 "]
+    # resume keeps the baseline the run recorded: it is observed once, before iteration 1
+    events = [json.loads(ln) for ln in (run_dir / "journal.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events].count("baseline") == 1
+    assert "baseline: " not in resumed.stderr
 
 
 def test_a_second_run_in_the_same_checkout_is_refused_while_the_first_runs(
