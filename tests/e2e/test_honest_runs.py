@@ -48,8 +48,14 @@ FIX = {
 
 
 def _script(tmp: Path, turns: list[dict[str, Any]]) -> Path:
+    """One act turn per item: a tool call is followed by the model's closing words."""
+    calls: list[dict[str, Any]] = []
+    for turn in turns:
+        calls.append(turn)
+        if "tool_calls" in turn:
+            calls.append({"text": "Done with this step."})
     path = tmp / "script.yaml"
-    path.write_text(yaml.safe_dump(turns, sort_keys=False))
+    path.write_text(yaml.safe_dump(calls, sort_keys=False))
     return path
 
 
@@ -184,7 +190,7 @@ def test_the_same_wrong_edit_without_a_refine_tree_ends_stalled(tmp_path: Path) 
         3,
     ), proc.stderr
     # pytest prints the generator through a shortened repr whose address changes from run
-    # to run; the signatures mask it, so the same failure counts as a repeat
+    # to run; the no-progress fingerprint masks it, so the same failure counts as a repeat
     records = [
         json.loads((Path(summary["run_dir"]) / "observe" / f"{n}.json").read_text())
         for n in (1, 2, 3)
