@@ -279,9 +279,17 @@ class Engine:
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
         )
-        self.ports.journal.event("run_finished", **stop.to_dict(), iterations=st.iterations)
+        self.ports.journal.event(
+            "run_finished",
+            **stop.to_dict(),
+            iterations=st.iterations,
+            limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
+        )
         self.ports.journal.save_summary(result.summary())
-        self.ports.report(f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}")
+        self.ports.report(
+            f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}"
+            f" [{result.usage.describe()}]"
+        )
         return result
 
     def _task_results(self, stop: Stop) -> tuple[TaskResult, ...]:
@@ -345,7 +353,9 @@ class Engine:
         )
         st.attempts.append(line)
         self._record(task, step, decision, stop, task_iteration)
-        self.ports.report(line)
+        # the progress line names what decided: the rule that fired, or the cap
+        why = decision.fired() if stop is None or stop.code == "refine" else stop.code
+        self.ports.report(f"{line} ({why})" if why else line)
         st.model_positions = self._positions()
         self._save()
         return stop
