@@ -75,10 +75,24 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print problems only, not the OK lines.")
 @_boundary
 def validate_cmd(paths: tuple[str, ...], quiet: bool) -> None:
-    """Validate template files; exit 0 if all are valid, 2 if any is not."""
+    """Validate template files; exit 0 if all are valid, 2 if any is not.
+
+    In GitHub Actions (GITHUB_ACTIONS=true) each problem is also written as an
+    `::error file=...,line=...,col=...::` annotation."""
+    import os
+
     from looprun.template.commands import validate
 
-    sys.exit(validate(paths, quiet=quiet, echo=click.echo))
+    in_actions = os.environ.get("GITHUB_ACTIONS") == "true"  # annotate the pull request
+    sys.exit(
+        validate(
+            paths,
+            quiet=quiet,
+            echo=click.echo,
+            annotate=in_actions,
+            workspace=os.environ.get("GITHUB_WORKSPACE"),
+        )
+    )
 
 
 @main.command("explain")
@@ -210,6 +224,11 @@ def observe_cmd(
 @main.command("run", context_settings={"ignore_unknown_options": False})
 @click.argument("template")
 @click.option("--intent", help="What you want done, in words.")
+@click.option(
+    "--intent-file",
+    metavar="FILE",
+    help="Read the intent from FILE (UTF-8; - for stdin): long or untrusted text.",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Set an input.")
 @click.option("--workdir", default=".", show_default=True, help="The repository to work in.")
 @click.option("--model", help="Model for every role, e.g. openai:gpt-4o-mini, script:FILE.")
@@ -298,6 +317,25 @@ def report_cmd(
         return
     write_atomic(Path(output), text)
     click.echo(f"wrote {output}", err=True)
+
+
+@main.command("gc")
+@click.option("--workdir", default=".", show_default=True, help="The repository to clean.")
+@click.option("--dry-run", is_flag=True, help="Say what would be pruned; change nothing.")
+@_boundary
+def gc_cmd(workdir: str, dry_run: bool) -> None:
+    """Prune the checkpoint refs (refs/looprun/...) of runs whose directory was deleted."""
+    from pathlib import Path
+
+    from looprun.gc import prune_refs
+
+    done = prune_refs(Path(workdir), dry_run=dry_run)
+    verb = "would prune" if dry_run else "pruned"
+    click.echo(
+        f"{verb} {len(done.refs)} ref(s) of {len(done.runs)} deleted run(s)"
+        + (f": {', '.join(done.runs)}" if done.runs else "")
+        + f"; {done.kept} ref(s) kept"
+    )
 
 
 def entry() -> None:  # pragma: no cover - console script shim

@@ -8,6 +8,7 @@ or an approval pause, ``runs_from_cli`` lists them. Progress goes to stderr; wit
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -80,8 +81,44 @@ def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> Non
 # -- the commands ---------------------------------------------------------------------------
 
 
+MAX_INTENT_CHARS = 200_000
+
+
+def read_intent(intent: str | None, intent_file: str | None) -> str | None:
+    """The intent from ``--intent`` or ``--intent-file`` (``-``: stdin). The text is a
+    value: it reaches prompts as data, never as a template or a command."""
+    if intent_file is None:
+        return intent
+    if intent is not None:
+        raise UsageError("give the intent once: --intent or --intent-file")
+    where = "stdin" if intent_file == "-" else intent_file
+    try:
+        if intent_file == "-":
+            text = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            text = Path(intent_file).expanduser().read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--intent-file {where}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--intent-file {where}: a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"--intent-file {where}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
+    text = text.strip()
+    if not text:
+        raise UsageError(f"--intent-file {where}: the intent is empty")
+    if len(text) > MAX_INTENT_CHARS:
+        raise UsageError(
+            f"--intent-file {where}: {len(text):,} characters; an intent may have at most "
+            f"{MAX_INTENT_CHARS:,}"
+        )
+    return text
+
+
 def run_from_cli(**options: Any) -> int:
     """``looprun TEMPLATE --intent ...``: returns the outcome's exit code."""
+    options = {**options, "intent": read_intent(options.get("intent"), options.get("intent_file"))}
     workdir = _workdir(options.get("workdir") or ".")
     ref = _resolve_ref(options["template"])
     template = _load(ref)
@@ -191,10 +228,28 @@ def _drive(
                 engine, ws, journal, exc, elapsed0 + time.monotonic() - started
             )
             report(f"→ interrupted after {result.iterations} iteration(s): {result.reason}")
+        _step_summary(journal.dir)
         _emit(result, as_json, ws)
         return result.exit_code
     _finish(result, ws, bool(invocation.get("commit")), template)
+    _step_summary(journal.dir)
     return _emit(result, as_json, ws)
+
+
+def _step_summary(run_dir: Path) -> None:
+    """In GitHub Actions, append the run's Markdown report to the job's summary page."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    from looprun.errors import LooprunError
+    from looprun.report import build_report, render
+
+    try:
+        text = render(build_report(run_dir), "md")
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except (OSError, LooprunError) as exc:  # the run's outcome stands; say so and go on
+        _err(f"warning: could not append the report to GITHUB_STEP_SUMMARY ({path}): {exc}")
 
 
 def resume_from_cli(
@@ -265,8 +320,29 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
     if not rows:
         click.echo(f"no runs under {wd / '.looprun' / 'runs'}")
         return 0
+    from looprun.report.text import duration
+
+    table = [("RUN", "STARTED", "DURATION", "ITER", "TOKENS", "COST", "OUTCOME", "TEMPLATE")]
     for r in rows:
-        click.echo(
-            f"{r.run_id}  {r.outcome:<11} {r.iterations:>3} it  {Path(r.template).name}  {r.reason}"
+        table.append(
+            (
+                r.run_id,
+                r.started.replace("T", " ") or "?",
+                duration(r.duration_s),
+                str(r.iterations),
+                f"{r.tokens:,}",
+                f"${r.cost_usd:.4f}",
+                r.outcome,
+                Path(r.template).name,
+            )
         )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    right = {2, 3, 4, 5}  # numbers line up on the right
+    for n, row in enumerate(table):
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        reason = "" if n == 0 else rows[n - 1].reason
+        click.echo(("  ".join(cells) + ("  " + reason if reason else "")).rstrip())
     return 0
