@@ -255,16 +255,43 @@ def run_cmd(**options: Any) -> None:
 
 
 @main.command("resume")
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--workdir", default=".", show_default=True, help="The repository of the run.")
 @click.option("--approve", is_flag=True, help="Approve the changes a paused run waits on.")
 @click.option("--reject", is_flag=True, help="Reject them: roll back and let the loop retry.")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option(
+    "--bundle",
+    "bundle",
+    metavar="FILE",
+    help="Resume a run bundled in another clone (`looprun bundle`): unpack it here first.",
+)
 @_boundary
-def resume_cmd(run_id: str, workdir: str, approve: bool, reject: bool, as_json: bool) -> None:
+def resume_cmd(
+    run_id: str | None,
+    workdir: str,
+    approve: bool,
+    reject: bool,
+    as_json: bool,
+    bundle: str | None,
+) -> None:
     """Continue a run after a crash, a kill or an approval pause, from its last step."""
+    from pathlib import Path
+
     from looprun.loop.runner import resume_from_cli
 
+    if bundle is not None:
+        from looprun.bundle import import_bundle
+
+        if approve and reject:
+            raise click.UsageError("--approve and --reject exclude each other")
+        unpacked = import_bundle(Path(workdir).resolve(), Path(bundle))
+        if run_id is not None and run_id != unpacked:
+            raise click.UsageError(f"the bundle holds run {unpacked}, not {run_id}")
+        click.echo(f"unpacked run {unpacked} from {bundle}", err=True)
+        run_id = unpacked
+    elif run_id is None:
+        raise click.UsageError("name the run to resume: looprun resume RUN_ID (or --bundle FILE)")
     sys.exit(
         resume_from_cli(
             run_id=run_id, workdir=workdir, approve=approve, reject=reject, as_json=as_json
@@ -336,6 +363,22 @@ def gc_cmd(workdir: str, dry_run: bool) -> None:
         + (f": {', '.join(done.runs)}" if done.runs else "")
         + f"; {done.kept} ref(s) kept"
     )
+
+
+@main.command("bundle")
+@click.argument("run_id")
+@click.option("--workdir", default=".", show_default=True, help="The repository of the run.")
+@click.option("--output", "-o", metavar="FILE", help="Where to write it (default RUN_ID.looprun).")
+@_boundary
+def bundle_cmd(run_id: str, workdir: str, output: str | None) -> None:
+    """Pack a run (its directory and checkpoint refs) so another clone can resume it:
+    `looprun resume --bundle FILE` there."""
+    from pathlib import Path
+
+    from looprun.bundle import create_bundle
+
+    path = create_bundle(Path(workdir).resolve(), run_id, Path(output) if output else None)
+    click.echo(str(path))
 
 
 def entry() -> None:  # pragma: no cover - console script shim

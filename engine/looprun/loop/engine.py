@@ -462,7 +462,10 @@ class Engine:
 
     def _resume_approval(self, approve: bool) -> Stop | None:
         task = self._task()
+        paths = list((self.state.pending or {}).get("paths") or [])
         decision = self.resolve_approval(approve)
+        # the person's answer is part of the record, like the question
+        self.ports.journal.event("approval", paths=paths, answer=approve)
         stop = self._apply(task, decision) if task is not None else None
         self.ports.report(f"approval: {'approved' if approve else 'rejected'} → {decision.kind}")
         self._save()
