@@ -239,6 +239,17 @@ def observe_cmd(
 )
 @click.option("--commit", is_flag=True, help="Commit the result to the current branch when done.")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option(
+    "--executor",
+    metavar="local|ray[:ADDRESS]",
+    help="Where sub-loops run (default: threads here; also LOOPRUN_EXECUTOR).",
+)
+@click.option(
+    "--sync-remote",
+    metavar="GIT_URL",
+    help="With --executor ray: the git remote workers fetch from and push to "
+    "(default: this repository, for workers on this file system).",
+)
 @_boundary
 def run_cmd(**options: Any) -> None:
     """Run a loop template until its exit conditions hold or a limit stops it.
@@ -266,6 +277,11 @@ def run_cmd(**options: Any) -> None:
     metavar="FILE",
     help="Resume a run bundled in another clone (`looprun bundle`): unpack it here first.",
 )
+@click.option(
+    "--executor",
+    metavar="local|ray[:ADDRESS]",
+    help="Where sub-loops resume (default: where the run started them).",
+)
 @_boundary
 def resume_cmd(
     run_id: str | None,
@@ -274,6 +290,7 @@ def resume_cmd(
     reject: bool,
     as_json: bool,
     bundle: str | None,
+    executor: str | None,
 ) -> None:
     """Continue a run after a crash, a kill or an approval pause, from its last step."""
     from pathlib import Path
@@ -294,7 +311,12 @@ def resume_cmd(
         raise click.UsageError("name the run to resume: looprun resume RUN_ID (or --bundle FILE)")
     sys.exit(
         resume_from_cli(
-            run_id=run_id, workdir=workdir, approve=approve, reject=reject, as_json=as_json
+            run_id=run_id,
+            workdir=workdir,
+            approve=approve,
+            reject=reject,
+            as_json=as_json,
+            executor=executor,
         )
     )
 
