@@ -237,7 +237,15 @@ def observe_cmd(
 @click.option(
     "--max-iterations", type=click.IntRange(min=1), help="Override limits.max_iterations."
 )
-@click.option("--commit", is_flag=True, help="Commit the result to the current branch when done.")
+@click.option(
+    "--commit",
+    is_flag=True,
+    help="When done, commit the files the run changed to the current branch (the message "
+    "holds the intent and the run id; the repository's hooks run).",
+)
+@click.option(
+    "--no-verify", is_flag=True, help="With --commit: skip the pre-commit and commit-msg hooks."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @click.option(
     "--executor",

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from looprun.errors import UsageError
+from looprun.errors import EXIT_ERROR, UsageError
 from looprun.journal import RunJournal, list_runs, new_run_id
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
@@ -28,6 +28,8 @@ from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import where_it_stands
 from looprun.models.base import Model
+from looprun.proc import secret_values
+from looprun.redact import Redactor
 from looprun.template.model import Template
 
 
@@ -67,15 +69,32 @@ def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
     return result.exit_code
 
 
-def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> None:
-    if commit and result.finished:
+def _finish(result: RunResult, ws: Any, invocation: Mapping[str, Any], template: Template) -> bool:
+    """``--commit`` after a done run; False when git or a hook refused the commit."""
+    from looprun.commit import CommitRefused, commit_message, commit_paths
+
+    if invocation.get("commit") and result.finished:
         # Only what the run changed: the user's own uncommitted work stays uncommitted.
         changed = ws.changed_files()
         if not changed:
             _err("nothing changed: no commit made")
-            return
-        sha = ws.commit_to_branch(f"looprun {template.name}: {result.reason}", only=changed)
+            return True
+        message = Redactor(secret_values()).text(
+            commit_message(
+                template.name,
+                str(invocation.get("intent") or ""),
+                result.run_id,
+                iterations=result.iterations,
+                reason=result.reason,
+            )
+        )
+        try:
+            sha = commit_paths(ws.workdir, message, changed, verify=not invocation.get("no_verify"))
+        except CommitRefused as exc:
+            _err(f"looprun: {exc}")
+            return False
         _err(f"committed {sha[:12]} to the current branch ({len(changed)} file(s))")
+    return True
 
 
 # -- the commands ---------------------------------------------------------------------------
@@ -120,6 +139,10 @@ def run_from_cli(**options: Any) -> int:
     """``looprun TEMPLATE --intent ...``: returns the outcome's exit code."""
     options = {**options, "intent": read_intent(options.get("intent"), options.get("intent_file"))}
     workdir = _workdir(options.get("workdir") or ".")
+    if options.get("commit"):  # refuse before spending a token, not after the work
+        from looprun.commit import current_branch
+
+        current_branch(workdir)
     ref = _resolve_ref(options["template"])
     template = _load(ref)
     sets = parse_sets(options.get("sets") or ())
@@ -165,6 +188,7 @@ def _start(
         "base_url": options.get("base_url"),
         "max_iterations": options.get("max_iterations"),
         "commit": bool(options.get("commit")),
+        "no_verify": bool(options.get("no_verify")),
         "executor": options.get("executor") or "local",
         "sync_remote": options.get("sync_remote"),
         "workdir": str(workdir),
@@ -236,9 +260,10 @@ def _drive(
         _step_summary(journal.dir)
         _emit(result, as_json, ws)
         return result.exit_code
-    _finish(result, ws, bool(invocation.get("commit")), template)
+    committed = _finish(result, ws, invocation, template)
     _step_summary(journal.dir)
-    return _emit(result, as_json, ws)
+    code = _emit(result, as_json, ws)
+    return code if committed else EXIT_ERROR
 
 
 def _step_summary(run_dir: Path) -> None:
