@@ -86,6 +86,7 @@ class Engine:
         )
         self.run_protect_doctests = bool(protect and protect.doctests)
         self._observer_edit = ""  # an observer changed the tree during the last observation
+        self._observer_made: set[str] = set()  # files observers created (their caches)
         # -- sub-loops hook (issue 6): an outer template's act phase runs its sub-loops --
         self.outer: Any = None
         if template.each_task is not None:
@@ -685,7 +686,13 @@ class Engine:
         now = ws.snapshot()
         if now == before:
             return obs, before
-        edited = [c for c in ws.file_changes(before, now) if c.status != "A"]
+        changes = ws.file_changes(before, now)
+        edited = [
+            c
+            for c in changes
+            if c.status != "A" and c.path not in self._observer_made and not _is_cache(c.path)
+        ]
+        self._observer_made |= {c.path for c in changes if c.status == "A"}
         if not edited:
             return obs, now  # files it created (caches) are left as they are
         ws.restore(before)
@@ -747,6 +754,18 @@ class Engine:
         if isinstance(seq, int):
             self.state.journal_seq = seq
         self.ports.journal.save_state(self.state.to_dict())
+
+
+# Caches the checks' own tools rewrite as they run (bytecode, pytest, coverage, linters):
+# never an observer editing the code.
+_CACHE_PARTS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
+)
+
+
+def _is_cache(path: str) -> bool:
+    parts = path.split("/")
+    return bool(_CACHE_PARTS.intersection(parts[:-1])) or parts[-1].startswith(".coverage")
 
 
 def _ends_iteration(stop: Stop) -> bool:
