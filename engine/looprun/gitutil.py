@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,24 @@ class Git:
                 spec.append(f":(exclude){exclude}")
         self.run("add", "-A", "--", *spec, env=env)
         return self.run("write-tree", env=env).strip()
+
+    def hold_index_lock(self, index_file: Path) -> subprocess.Popen[bytes]:
+        """Test-only (a crash point): a real ``git add`` that holds ``index_file``'s lock
+        while it waits for pathspecs on stdin, returned once the lock exists."""
+        proc = subprocess.Popen(
+            ["git", *_GIT_OPTIONS, "add", "--pathspec-from-file=-"],
+            cwd=self.workdir,
+            env=self._env({"GIT_INDEX_FILE": str(index_file)}),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        lock = Path(f"{index_file}.lock")
+        for _ in range(500):
+            if lock.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        return proc
 
     def diff(self, base: str, target: str, *args: str) -> str:
         """``git diff`` between two tree-ish objects (no rename detection: stable output)."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.atomic import write_atomic
+from looprun.crashpoint import crash_point
 from looprun.errors import UsageError
 from looprun.proc import secret_values
 from looprun.redact import Redactor
@@ -39,10 +40,10 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=False, default=str)
 
 
-def _repair_tail(path: Path) -> int:
-    """Cut a torn last line (a crash mid-write); return the last complete event's seq."""
+def _repair_tail(path: Path) -> bytes:
+    """Cut a torn last line (a crash mid-write); return the complete lines."""
     if not path.exists():
-        return 0
+        return b""
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
     if end < len(data):
@@ -50,13 +51,22 @@ def _repair_tail(path: Path) -> int:
             fh.truncate(end)
             fh.flush()
             os.fsync(fh.fileno())
-    last = 0
-    for line in data[:end].splitlines()[-1:]:
+    return data[:end]
+
+
+def _last_seq(data: bytes) -> int:
+    for line in data.splitlines()[-1:]:
         try:
-            last = int(json.loads(line).get("seq", 0))
+            return int(json.loads(line).get("seq", 0))
         except (ValueError, AttributeError):
-            last = 0
-    return last
+            return 0
+    return 0
+
+
+def _write_durably(fh: Any, text: str) -> None:
+    fh.write(text)
+    fh.flush()
+    os.fsync(fh.fileno())
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -86,9 +96,11 @@ class RunJournal:
         (self.dir / "observe").mkdir(parents=True, exist_ok=True)
         (self.dir / "artifacts").mkdir(exist_ok=True)
         self._events_path = self.dir / "journal.jsonl"
-        self._seq = _repair_tail(self._events_path)
+        self._seq = _last_seq(_repair_tail(self._events_path))
+        self._exchanges_path = self.dir / "exchanges.jsonl"
+        self._exchange_count = _repair_tail(self._exchanges_path).count(b"\n")
         self._events = open(self._events_path, "a", encoding="utf-8")  # noqa: SIM115
-        self._exchanges = open(self.dir / "exchanges.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._exchanges = open(self._exchanges_path, "a", encoding="utf-8")  # noqa: SIM115
 
     @classmethod
     def create(cls, workdir: Path, run_id: str | None = None) -> RunJournal:
@@ -110,6 +122,11 @@ class RunJournal:
         return self._seq
 
     @property
+    def exchange_count(self) -> int:
+        """How many model exchanges ``exchanges.jsonl`` holds."""
+        return self._exchange_count
+
+    @property
     def artifacts(self) -> Path:
         return self.dir / "artifacts"
 
@@ -124,10 +141,11 @@ class RunJournal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _append(self, fh: Any, obj: Mapping[str, Any]) -> None:
-        fh.write(_dumps(self.redact.data(obj)) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    def _append(self, fh: Any, obj: Mapping[str, Any], point: str) -> None:
+        line = _dumps(self.redact.data(obj)) + "\n"
+        crash_point(f"torn:{point}", lambda: _write_durably(fh, line[: len(line) // 2]))
+        _write_durably(fh, line)
+        crash_point(f"after:{point}")
 
     # -- the Journal port -------------------------------------------------------------------
 
@@ -140,13 +158,17 @@ class RunJournal:
             "event": kind,
             **data,
         }
-        self._append(self._events, record)
+        crash_point(f"before:event:{kind}")
+        self._append(self._events, record, f"event:{kind}")
 
     def exchange(self, record: Mapping[str, Any]) -> None:
-        self._append(self._exchanges, {"ts": round(time.time(), 3), **record})
+        self._append(self._exchanges, {"ts": round(time.time(), 3), **record}, "exchange")
+        self._exchange_count += 1
 
     def save_state(self, state: Mapping[str, Any]) -> None:
+        crash_point("before:state")
         write_atomic(self.dir / "state.json", _dumps(self.redact.data(state)))
+        crash_point("after:state")
 
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
         write_atomic(
@@ -155,6 +177,7 @@ class RunJournal:
         )
 
     def save_summary(self, summary: Mapping[str, Any]) -> None:
+        crash_point("before:summary")
         write_atomic(
             self.dir / "summary.json",
             json.dumps(self.redact.data(summary), indent=2, ensure_ascii=False),

@@ -13,17 +13,21 @@ directory itself is never part of a snapshot.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.crashpoint import crash_point
 from looprun.errors import LooprunError, UsageError
 from looprun.gitutil import Git, GitError
 
 REF_PREFIX = "refs/looprun/"
+LOCK_GRACE_S = 1.0
 _GITLINK = "160000"
 
 
@@ -80,6 +84,7 @@ class Workspace:
         are part of the snapshot too.
         """
         index = self.state_dir / "snapshot.index"
+        crash_point("snapshot.index-lock", lambda: self.git.hold_index_lock(index))
         return self.git.snapshot(index, exclude=self._state_rel())
 
     def base(self) -> str:
@@ -313,6 +318,32 @@ class Workspace:
         changed = self._apply(ours_tree, merged)
         return MergeResult(True, tree=merged, changed=tuple(changed))
 
+    # -- crash recovery ----------------------------------------------------------------
+
+    def clear_stale_locks(self, run_id: str, *, grace_s: float = LOCK_GRACE_S) -> list[Path]:
+        """Remove the lock files a killed run left behind, so the tree is not blocked.
+
+        Call only while holding the run lock (:class:`RunLock`): holding it proves that
+        the run which took these locks is dead. Only the engine's own locks are touched:
+        the private index's, this run's private refs' and branches', and the index of a
+        worktree made for one of its sub-loops; never the user's index or branches. A
+        lock younger than ``grace_s`` gets that long to go away (a git command whose
+        parent was killed alone finishes on its own)."""
+        found = [self.state_dir / "snapshot.index.lock"]
+        common = self._git_path(self.git.run("rev-parse", "--git-common-dir").strip())
+        own = self._git_path(self.git.run("rev-parse", "--git-dir").strip())
+        if own != common and own.parent.name == "worktrees":  # a sub-loop's worktree
+            found.append(own / "index.lock")
+        rid = glob.escape(run_id)
+        found.extend((common / REF_PREFIX / "base").glob("*.lock"))  # same name, same value
+        for ns in (REF_PREFIX, "refs/heads/looprun/"):
+            for pattern in (f"{rid}/**/*.lock", f"{rid}.*/**/*.lock"):
+                found.extend((common / ns).glob(pattern))
+        return [p for p in dict.fromkeys(found) if _remove_stale(p, grace_s)]
+
+    def _git_path(self, text: str) -> Path:
+        return Path(os.path.realpath(text if os.path.isabs(text) else self.workdir / text))
+
     # -- setup -------------------------------------------------------------------------
 
     def _state_rel(self) -> str:
@@ -390,6 +421,21 @@ def _private_repo(workdir: Path, git_dir: Path) -> Git:
         # No core.worktree: linked worktrees made for sub-loops must not inherit it.
         git.run("config", "--unset", "core.worktree", check=False)
     return git
+
+
+def _remove_stale(lock: Path, grace_s: float) -> bool:
+    """Remove ``lock`` once it is ``grace_s`` old; False if it was not there."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age < grace_s:
+        time.sleep(grace_s - age)
+    try:
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _prune_empty_dirs(directory: Path, root: Path) -> None:

@@ -172,6 +172,10 @@ def _drive(
         base=state.base if state is not None and state.base else None,
     )
     _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
+    for lock in ws.clear_stale_locks(journal.run_id):  # we hold the run lock: theirs is dead
+        note = f"removed {lock}, left behind by a run that was killed"
+        _err("note: " + note)
+        journal.event("warning", message=note)
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
     limits = with_iterations(template.limits, invocation.get("max_iterations"))
     if events is not None:

@@ -1,0 +1,167 @@
+"""kill -9 at exact points of a real run (``LOOPRUN_CRASH_AT``, the test-only crash
+points), then ``looprun resume`` or a new run through the real CLI: the tree is never
+blocked, every edit is applied exactly once, the records agree."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+from e2e_helpers import git_init, looprun, run_dirs, start
+
+from looprun.journal import read_jsonl
+
+FINAL = "start\none\ntwo\n"
+
+TEMPLATE = """\
+looprun: 1
+name: twostep
+description: Append two lines, one per iteration.
+inputs:
+  intent: {type: string, required: true}
+act:
+  prompt: "{{ intent }} (iteration {{ iteration }})"
+  tools: [edit_file, read_file]
+  max_steps: 5
+observe:
+  check:
+    run: "python check.py"
+    parser: exit_code
+exit: [check.ok, "policy.violations == 0"]
+refine:
+  - if: policy.violations > 0
+    then:
+      rollback: previous
+      feedback: "{{ policy.summary }}"
+limits: {max_iterations: 6, max_cost_usd: 5}
+"""
+
+
+def _edit(prev: str, line: str) -> dict[str, Any]:
+    return {
+        "name": "edit_file",
+        "arguments": {"path": "log.txt", "old": f"{prev}\n", "new": f"{prev}\n{line}\n"},
+    }
+
+
+TURNS: list[dict[str, Any]] = [
+    {"tool_calls": [_edit("start", "one")]},
+    {"text": "added one"},
+    {"tool_calls": [_edit("one", "two")]},
+    {"text": "added two"},
+]
+
+
+def _setup(tmp: Path, turns: list[dict[str, Any]] | None = None) -> tuple[Path, list[str]]:
+    work = tmp / "work"
+    work.mkdir()
+    (work / "log.txt").write_text("start\n")
+    (work / "check.py").write_text(
+        f"import sys\nsys.exit(0 if open('log.txt').read() == {FINAL!r} else 1)\n"
+    )
+    git_init(work)
+    template = tmp / "twostep.yaml"
+    template.write_text(TEMPLATE)
+    script = tmp / "script.yaml"
+    script.write_text(yaml.safe_dump(turns or TURNS))
+    args = [
+        str(template),
+        "--intent",
+        "append the next line",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--json",
+    ]
+    return work, args
+
+
+def _killed_at(point: str, args: list[str]) -> None:
+    """Run until the crash point kills the run's process group (as `kill -9 -PGID`)."""
+    proc = start(*args, env={"LOOPRUN_CRASH_AT": point})
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, err)
+
+
+def _resume(work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    [run_dir] = run_dirs(work)
+    return looprun("resume", run_dir.name, "--workdir", str(work), "--json", *extra)
+
+
+def _summary(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.stdout.strip(), proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def _listed(work: Path) -> dict[str, Any]:
+    [row] = json.loads(looprun("runs", "--workdir", str(work), "--json").stdout)
+    return dict(row)
+
+
+def _done_once(work: Path, proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stderr
+    summary = _summary(proc)
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2)
+    assert (work / "log.txt").read_text() == FINAL  # no edit lost, none applied twice
+    return summary
+
+
+# -- 1. a kill while git holds the private index lock ----------------------------------
+
+
+def test_a_kill_while_git_holds_the_index_lock_does_not_block_resume(tmp_path: Path) -> None:
+    work, args = _setup(tmp_path)
+    _killed_at("snapshot.index-lock@3", args)
+    lock = work / ".looprun" / "snapshot.index.lock"
+    assert lock.exists()  # git was killed holding it
+    resumed = _resume(work)
+    _done_once(work, resumed)
+    assert "left behind by a run that was killed" in resumed.stderr
+    assert not lock.exists()
+
+
+def test_a_kill_while_git_holds_the_index_lock_does_not_block_a_new_run(tmp_path: Path) -> None:
+    work, args = _setup(tmp_path)
+    _killed_at("snapshot.index-lock@1", args)
+    assert (work / ".looprun" / "snapshot.index.lock").exists()
+    fresh = looprun(*args)
+    _done_once(work, fresh)
+
+
+# -- 6. a torn last line in exchanges.jsonl ---------------------------------------------
+
+
+def test_a_torn_exchange_line_is_cut_before_the_next_one(tmp_path: Path) -> None:
+    work, args = _setup(tmp_path)
+    _killed_at("torn:exchange@2", args)
+    [run_dir] = run_dirs(work)
+    assert not (run_dir / "exchanges.jsonl").read_text().endswith("\n")  # torn
+    _done_once(work, _resume(work))
+    lines = (run_dir / "exchanges.jsonl").read_text().splitlines()
+    assert [json.loads(line)["reply"]["role"] for line in lines] == ["assistant"] * len(lines)
+    # the first call kept, the torn second one cut; resume redoes iteration 1 (two calls)
+    # and runs iteration 2 (two calls)
+    assert [json.loads(line)["iteration"] for line in lines] == [1, 1, 1, 2, 2]
+
+
+# -- 7. an unknown tool name is a tool error, not a violation ---------------------------
+
+
+def test_an_unknown_tool_is_a_tool_error_and_keeps_the_edits_of_the_turn(tmp_path: Path) -> None:
+    turns = [
+        {"tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}, _edit("start", "one")]},
+        {"text": "added one"},
+        *TURNS[2:],
+    ]
+    work, args = _setup(tmp_path, turns)
+    _done_once(work, looprun(*args))
+    [run_dir] = run_dirs(work)
+    events = list(read_jsonl(run_dir / "journal.jsonl"))
+    assert not [e for e in events if e["event"] == "policy_violation"]
+    (unknown,) = [e for e in events if e["event"] == "tool_call" and e["tool"] == "shell"]
+    assert unknown["is_error"] and "no tool named 'shell'" in unknown["result"]
