@@ -86,6 +86,16 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield obj
 
 
+@dataclass(frozen=True)
+class UnsavedUsage:
+    """Usage recorded after the last saved state (see ``RunJournal.unsaved_usage``)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+
 class RunJournal:
     """The files of one run. Implements the loop's Journal port."""
 
@@ -99,6 +109,8 @@ class RunJournal:
         self._seq = _last_seq(_repair_tail(self._events_path))
         self._exchanges_path = self.dir / "exchanges.jsonl"
         self._exchange_count = _repair_tail(self._exchanges_path).count(b"\n")
+        # what earlier processes wrote: the usage a state saved before it does not hold
+        self._opened = (self._seq, self._exchange_count)
         self._events = open(self._events_path, "a", encoding="utf-8")  # noqa: SIM115
         self._exchanges = open(self._exchanges_path, "a", encoding="utf-8")  # noqa: SIM115
 
@@ -198,6 +210,37 @@ class RunJournal:
         """The events without the superseded ones (see :func:`current_events`)."""
         return current_events(self.events())
 
+    def unsaved_usage(self, journal_seq: int, exchanges: int) -> UnsavedUsage:
+        """What the model calls after a saved state cost, as recorded before this process
+        opened the run (a killed iteration was paid for): tokens and cost from
+        ``exchanges.jsonl`` past its first ``exchanges`` lines, and the time from the
+        state's last event (``journal_seq``) to the last record written after it."""
+        seq_at_open, count_at_open = self._opened
+        prompt = completion = 0
+        cost = 0.0
+        stamps: list[float] = []
+        for i, rec in enumerate(read_jsonl(self._exchanges_path)):
+            if i >= count_at_open:
+                break
+            if i < exchanges:
+                continue
+            usage = rec.get("usage") or {}
+            prompt += int(usage.get("prompt_tokens") or 0)
+            completion += int(usage.get("completion_tokens") or 0)
+            cost += float(usage.get("cost_usd") or 0.0)
+            stamps.append(float(rec.get("ts") or 0.0))
+        anchor: float | None = None
+        for e in self.events():
+            seq = int(e.get("seq", 0))
+            if seq > seq_at_open:
+                break
+            if anchor is None and (seq == journal_seq or journal_seq == 0):
+                anchor = float(e.get("ts") or 0.0)
+            elif anchor is not None and seq > journal_seq:
+                stamps.append(float(e.get("ts") or 0.0))
+        seconds = max(0.0, max(stamps) - anchor) if stamps and anchor is not None else 0.0
+        return UnsavedUsage(prompt, completion, cost, seconds)
+
     def load_state(self) -> dict[str, Any] | None:
         return _load_json(self.dir / "state.json")
 
@@ -211,6 +254,7 @@ class RunJournal:
 # Events that describe a step; when the step is redone after a resume they are superseded.
 STEP_EVENTS = frozenset(
     {
+        "run_started",  # a run killed before its first state save is started again
         "plan",
         "tool_call",
         "policy_violation",
@@ -266,8 +310,71 @@ def find_run(workdir: Path, run_id: str) -> Path:
 
 
 @dataclass(frozen=True)
+class RunStatus:
+    """Where a run stands and what ``looprun resume`` would do with it: the one reading
+    of a run's files that both ``looprun runs`` and ``looprun resume`` use.
+
+    ``state.json`` is the source of truth (``summary.json`` only says whether the end
+    was fully written down); ``resume`` is empty when nothing is left to do."""
+
+    outcome: str
+    reason: str
+    iterations: int
+    resume: str
+    state: dict[str, Any] | None = None
+    summary_missing: bool = False
+    commit_pending: bool = False
+
+
+def run_status(run_dir: Path) -> RunStatus:
+    """Read a run's files into a :class:`RunStatus`."""
+    inv = _load_json(run_dir / "run.json")
+    state = _load_json(run_dir / "state.json")
+    summary = _load_json(run_dir / "summary.json")
+    if inv is None:
+        why = "killed before it was set up (no run.json); nothing to resume: start it again"
+        return RunStatus("interrupted", why, int((state or {}).get("iterations", 0)), "")
+    if state is None:
+        why = "killed before its first step was saved"
+        return RunStatus("interrupted", why, 0, "start it again from the beginning", state)
+    n = int(state.get("iterations", 0))
+    stop = state.get("stop") or {}
+    if state.get("pending"):
+        paths = ", ".join(state["pending"].get("paths") or [])
+        return RunStatus(
+            "escalated", f"waiting for approval of {paths}", n, "--approve or --reject", state
+        )
+    if not stop:
+        if (
+            summary is not None
+            and summary.get("outcome") == "interrupted"
+            and (
+                summary.get("iterations") == n  # not a later crash
+            )
+        ):
+            why = str(summary.get("reason", ""))
+        else:
+            why = f"killed after iteration {n}; no outcome recorded"
+        return RunStatus("interrupted", why, n, f"continue after iteration {n}", state)
+    outcome, why = str(stop.get("outcome", "?")), str(stop.get("reason", ""))
+    missing = summary is None or summary.get("outcome") != outcome or summary.get("iterations") != n
+    commit = state.get("commit") or {}
+    pending = (
+        outcome == "done"
+        and bool(inv.get("commit"))
+        and not (commit.get("sha") or commit.get("skipped"))
+    )
+    todo = [
+        *(["write the missing summary"] if missing else []),
+        *(["make the --commit commit"] if pending else []),
+        *(["continue after the error"] if outcome == "error" else []),
+    ]
+    return RunStatus(outcome, why, n, " and ".join(todo), state, missing, pending)
+
+
+@dataclass(frozen=True)
 class RunInfoRow:
-    """One row of ``looprun runs``: a run and how it ended."""
+    """One row of ``looprun runs``: a run, how it ended, and what resume would do."""
 
     run_id: str
     template: str
@@ -275,9 +382,14 @@ class RunInfoRow:
     outcome: str
     iterations: int
     reason: str
+    resume: str = ""
+
+    @property
+    def resumable(self) -> bool:
+        return bool(self.resume)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dict(self.__dict__) | {"resumable": self.resumable}
 
 
 def list_runs(workdir: Path) -> list[RunInfoRow]:
@@ -288,29 +400,16 @@ def list_runs(workdir: Path) -> list[RunInfoRow]:
         if not d.is_dir():
             continue
         inv = _load_json(d / "run.json") or {}
-        summary = _load_json(d / "summary.json")
-        state = _load_json(d / "state.json") or {}
-        stop = state.get("stop") or {}
-        if summary is not None and stop:
-            outcome, reason = summary.get("outcome", "?"), summary.get("reason", "")
-        elif state.get("pending"):
-            outcome, reason = "escalated", "waiting for approval"
-        elif (
-            summary is not None
-            and summary.get("outcome") == "interrupted"
-            and summary.get("iterations") == state.get("iterations")  # not a later crash
-        ):
-            outcome, reason = "interrupted", str(summary.get("reason", ""))
-        else:
-            outcome, reason = "interrupted", "no outcome recorded (resume it)"
+        status = run_status(d)
         rows.append(
             RunInfoRow(
                 d.name,
                 str(inv.get("template", "?")),
                 str(inv.get("started", "")),
-                outcome,
-                int(state.get("iterations", 0)),
-                reason,
+                status.outcome,
+                status.iterations,
+                status.reason,
+                status.resume,
             )
         )
     return rows

@@ -221,6 +221,12 @@ class Workspace:
         env = self._user_identity()
         commit = self.git.run("commit-tree", tree, *parents, "-m", message, env=env).strip()
         self.git.run("update-ref", "-m", f"looprun: {message}", "HEAD", commit, head or "")
+        crash_point("commit.after-update-ref")
+        self.reset_index(only)
+        return commit
+
+    def reset_index(self, only: Sequence[str] | None) -> None:
+        """The user's index entries of ``only`` (all with None) set to HEAD's."""
         if only is None:
             self.git.run("reset", "-q")
         elif only:
@@ -234,7 +240,18 @@ class Workspace:
                 env={"GIT_LITERAL_PATHSPECS": "1"},
                 input=data,
             )
-        return commit
+
+    def made_commit(self, parent: str, message: str, only: Sequence[str]) -> str | None:
+        """HEAD, when it is the commit ``commit_to_branch(message, only)`` makes on top of
+        ``parent`` from the working tree as it is (made before a crash); else None."""
+        head = self.git.head()
+        if head is None or head == parent:
+            return None
+        parents, _, body = self.git.run("log", "-1", "--format=%P%n%B", head).partition("\n")
+        if (parents.split() or [""])[0] != parent or body.strip() != message.strip():
+            return None
+        expected = self._tree_with(parent or None, self.snapshot(), only)
+        return head if self.tree_of(head) == expected else None
 
     def _tree_with(self, head: str | None, source: str, paths: Sequence[str]) -> str:
         """HEAD's tree with ``paths`` taken from tree ``source`` (absent there: removed)."""

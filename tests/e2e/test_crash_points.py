@@ -10,10 +10,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from e2e_helpers import git_init, looprun, run_dirs, start
 
-from looprun.journal import read_jsonl
+from looprun.journal import current_events, read_jsonl
 
 FINAL = "start\none\ntwo\n"
 
@@ -165,3 +166,109 @@ def test_an_unknown_tool_is_a_tool_error_and_keeps_the_edits_of_the_turn(tmp_pat
     assert not [e for e in events if e["event"] == "policy_violation"]
     (unknown,) = [e for e in events if e["event"] == "tool_call" and e["tool"] == "shell"]
     assert unknown["is_error"] and "no tool named 'shell'" in unknown["result"]
+
+
+# -- 2. a --commit run killed after it is done gets its commit exactly once -------------
+
+
+def _git(work: Path, *args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=work, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "before:event:run_finished",  # the final state saved, nothing after it
+        "before:summary",
+        "commit.before",  # the intent saved, no commit yet
+        "commit.after-update-ref",  # HEAD moved, the index not updated, nothing recorded
+        "commit.before-event",
+        "after:event:commit",  # journaled, the state not told
+    ],
+)
+def test_a_commit_run_killed_after_it_is_done_gets_its_commit_once(
+    tmp_path: Path, point: str
+) -> None:
+    work, args = _setup(tmp_path)
+    first = _git(work, "rev-parse", "HEAD")
+    _killed_at(point, [*args, "--commit"])
+    row = _listed(work)
+    assert row["outcome"] == "done" and row["resumable"], row
+    resumed = _resume(work)
+    _done_once(work, resumed)
+    assert _git(work, "rev-list", "--count", "HEAD") == "2"  # one commit, not two
+    assert _git(work, "rev-parse", "HEAD^") == first
+    assert _git(work, "show", "HEAD:log.txt") + "\n" == FINAL
+    assert _git(work, "status", "--porcelain") == ""  # the index agrees with the commit
+    [run_dir] = run_dirs(work)
+    commits = [e for e in read_jsonl(run_dir / "journal.jsonl") if e["event"] == "commit"]
+    assert [e["sha"] for e in commits] == [_git(work, "rev-parse", "HEAD")]
+    assert json.loads((run_dir / "summary.json").read_text())["outcome"] == "done"
+    row = _listed(work)
+    assert (row["outcome"], row["resumable"], row["resume"]) == ("done", False, "")
+    again = _resume(work)
+    assert again.returncode == 2 and "nothing to resume" in again.stderr
+    assert _git(work, "rev-list", "--count", "HEAD") == "2"
+
+
+# -- 4. `looprun runs` and `resume` agree at both ends of a run ------------------------
+
+
+def test_killed_before_the_first_state_save_is_listed_and_resumed_as_a_restart(
+    tmp_path: Path,
+) -> None:
+    work, args = _setup(tmp_path)
+    _killed_at("before:state@1", args)
+    row = _listed(work)
+    assert row["outcome"] == "interrupted" and row["resume"] == "start it again from the beginning"
+    text = looprun("runs", "--workdir", str(work)).stdout
+    assert "resume: start it again from the beginning" in text
+    resumed = _resume(work)
+    _done_once(work, resumed)
+    assert "starting again" in resumed.stderr
+    [run_dir] = run_dirs(work)
+    current = current_events(read_jsonl(run_dir / "journal.jsonl"))
+    assert [e["event"] for e in current].count("run_started") == 1
+
+
+def test_killed_after_the_final_state_resume_writes_the_missing_summary(tmp_path: Path) -> None:
+    work, args = _setup(tmp_path)
+    _killed_at("before:summary", args)
+    [run_dir] = run_dirs(work)
+    assert not (run_dir / "summary.json").exists()
+    row = _listed(work)
+    assert (row["outcome"], row["resume"]) == ("done", "write the missing summary")
+    resumed = _resume(work)
+    summary = _done_once(work, resumed)
+    assert json.loads((run_dir / "summary.json").read_text()) == summary
+    events = [e["event"] for e in read_jsonl(run_dir / "journal.jsonl")]
+    assert events.count("run_finished") == 1 and "iteration" in events
+    row = _listed(work)
+    assert (row["outcome"], row["resumable"]) == ("done", False)
+    assert "(nothing to resume)" in looprun("runs", "--workdir", str(work)).stdout
+    again = _resume(work)
+    assert again.returncode == 2 and "already ended done" in again.stderr
+
+
+# -- 5. the tokens and time of a killed iteration count after resume --------------------
+
+
+def test_the_model_calls_of_a_killed_iteration_count_toward_usage(tmp_path: Path) -> None:
+    work, args = _setup(tmp_path)
+    _killed_at("after:exchange@3", args)  # iteration 2's first call paid, then killed
+    [run_dir] = run_dirs(work)
+    paid = [json.loads(line)["usage"] for line in (run_dir / "exchanges.jsonl").open()]
+    assert len(paid) == 3
+    resumed = _resume(work)
+    summary = _done_once(work, resumed)
+    every = [json.loads(line)["usage"] for line in (run_dir / "exchanges.jsonl").open()]
+    assert len(every) == 5  # the killed call, then iteration 2 redone (two calls)
+    usage = summary["usage"]
+    assert usage["prompt_tokens"] == sum(u["prompt_tokens"] for u in every)
+    assert usage["completion_tokens"] == sum(u["completion_tokens"] for u in every)
+    (mark,) = [e for e in read_jsonl(run_dir / "journal.jsonl") if e["event"] == "resumed"]
+    assert mark["recovered"]["prompt_tokens"] == paid[2]["prompt_tokens"] > 0
+    assert 0 < mark["recovered"]["seconds"] <= summary["duration_s"]
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["exchanges"] == 5

@@ -16,12 +16,13 @@ from typing import Any
 
 import click
 
+from looprun.crashpoint import crash_point
 from looprun.errors import UsageError
-from looprun.journal import RunJournal, list_runs, new_run_id
+from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_status
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
-from looprun.loop.outcome import RunResult
+from looprun.loop.outcome import RunResult, one_line
 from looprun.loop.real_ports import build_ports
 from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models
 from looprun.loop.state import LoopState
@@ -66,15 +67,52 @@ def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
     return result.exit_code
 
 
-def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> None:
-    if commit and result.finished:
+def _commit_step(engine: Engine, ws: Any, journal: RunJournal, template: Template) -> None:
+    """``--commit`` after a done run: a step of the run, recorded before and after, so a
+    run killed anywhere in it gets its commit exactly once on ``looprun resume``.
+
+    The intent (parent, message, paths) is saved in the state first; the ``commit``
+    journal event and the commit's sha in the state follow it. A resumed step whose
+    commit is already HEAD (made before the kill) adopts it instead of committing again.
+    """
+    st = engine.state
+    if st.commit is None:
         # Only what the run changed: the user's own uncommitted work stays uncommitted.
-        changed = ws.changed_files()
+        changed = ws.changed_files(st.base or None)
         if not changed:
+            st.commit = {"skipped": "nothing changed"}
+            engine.save()
             _err("nothing changed: no commit made")
             return
-        sha = ws.commit_to_branch(f"looprun {template.name}: {result.reason}", only=changed)
-        _err(f"committed {sha[:12]} to the current branch ({len(changed)} file(s))")
+        message = f"looprun {template.name}: {(st.stop or {}).get('reason', 'done')}"
+        st.commit = {"parent": ws.git.head() or "", "message": message, "paths": changed}
+        engine.save()
+    rec = st.commit
+    if rec.get("sha") or rec.get("skipped"):
+        return
+    crash_point("commit.before")
+    recorded = [
+        e
+        for e in journal.events()
+        if e.get("event") == "commit" and e.get("parent") == rec["parent"]
+    ]
+    if recorded:  # made and journaled; only the state did not hear of it
+        rec["sha"] = recorded[-1]["sha"]
+        engine.save()
+        return
+    sha = ws.made_commit(rec["parent"], rec["message"], rec["paths"])
+    adopted = sha is not None
+    if sha is None:
+        sha = ws.commit_to_branch(rec["message"], only=rec["paths"])
+    else:  # made before a kill: its index update may not have happened
+        ws.reset_index(rec["paths"])
+    crash_point("commit.before-event")
+    journal.event(
+        "commit", sha=sha, parent=rec["parent"], files=list(rec["paths"]), adopted=adopted
+    )
+    rec["sha"] = sha
+    engine.save()
+    _err(f"committed {sha[:12]} to the current branch ({len(rec['paths'])} file(s))")
 
 
 # -- the commands ---------------------------------------------------------------------------
@@ -159,6 +197,7 @@ def _drive(
     state: LoopState | None,
     approval: bool | None,
     events: ModelEvents | None = None,
+    status: RunStatus | None = None,
 ) -> int:
     report = _err
     ports, ws = build_ports(
@@ -186,6 +225,15 @@ def _drive(
             journal.event("warning", message=warning)
     started, elapsed0 = time.monotonic(), state.elapsed_s if state is not None else 0.0
     engine = Engine(template, ports, inputs=inputs, run=run, limits=limits, state=state)
+    commit = bool(invocation.get("commit"))
+    if state is not None and state.stop is not None and status is not None:
+        # the run has ended; a kill left only its summary or its commit to write down
+        result = engine.finish_recorded(
+            summary=status.summary_missing, event=_unrecorded_end(journal)
+        )
+        if commit and result.finished:
+            _commit_step(engine, ws, journal, template)
+        return _emit(result, as_json, ws)
     try:
         with sigterm_interrupts():
             result = engine.run(approval=approval)
@@ -197,14 +245,25 @@ def _drive(
             report(f"→ interrupted after {result.iterations} iteration(s): {result.reason}")
         _emit(result, as_json, ws)
         return result.exit_code
-    _finish(result, ws, bool(invocation.get("commit")), template)
+    if commit and result.finished:
+        _commit_step(engine, ws, journal, template)
     return _emit(result, as_json, ws)
+
+
+def _unrecorded_end(journal: RunJournal) -> bool:
+    """The final state was saved, but its ``run_finished`` event was not written."""
+    state = journal.load_state() or {}
+    seq = int(state.get("journal_seq", 0))
+    return not any(
+        e.get("event") == "run_finished" and int(e.get("seq", 0)) > seq for e in journal.events()
+    )
 
 
 def resume_from_cli(
     *, run_id: str, workdir: str | None, approve: bool, reject: bool, as_json: bool
 ) -> int:
-    """``looprun resume RUN_ID``: continue from the last completed step."""
+    """``looprun resume RUN_ID``: continue from the last completed step, or write down
+    what a kill left unwritten at the end (the summary, the ``--commit`` commit)."""
     if approve and reject:
         raise UsageError("--approve and --reject exclude each other")
     from looprun.workspace import RunLock
@@ -212,27 +271,39 @@ def resume_from_cli(
     wd = _workdir(workdir or ".")
     journal = RunJournal.open(wd, run_id)
     with RunLock(wd / ".looprun", journal.run_id), journal:
-        invocation = journal.load_invocation()
-        raw_state = journal.load_state()
-        if raw_state is None:
-            raise UsageError(f"run {journal.run_id} has no saved state yet; start it again")
-        state = LoopState.from_dict(raw_state)
+        status = run_status(journal.dir)  # the same reading `looprun runs` shows
         approval = True if approve else False if reject else None
-        stop = state.stop or {}
-        if state.pending is not None:
+        raw = status.state
+        if raw is not None and raw.get("pending"):
             if approval is None:
                 raise UsageError(
                     f"run {journal.run_id} waits for approval of "
-                    f"{', '.join(state.pending.get('paths', []))}; "
+                    f"{', '.join(raw['pending'].get('paths', []))}; "
                     "resume with --approve or --reject"
                 )
-        elif stop and stop.get("outcome") != "error":
+        elif not status.resume:
             raise UsageError(
-                f"run {journal.run_id} already ended {stop.get('outcome')}: {stop.get('reason')}"
+                f"run {journal.run_id} already ended {status.outcome}: {status.reason}; "
+                "nothing to resume"
             )
         elif approval is not None:
             raise UsageError(f"run {journal.run_id} is not waiting for an approval")
-        state.stop = None
+        invocation = journal.load_invocation()
+        state = LoopState.from_dict(raw) if raw is not None else None
+        if state is None:
+            _err(f"run {journal.run_id} was killed before its first step was saved; starting again")
+            if journal.seq:  # what the killed start wrote is superseded by the new start
+                journal.event(
+                    "resumed",
+                    iteration=0,
+                    task_index=0,
+                    superseded={"from_seq": 1, "to_seq": journal.seq},
+                )
+        elif state.pending is None and state.stop and state.stop.get("outcome") != "error":
+            _err(f"run {journal.run_id} ended {status.outcome}; left to do: {status.resume}")
+        else:
+            state.stop = None
+            _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
         template = _load(invocation["template"])
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
@@ -243,7 +314,6 @@ def resume_from_cli(
         act, plan, _ = resolve_models(
             template, models.get("act"), models.get("plan"), invocation.get("base_url"), events
         )
-        _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
         return _drive(
             template,
             wd,
@@ -256,6 +326,7 @@ def resume_from_cli(
             state=state,
             approval=approval,
             events=events,
+            status=status,
         )
 
 
@@ -270,7 +341,9 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
         click.echo(f"no runs under {wd / '.looprun' / 'runs'}")
         return 0
     for r in rows:
+        then = f"resume: {r.resume}" if r.resume else "nothing to resume"
         click.echo(
-            f"{r.run_id}  {r.outcome:<11} {r.iterations:>3} it  {Path(r.template).name}  {r.reason}"
+            f"{r.run_id}  {r.outcome:<11} {r.iterations:>3} it  {Path(r.template).name}  "
+            f"{one_line(r.reason)} ({then})"
         )
     return 0
