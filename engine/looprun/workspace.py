@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -291,10 +292,64 @@ class Workspace:
         if not commit.strip():
             raise LooprunError(f"no such commit to start a worktree from: {start}")
         path = Path(os.path.abspath(path))
-        self.git.run("worktree", "add", "-q", "-b", branch, str(path), commit.strip())
+        add = ("worktree", "add", "-q", "-b", branch, str(path), commit.strip())
+        # test-only: what a kill in the middle of `git worktree add` leaves (the branch
+        # made, the worktree registered but still locked, nothing checked out)
+        crash_point(
+            "worktree.half-made",
+            lambda: self.git.run(*add[:3], "--lock", "--no-checkout", *add[3:]),
+        )
+        self.git.run(*add)
         sub = Workspace.open(path, state_dir=path / ".looprun")
         sub._base = sub.tree_of(commit.strip())
         return sub
+
+    def ensure_worktree(self, path: Path, branch: str, start: str) -> bool:
+        """The worktree at ``path`` on ``branch``, made from ``start`` unless a sound one
+        is there already (a resumed sub-loop's). What a crash left half-made (a worktree
+        git still marks locked while initializing, a directory git does not know, a
+        branch without its worktree) is removed and made again; True when that
+        happened. The sub-loop's own state restores its content."""
+        path = Path(os.path.abspath(path))
+        entry = self._worktree_entry(path)
+        if entry is not None and "locked" not in entry and (path / ".git").exists():
+            return False
+        leftovers = entry is not None or path.exists() or self._has_branch(branch)
+        self.discard_worktree(path, branch)
+        self.add_worktree(path, branch, start)
+        return leftovers
+
+    def discard_worktree(self, path: Path, branch: str | None) -> None:
+        """Remove the worktree at ``path`` and its ``branch``, whatever state a crash left
+        them in (half made, half removed, or gone already)."""
+        path = Path(os.path.abspath(path))
+        if self._worktree_entry(path) is not None:
+            self.git.run("worktree", "unlock", str(path), check=False)
+            self.git.run("worktree", "remove", "--force", "--force", str(path), check=False)
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        self.git.run("worktree", "prune")
+        crash_point("worktree.removed")
+        if branch and self._has_branch(branch):
+            self.delete_branch(branch)
+
+    def _worktree_entry(self, path: Path) -> dict[str, str] | None:
+        """``git worktree list`` 's record of the worktree at ``path`` (None: unknown)."""
+        out = self.git.run("worktree", "list", "--porcelain", "-z")
+        for block in out.split("\0\0"):
+            entry: dict[str, str] = {}
+            for field in block.split("\0"):
+                key, _, value = field.partition(" ")
+                if key:
+                    entry[key] = value
+            wt = entry.get("worktree")
+            if wt and os.path.realpath(wt) == os.path.realpath(path):
+                return entry
+        return None
+
+    def _has_branch(self, branch: str) -> bool:
+        ref = f"refs/heads/{branch}"
+        return bool(self.git.run("rev-parse", "--verify", "-q", ref, check=False).strip())
 
     def remove_worktree(self, path: Path) -> None:
         self.git.run("worktree", "remove", "--force", str(Path(os.path.abspath(path))))

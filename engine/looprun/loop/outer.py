@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.atomic import write_atomic
+from looprun.crashpoint import crash_point
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
 from looprun.loop.executor import (
@@ -66,18 +67,31 @@ class OuterPhase:
     def act(self, task: PlannedTask, iteration: int) -> Turn:
         """Run every planned task that has not finished; returns the outer turn."""
         st = self.e.state
+        self._reconcile()
         self._remerge(iteration)
         tasks = list(st.tasks or [])
         done = {i for i, r in self.records.items() if r["outcome"] == "done"}
+        # Sub-loops that ended in this very iteration before a crash keep their result
+        # (a failed one is not run again before the outer loop has judged it), and what
+        # they spent, charged before the crash but never saved, is charged again.
+        here = {
+            i: r
+            for i, r in self.records.items()
+            if r.get("iteration") == iteration and r["outcome"] not in ("running", "pending")
+        }
+        for r in here.values():
+            st.prompt_tokens += int(r.get("prompt_tokens", r.get("tokens", 0)) or 0)
+            st.completion_tokens += int(r.get("completion_tokens", 0) or 0)
+            st.cost_usd += float(r.get("cost_usd", 0.0) or 0.0)
         todo = {t.id: t for t in tasks if t.id not in done}
         graph = TaskGraph([Node(t.id, t.depends_on) for t in todo.values()], satisfied=done)
         parallel = 1 if self.each.isolation == "none" else max(1, self.each.parallel)
         executor = self.executor_factory(parallel, self._report)
         parent = getattr(self.e.ports.model, "stop_event", None)
         running: dict[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]] = {}
-        started: list[str] = []
+        started: list[str] = [i for i in todo if i in here]
         finished_ok: set[str] = set()
-        failed: set[str] = set()
+        failed: set[str] = set(started)
         results: list[SubloopResult] = []
         stop: Stop | None = None
         try:
@@ -190,8 +204,6 @@ class OuterPhase:
         if self.each.isolation == "worktree":
             worktree = str(Path(e.run_info.dir) / "worktrees" / name)
             branch = f"looprun/{e.run_info.id}/{name}"
-            if not (resume and Path(worktree).is_dir()):
-                ws.add_worktree(Path(worktree), branch, start)
             workdir = worktree
         share = self._share(running, slots)
         model = e.ports.model
@@ -233,7 +245,12 @@ class OuterPhase:
             goal=task.goal,
             iteration=iteration,
         )
-        self._save()
+        self._save()  # the intent first: a crash from here on is reconciled on resume
+        if worktree is not None and branch is not None:
+            crash_point("subloop.recorded")
+            # made, or (resumed) checked and remade if a crash left it half-made
+            if ws.ensure_worktree(Path(worktree), branch, start):
+                self._report(f"[{task.id}] worktree {worktree} remade after a crash")
         self._report(
             f"[{task.id}] start sub-loop {self.each.template.name} (attempt {attempt})"
             + (" — resumed" if resume else "")
@@ -274,6 +291,8 @@ class OuterPhase:
             code=code,
             iterations=res.iterations,
             tokens=res.tokens,
+            prompt_tokens=res.prompt_tokens,
+            completion_tokens=res.completion_tokens,
             cost_usd=res.cost_usd,
             changed=list(res.changed),
             commit=res.commit,
@@ -282,6 +301,8 @@ class OuterPhase:
             if keep:
                 self._keep_branch(rec)
             else:
+                self._save()  # the merge recorded before the worktree goes
+                crash_point("subloop.merged")
                 self._cleanup(rec)
         elif keep:  # isolation none: keep the attempt on a ref, give the tree back
             if res.commit:
@@ -304,11 +325,19 @@ class OuterPhase:
         except LooprunError as exc:
             self._report(f"[{rec.get('run_id')}] could not update branch {rec['branch']}: {exc}")
 
+    def _reconcile(self) -> None:
+        """After a crash: finish the removal of merged sub-loops' worktrees (the merge
+        was recorded, the removal had not finished)."""
+        pending = [r for r in self.records.values() if r["outcome"] == "done" and r.get("worktree")]
+        for rec in pending:
+            self._cleanup(rec)
+        if pending:
+            self._save()
+
     def _cleanup(self, rec: dict[str, Any]) -> None:
         ws = self.e.ports.workspace
         try:
-            ws.remove_worktree(Path(rec["worktree"]))
-            ws.delete_branch(rec["branch"])
+            ws.discard_worktree(Path(rec["worktree"]), rec["branch"])
         except LooprunError as exc:
             self._report(f"could not remove worktree {rec['worktree']}: {exc}")
             return
