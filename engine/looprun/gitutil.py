@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, one_line
 from looprun.proc import scrubbed_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -68,7 +68,7 @@ class Git:
         """Run git with ``args`` in the work tree; return stdout as text."""
         code, out, err = self.run_status(*args, env=env, input=input)
         if check and code != 0:
-            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {err.strip()}")
+            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {one_line(err)}")
         return out
 
     def run_status(

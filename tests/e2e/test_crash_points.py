@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from e2e_helpers import git_init, looprun, run_dirs, start
+from tests.support.fake_provider import FakeProvider, openai_reply
 
 from looprun.journal import current_events, read_jsonl
 
@@ -272,3 +273,41 @@ def test_the_model_calls_of_a_killed_iteration_count_toward_usage(tmp_path: Path
     assert 0 < mark["recovered"]["seconds"] <= summary["duration_s"]
     state = json.loads((run_dir / "state.json").read_text())
     assert state["exchanges"] == 5
+
+
+# -- 8. smaller: warnings and reasons on one line ---------------------------------------
+
+
+def test_a_missing_price_is_warned_of_for_the_role_the_run_uses_only(tmp_path: Path) -> None:
+    work, args = _setup(tmp_path)
+    i = args.index("--model")
+    args[i + 1] = "openai:unpriced-local-model"
+    with FakeProvider() as server:
+        server.push(
+            openai_reply(tool_calls=[("edit_file", TURNS[0]["tool_calls"][0]["arguments"])]),
+            openai_reply("added one"),
+            openai_reply(tool_calls=[("edit_file", TURNS[2]["tool_calls"][0]["arguments"])]),
+            openai_reply("added two"),
+        )
+        proc = looprun(
+            *args, "--base-url", server.openai_url, env={"OPENAI_API_KEY": "sk-test-0000"}
+        )
+    _done_once(work, proc)
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning: no price")]
+    assert len(warnings) == 1 and "(act role)" in warnings[0], proc.stderr
+
+
+def test_a_multi_line_git_failure_is_one_line_in_the_verdict_and_the_runs_row(
+    tmp_path: Path,
+) -> None:
+    work, args = _setup(tmp_path)
+    (work / ".looprun").mkdir()
+    (work / ".looprun" / "snapshot.index").write_bytes(b"\0" * 64)  # git: two lines
+    proc = looprun(*args)
+    assert proc.returncode == 1, proc.stderr
+    (verdict,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("→ error")]
+    assert "index file corrupt" in verdict and "; " in verdict
+    assert not [ln for ln in proc.stderr.splitlines() if ln.startswith(("fatal:", "hint:"))]
+    assert "\n" not in _summary(proc)["reason"]
+    rows = looprun("runs", "--workdir", str(work)).stdout.splitlines()
+    assert len(rows) == 1 and "index file corrupt" in rows[0], rows

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
 from looprun.loop.feedback import attempt_line, attempts_summary, compose
-from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals, one_line
+from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
 from looprun.loop.preflight import cannot_run, preflight
@@ -174,6 +174,8 @@ class Engine:
             ),
             "",
         )
+        if not unrunnable and self.outer is not None:  # sub-loops hook (issue 6)
+            unrunnable = self.outer.cannot_run(n)
         return Step(
             turn, observations, exit_values, policy, decision, feedback, progress, unrunnable
         )

@@ -30,14 +30,6 @@ EXIT_CODES: dict[str, int] = {
 }
 
 
-def one_line(text: str) -> str:
-    """A reason on one line (a verdict, a row of ``looprun runs``): git's ``hint:`` lines
-    dropped, the other lines joined."""
-    lines = [ln.strip() for ln in text.splitlines()]
-    kept = [ln for ln in lines if ln and not ln.startswith("hint:")]
-    return "; ".join(kept)
-
-
 @dataclass(frozen=True)
 class Stop:
     """Why a run stops: an outcome, a short machine name (``max_iterations``) and words."""

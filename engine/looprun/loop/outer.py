@@ -21,7 +21,7 @@ from typing import Any
 
 from looprun.atomic import write_atomic
 from looprun.crashpoint import crash_point
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
 from looprun.loop.executor import (
     Executor,
@@ -147,6 +147,15 @@ class OuterPhase:
         self._save()
         self._tree()
         return self._turn(tasks, started, results, stop)
+
+    def cannot_run(self, iteration: int) -> str:
+        """Why a sub-loop of this iteration could not run its checks (a program that is
+        missing): no plan can fix that, so the outer loop stops with this cause instead
+        of replanning around it."""
+        for tid, r in self.records.items():
+            if r.get("iteration") == iteration and r.get("code") == "observer_cannot_run":
+                return f"sub-loop {tid}: {r.get('reason', '')}"
+        return ""
 
     def apply(self, task: PlannedTask, d: Any) -> tuple[bool, Stop | None]:
         """The outer loop's own meaning of done, replan and rollback; (handled, stop)."""
@@ -355,7 +364,13 @@ class OuterPhase:
             try:
                 fresh = e._plan(remaining, [t.id for t in kept], d.message)
             except PlanError as exc:
-                return Stop("error", str(exc), "plan_invalid")
+                failed = [
+                    f"{t.id}: {r.get('outcome')}: {one_line(str(r.get('reason', '')))[:200]}"
+                    for t in remaining
+                    if (r := self.records.get(t.id)) and r.get("outcome") != "done"
+                ]
+                why = f"{exc} (replanning after: {'; '.join(failed)})" if failed else str(exc)
+                return Stop("error", why, "plan_invalid")
             kept_ids = {t.id for t in kept}
             st.tasks = kept + [t for t in fresh if t.id not in kept_ids]
         st.task_iteration, st.rounds, st.feedback = 0, [], d.message

@@ -48,7 +48,7 @@ def resolve_models(
 
     events = events or ModelEvents()
     # the plan role only where something asks it (plan.mode: model); else it is the act model
-    roles = ("act", "plan") if template.plan.mode == "model" else ("act",)
+    roles = roles_used(template)
     refs = {
         role: model_ref_for_role(
             role,
@@ -72,8 +72,19 @@ def resolve_models(
     return act, plan, refs
 
 
-def price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | None) -> list[str]:
-    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them."""
+def roles_used(template: Template) -> tuple[str, ...]:
+    """The model roles a run of ``template`` calls: plan only with ``plan.mode: model``."""
+    return ("act", "plan") if template.plan.mode == "model" else ("act",)
+
+
+def price_warnings(
+    refs: Mapping[str, str],
+    config: Any,
+    max_cost_usd: float | None,
+    roles: tuple[str, ...] = ("act", "plan"),
+) -> list[str]:
+    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them.
+    Only the ``roles`` the run calls are warned about."""
     from looprun.models.pricing import PriceTable
 
     if max_cost_usd is None:
@@ -81,6 +92,8 @@ def price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | N
     table = PriceTable(config.prices)
     out = []
     for role, ref in sorted(refs.items()):
+        if role not in roles:
+            continue
         scheme, _, name = ref.partition(":")
         if scheme in ("openai", "anthropic") and table.lookup(name) is None:
             out.append(

@@ -17,14 +17,14 @@ from typing import Any
 import click
 
 from looprun.crashpoint import crash_point
-from looprun.errors import UsageError
+from looprun.errors import UsageError, one_line
 from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_status
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
-from looprun.loop.outcome import RunResult, one_line
+from looprun.loop.outcome import RunResult
 from looprun.loop.real_ports import build_ports
-from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models
+from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models, roles_used
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import where_it_stands
 from looprun.models.base import Model
@@ -219,7 +219,10 @@ def _drive(
     limits = with_iterations(template.limits, invocation.get("max_iterations"))
     if events is not None:
         for warning in price_warnings(
-            invocation.get("models") or {}, events.config, limits.max_cost_usd
+            invocation.get("models") or {},
+            events.config,
+            limits.max_cost_usd,
+            roles_used(template),
         ):
             _err("warning: " + warning)
             journal.event("warning", message=warning)
