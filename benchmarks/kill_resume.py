@@ -187,7 +187,7 @@ def main(argv: list[str]) -> int:
                 t0 = time.monotonic()
                 where = tmp / f"t{n}"
                 where.mkdir()
-                out = _one_trial(sc, delay, where, ref)
+                out = kill_and_resume(sc, delay, where, ref)
                 shutil.rmtree(where, ignore_errors=True)
                 if out is None:
                     continue
@@ -214,7 +214,7 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _one_trial(
+def kill_and_resume(
     sc: Scenario, delay: float, where: Path, ref: Result
 ) -> tuple[bool, list[str]] | None:
     """Kill after ``delay``, resume, compare with the reference."""

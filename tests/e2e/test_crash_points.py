@@ -169,6 +169,45 @@ def test_an_unknown_tool_is_a_tool_error_and_keeps_the_edits_of_the_turn(tmp_pat
     assert unknown["is_error"] and "no tool named 'shell'" in unknown["result"]
 
 
+# -- every write of a run: journal, state, checkpoint, tool, exchange, summary -----------
+
+SWEEP = [
+    "after:event:run_started",
+    "after:event:plan",
+    "after:state@1",
+    "after:exchange@1",
+    "torn:event:tool_call@1",
+    "after:event:tool_call@1",
+    "snapshot.index-lock@2",
+    "torn:event:iteration@1",
+    "after:event:iteration@1",
+    "before:state@2",
+    "after:state@2",
+    "torn:exchange@3",
+    "after:event:tool_call@2",
+    "after:event:iteration@2",
+    "torn:event:run_finished",
+    "after:event:run_finished",
+]
+
+
+@pytest.mark.parametrize("point", SWEEP)
+def test_a_kill_at_any_write_resumes_to_the_uninterrupted_result(
+    tmp_path: Path, point: str
+) -> None:
+    work, args = _setup(tmp_path)
+    _killed_at(point, args)
+    row = _listed(work)
+    assert row["resumable"], row  # killed before the end was written: resume finishes it
+    summary = _done_once(work, _resume(work))
+    [run_dir] = run_dirs(work)
+    current = current_events(read_jsonl(run_dir / "journal.jsonl"))
+    assert [e["iteration"] for e in current if e["event"] == "iteration"] == [1, 2]
+    assert [e["event"] for e in current].count("run_finished") == 1
+    assert json.loads((run_dir / "summary.json").read_text()) == summary
+    assert not _listed(work)["resumable"]
+
+
 # -- 2. a --commit run killed after it is done gets its commit exactly once -------------
 
 
