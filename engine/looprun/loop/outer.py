@@ -12,9 +12,12 @@ never re-runs a finished sub-loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
@@ -128,7 +131,9 @@ class OuterPhase:
                     job, share = running.pop(fut)
                     res = fut.result()
                     results.append(res)
-                    if self._absorb(job, share, res, iteration) == "done":
+                    with _signals_deferred():  # merge, record and clean up as one step
+                        absorbed = self._absorb(job, share, res, iteration)
+                    if absorbed == "done":
                         finished_ok.add(job.task_id)
                     else:
                         failed.add(job.task_id)
@@ -530,6 +535,28 @@ class OuterPhase:
             cost_usd=sum(r.cost_usd for r in results),
             stop=stop,
         )
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, then deliver them: a Ctrl-C while a
+    finished sub-loop is merged, recorded and cleaned up takes effect after that step,
+    so it never leaves a merge without its record."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    saved = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in _DEFERRED}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if held:
+            os.kill(os.getpid(), held[0])
+
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 def _limit_key(code: str) -> str:
