@@ -222,7 +222,6 @@ class Workspace:
         env = self._user_identity()
         commit = self.git.run("commit-tree", tree, *parents, "-m", message, env=env).strip()
         self.git.run("update-ref", "-m", f"looprun: {message}", "HEAD", commit, head or "")
-        crash_point("commit.after-update-ref")
         self.reset_index(only)
         return commit
 
@@ -242,17 +241,18 @@ class Workspace:
                 input=data,
             )
 
-    def made_commit(self, parent: str, message: str, only: Sequence[str]) -> str | None:
-        """HEAD, when it is the commit ``commit_to_branch(message, only)`` makes on top of
-        ``parent`` from the working tree as it is (made before a crash); else None."""
+    def made_commit(self, parent: str, run_id: str) -> str | None:
+        """HEAD, when it is run ``run_id``'s ``--commit`` commit on top of ``parent`` (made
+        before a crash): its first parent is ``parent`` and its message carries the
+        ``Looprun-Run: <run_id>`` trailer; else None."""
         head = self.git.head()
         if head is None or head == parent:
             return None
         parents, _, body = self.git.run("log", "-1", "--format=%P%n%B", head).partition("\n")
-        if (parents.split() or [""])[0] != parent or body.strip() != message.strip():
+        if (parents.split() or [""])[0] != parent:
             return None
-        expected = self._tree_with(parent or None, self.snapshot(), only)
-        return head if self.tree_of(head) == expected else None
+        trailer = f"Looprun-Run: {run_id}"
+        return head if any(ln.strip() == trailer for ln in body.splitlines()) else None
 
     def _tree_with(self, head: str | None, source: str, paths: Sequence[str]) -> str:
         """HEAD's tree with ``paths`` taken from tree ``source`` (absent there: removed)."""

@@ -222,7 +222,7 @@ def _git(work: Path, *args: str) -> str:
         "before:event:run_finished",  # the final state saved, nothing after it
         "before:summary",
         "commit.before",  # the intent saved, no commit yet
-        "commit.after-update-ref",  # HEAD moved, the index not updated, nothing recorded
+        "commit.made",  # HEAD moved, nothing recorded
         "commit.before-event",
         "after:event:commit",  # journaled, the state not told
     ],

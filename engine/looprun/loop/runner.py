@@ -8,6 +8,7 @@ or an approval pause, ``runs_from_cli`` lists them. Progress goes to stderr; wit
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ from typing import Any
 import click
 
 from looprun.crashpoint import crash_point
-from looprun.errors import UsageError, one_line
+from looprun.errors import EXIT_ERROR, UsageError, one_line
 from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_status
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
@@ -28,6 +29,8 @@ from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models,
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import where_it_stands
 from looprun.models.base import Model
+from looprun.proc import secret_values
+from looprun.redact import Redactor
 from looprun.template.model import Template
 
 
@@ -67,14 +70,20 @@ def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
     return result.exit_code
 
 
-def _commit_step(engine: Engine, ws: Any, journal: RunJournal, template: Template) -> None:
+def _commit_step(
+    engine: Engine, ws: Any, journal: RunJournal, invocation: Mapping[str, Any], template: Template
+) -> bool:
     """``--commit`` after a done run: a step of the run, recorded before and after, so a
-    run killed anywhere in it gets its commit exactly once on ``looprun resume``.
+    run killed anywhere in it gets its commit exactly once on ``looprun resume``; False
+    when git or a hook refused the commit (a resume tries again).
 
     The intent (parent, message, paths) is saved in the state first; the ``commit``
     journal event and the commit's sha in the state follow it. A resumed step whose
-    commit is already HEAD (made before the kill) adopts it instead of committing again.
+    commit is already HEAD (made before the kill: on top of the recorded parent, with
+    this run's ``Looprun-Run`` trailer) adopts it instead of committing again.
     """
+    from looprun.commit import CommitRefused, commit_message, commit_paths
+
     st = engine.state
     if st.commit is None:
         # Only what the run changed: the user's own uncommitted work stays uncommitted.
@@ -83,13 +92,22 @@ def _commit_step(engine: Engine, ws: Any, journal: RunJournal, template: Templat
             st.commit = {"skipped": "nothing changed"}
             engine.save()
             _err("nothing changed: no commit made")
-            return
-        message = f"looprun {template.name}: {(st.stop or {}).get('reason', 'done')}"
+            return True
+        stop = st.stop or {}
+        message = Redactor(secret_values()).text(
+            commit_message(
+                template.name,
+                str(invocation.get("intent") or ""),
+                journal.run_id,
+                iterations=st.iterations,
+                reason=str(stop.get("reason", "")),
+            )
+        )
         st.commit = {"parent": ws.git.head() or "", "message": message, "paths": changed}
         engine.save()
     rec = st.commit
     if rec.get("sha") or rec.get("skipped"):
-        return
+        return True
     crash_point("commit.before")
     recorded = [
         e
@@ -99,11 +117,17 @@ def _commit_step(engine: Engine, ws: Any, journal: RunJournal, template: Templat
     if recorded:  # made and journaled; only the state did not hear of it
         rec["sha"] = recorded[-1]["sha"]
         engine.save()
-        return
-    sha = ws.made_commit(rec["parent"], rec["message"], rec["paths"])
+        return True
+    sha = ws.made_commit(rec["parent"], journal.run_id)
     adopted = sha is not None
     if sha is None:
-        sha = ws.commit_to_branch(rec["message"], only=rec["paths"])
+        try:
+            sha = commit_paths(
+                ws.workdir, rec["message"], rec["paths"], verify=not invocation.get("no_verify")
+            )
+        except CommitRefused as exc:
+            _err(f"looprun: {exc}")
+            return False
     else:  # made before a kill: its index update may not have happened
         ws.reset_index(rec["paths"])
     crash_point("commit.before-event")
@@ -113,14 +137,55 @@ def _commit_step(engine: Engine, ws: Any, journal: RunJournal, template: Templat
     rec["sha"] = sha
     engine.save()
     _err(f"committed {sha[:12]} to the current branch ({len(rec['paths'])} file(s))")
+    return True
 
 
 # -- the commands ---------------------------------------------------------------------------
 
 
+MAX_INTENT_CHARS = 200_000
+
+
+def read_intent(intent: str | None, intent_file: str | None) -> str | None:
+    """The intent from ``--intent`` or ``--intent-file`` (``-``: stdin). The text is a
+    value: it reaches prompts as data, never as a template or a command."""
+    if intent_file is None:
+        return intent
+    if intent is not None:
+        raise UsageError("give the intent once: --intent or --intent-file")
+    where = "stdin" if intent_file == "-" else intent_file
+    try:
+        if intent_file == "-":
+            text = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            text = Path(intent_file).expanduser().read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--intent-file {where}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--intent-file {where}: a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"--intent-file {where}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
+    text = text.strip()
+    if not text:
+        raise UsageError(f"--intent-file {where}: the intent is empty")
+    if len(text) > MAX_INTENT_CHARS:
+        raise UsageError(
+            f"--intent-file {where}: {len(text):,} characters; an intent may have at most "
+            f"{MAX_INTENT_CHARS:,}"
+        )
+    return text
+
+
 def run_from_cli(**options: Any) -> int:
     """``looprun TEMPLATE --intent ...``: returns the outcome's exit code."""
+    options = {**options, "intent": read_intent(options.get("intent"), options.get("intent_file"))}
     workdir = _workdir(options.get("workdir") or ".")
+    if options.get("commit"):  # refuse before spending a token, not after the work
+        from looprun.commit import current_branch
+
+        current_branch(workdir)
     ref = _resolve_ref(options["template"])
     template = _load(ref)
     sets = parse_sets(options.get("sets") or ())
@@ -166,6 +231,7 @@ def _start(
         "base_url": options.get("base_url"),
         "max_iterations": options.get("max_iterations"),
         "commit": bool(options.get("commit")),
+        "no_verify": bool(options.get("no_verify")),
         "executor": options.get("executor") or "local",
         "sync_remote": options.get("sync_remote"),
         "workdir": str(workdir),
@@ -251,11 +317,31 @@ def _drive(
                 engine, ws, journal, exc, elapsed0 + time.monotonic() - started
             )
             report(f"→ interrupted after {result.iterations} iteration(s): {result.reason}")
+        _step_summary(journal.dir)
         _emit(result, as_json, ws)
         return result.exit_code
+    committed = True
     if commit and result.finished:
-        _commit_step(engine, ws, journal, template)
-    return _emit(result, as_json, ws)
+        committed = _commit_step(engine, ws, journal, invocation, template)
+    _step_summary(journal.dir)
+    code = _emit(result, as_json, ws)
+    return code if committed else EXIT_ERROR
+
+
+def _step_summary(run_dir: Path) -> None:
+    """In GitHub Actions, append the run's Markdown report to the job's summary page."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    from looprun.errors import LooprunError
+    from looprun.report import build_report, render
+
+    try:
+        text = render(build_report(run_dir), "md")
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except (OSError, LooprunError) as exc:  # the run's outcome stands; say so and go on
+        _err(f"warning: could not append the report to GITHUB_STEP_SUMMARY ({path}): {exc}")
 
 
 def _unrecorded_end(journal: RunJournal) -> bool:
@@ -269,8 +355,6 @@ def _unrecorded_end(journal: RunJournal) -> bool:
 
 def _executor_spec(option: str | None) -> str:
     """Where sub-loops run: ``--executor`` > ``LOOPRUN_EXECUTOR`` > local threads."""
-    import os
-
     spec = option or os.environ.get("LOOPRUN_EXECUTOR") or "local"
     if spec != "local" and spec.partition(":")[0] != "ray":
         raise UsageError(f"--executor {spec}: expected local, ray or ray:ADDRESS")
@@ -375,10 +459,32 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
     if not rows:
         click.echo(f"no runs under {wd / '.looprun' / 'runs'}")
         return 0
+    from looprun.report.text import duration
+
+    table = [
+        ("RUN", "STARTED", "DURATION", "ITER", "TOKENS", "COST", "OUTCOME", "TEMPLATE", "RESUME")
+    ]
     for r in rows:
-        then = f"resume: {r.resume}" if r.resume else "nothing to resume"
-        click.echo(
-            f"{r.run_id}  {r.outcome:<11} {r.iterations:>3} it  {Path(r.template).name}  "
-            f"{one_line(r.reason)} ({then})"
+        table.append(
+            (
+                r.run_id,
+                r.started.replace("T", " ") or "?",
+                duration(r.duration_s),
+                str(r.iterations),
+                f"{r.tokens:,}",
+                f"${r.cost_usd:.4f}",
+                r.outcome,
+                Path(r.template).name,
+                f"resume: {r.resume}" if r.resume else "nothing to resume",
+            )
         )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    right = {2, 3, 4, 5}  # numbers line up on the right
+    for n, row in enumerate(table):
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        reason = "" if n == 0 else one_line(rows[n - 1].reason)
+        click.echo(("  ".join(cells) + ("  " + reason if reason else "")).rstrip())
     return 0
