@@ -305,9 +305,11 @@ def _drive(
         result = engine.finish_recorded(
             summary=status.summary_missing, event=_unrecorded_end(journal)
         )
+        committed = True
         if commit and result.finished:
-            _commit_step(engine, ws, journal, template)
-        return _emit(result, as_json, ws)
+            committed = _commit_step(engine, ws, journal, invocation, template)
+        code = _emit(result, as_json, ws)
+        return code if committed else EXIT_ERROR
     try:
         with sigterm_interrupts():
             result = engine.run(approval=approval)
