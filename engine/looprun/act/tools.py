@@ -31,6 +31,7 @@ from looprun.template.model import BUILTIN_TOOLS, Constraints
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 200
 SEARCH_TIMEOUT_S = 20.0
+_WRITERS = frozenset({"write_file", "edit_file", "run"})  # tools that may change the tree
 MAX_WRITE_BYTES = 10_000_000  # one write_file/edit_file result; source files are far smaller
 
 
@@ -122,6 +123,7 @@ class Toolbox:
         *,
         deadline: float | None = None,
         env: Mapping[str, str] | None = None,
+        on_write: Callable[[], None] | None = None,
     ):
         unknown = [t for t in tools if t not in BUILTIN_TOOLS]
         if unknown:
@@ -133,6 +135,9 @@ class Toolbox:
         self.deadline = deadline
         self.search_timeout_s = SEARCH_TIMEOUT_S
         self.max_write_bytes = MAX_WRITE_BYTES
+        # told after every call that may have written to the tree (a command may write
+        # anything), so a workspace that reuses snapshots looks again
+        self.on_write = on_write
         base_env = dict(os.environ if env is None else env)
         self._env = scrubbed_env(base_env)
         secrets = [*secret_values(base_env), *secret_values()]
@@ -177,6 +182,9 @@ class Toolbox:
             result = ToolResult(f"error: {exc.strerror or exc}", True)
         except (ValueError, UnicodeError) as exc:
             result = ToolResult(f"error: {exc}", True)
+        finally:
+            if self.on_write is not None and call.name in _WRITERS:
+                self.on_write()
         return self._redacted(result)
 
     def _refused(self, tool: str, rule: str, message: str) -> ToolResult:
