@@ -10,6 +10,8 @@ model call and every tool call; a cap that trips ends the turn with a Stop.
 
 from __future__ import annotations
 
+import secrets
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +100,58 @@ def _ask(
     return reply, messages
 
 
+class _Logged:
+    """The messages a journal's exchanges already hold, numbered in the order logged.
+
+    A request is logged as its new messages in full (each with its number ``n``) and
+    runs of messages logged before as ``{"same": [first_n, last_n]}``: a long act turn
+    resends the same messages on every call, and writing (and redacting) them all again
+    made each call cost more than the one before. Messages are known by identity and
+    forgotten when they are freed. Numbers count within one ``log`` (a process's run of a
+    journal; a resumed run starts another), which every record names.
+    """
+
+    def __init__(self) -> None:
+        self.id = secrets.token_hex(4)
+        self._numbers: dict[int, tuple[weakref.ref[Message], int]] = {}
+        self._next = 1
+
+    def _forget(self, key: int, ref: weakref.ref[Message]) -> None:
+        if self._numbers.get(key, (None,))[0] is ref:
+            del self._numbers[key]
+
+    def request(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            known = self._numbers.get(id(m))
+            if known is not None and known[0]() is m:
+                n = known[1]
+                if out and "same" in out[-1] and out[-1]["same"][1] == n - 1:
+                    out[-1]["same"][1] = n
+                else:
+                    out.append({"same": [n, n]})
+                continue
+            n, self._next = self._next, self._next + 1
+            key = id(m)
+            ref = weakref.ref(m, lambda r, key=key: self._forget(key, r))
+            self._numbers[key] = (ref, n)
+            out.append({"n": n, **message_to_dict(m)})
+        return out
+
+
+_LOGS: weakref.WeakKeyDictionary[Any, _Logged] = weakref.WeakKeyDictionary()
+
+
+def _logged(journal: Any) -> _Logged:
+    try:
+        log = _LOGS.get(journal)
+        if log is None:
+            log = _LOGS[journal] = _Logged()
+    except TypeError:  # a journal that cannot be weakly keyed: every message in full
+        log = _Logged()
+    return log
+
+
 def record_reply(
     ports: Ports,
     state: LoopState,
@@ -113,12 +167,14 @@ def record_reply(
     state.prompt_tokens += reply.usage.prompt_tokens
     state.completion_tokens += reply.usage.completion_tokens
     state.cost_usd += reply.cost_usd
+    log = _logged(ports.journal)
     ports.journal.exchange(
         {
             "iteration": iteration,
             "role": role,
             "model": model,
-            "request": [message_to_dict(m) for m in messages],
+            "log": log.id,
+            "request": log.request(messages),
             "reply": message_to_dict(reply.message),
             "finish": reply.finish,
             "usage": {

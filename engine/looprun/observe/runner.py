@@ -92,7 +92,7 @@ def observe_command(
             result.timed_out,
         )
         if output_log is not None:
-            write_atomic(output_log, output or "")
+            write_atomic(output_log, output or "", sync="none")  # a log, not a record
     data = ParseInput(
         workdir=workdir,
         file=report,
