@@ -18,7 +18,7 @@ import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from looprun.errors import LooprunError, UsageError
@@ -110,10 +110,13 @@ class Workspace:
         self._tree = self.git.snapshot(index, exclude=self._state_rel(), facts=self._facts)
         return self._tree
 
-    def touched(self) -> None:
-        """The working tree (or HEAD, or an ignore rule) may have changed: look again."""
+    def touched(self, paths: Sequence[str] | None = None) -> None:
+        """The working tree may have changed: look again. ``paths``: only these files were
+        written (HEAD stays, and the ignore rules unless one is a ``.gitignore``); None:
+        anything may have changed (a command ran)."""
         self._tree = None
-        self._facts.forget()
+        if paths is None or any(PurePosixPath(p).name == ".gitignore" for p in paths):
+            self._facts.forget()
 
     def base(self) -> str:
         """Tree of the start state (HEAD plus the dirty working tree), recorded once."""

@@ -123,7 +123,7 @@ class Toolbox:
         *,
         deadline: float | None = None,
         env: Mapping[str, str] | None = None,
-        on_write: Callable[[], None] | None = None,
+        on_write: Callable[[Sequence[str] | None], None] | None = None,
     ):
         unknown = [t for t in tools if t not in BUILTIN_TOOLS]
         if unknown:
@@ -135,8 +135,9 @@ class Toolbox:
         self.deadline = deadline
         self.search_timeout_s = SEARCH_TIMEOUT_S
         self.max_write_bytes = MAX_WRITE_BYTES
-        # told after every call that may have written to the tree (a command may write
-        # anything), so a workspace that reuses snapshots looks again
+        # told after every call that may have written to the tree: the paths written, or
+        # None after a command (it may write anything), so a workspace that reuses
+        # snapshots looks again
         self.on_write = on_write
         base_env = dict(os.environ if env is None else env)
         self._env = scrubbed_env(base_env)
@@ -172,6 +173,7 @@ class Toolbox:
             return ToolResult(f"error: {call.name}: {problem}", True)
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return ToolResult("error: the run's time limit has been reached", True)
+        result: ToolResult | None = None
         try:
             result = self._handlers[call.name](call.arguments)
         except PolicyViolation as exc:
@@ -184,7 +186,8 @@ class Toolbox:
             result = ToolResult(f"error: {exc}", True)
         finally:
             if self.on_write is not None and call.name in _WRITERS:
-                self.on_write()
+                file_tool = call.name != "run" and result is not None
+                self.on_write(result.changed if file_tool and result else None)
         return self._redacted(result)
 
     def _refused(self, tool: str, rule: str, message: str) -> ToolResult:

@@ -10,6 +10,7 @@ model call and every tool call; a cap that trips ends the turn with a Stop.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -104,7 +105,7 @@ class _Logged:
     """The messages a journal's exchanges already hold, numbered in the order logged.
 
     A request is logged as its new messages in full (each with its number ``n``) and
-    runs of messages logged before as ``{"same": [first_n, last_n]}``: a long act turn
+    runs of messages logged before as ``{"same": [[first_n, last_n], ...]}``: a long turn
     resends the same messages on every call, and writing (and redacting) them all again
     made each call cost more than the one before. Messages are known by identity and
     forgotten when they are freed. Numbers count within one ``log`` (a process's run of a
@@ -126,14 +127,16 @@ class _Logged:
             known = self._numbers.get(id(m))
             if known is not None and known[0]() is m:
                 n = known[1]
-                if out and "same" in out[-1] and out[-1]["same"][1] == n - 1:
-                    out[-1]["same"][1] = n
+                if not out or "same" not in out[-1]:
+                    out.append({"same": [[n, n]]})
+                elif out[-1]["same"][-1][1] == n - 1:
+                    out[-1]["same"][-1][1] = n
                 else:
-                    out.append({"same": [n, n]})
+                    out[-1]["same"].append([n, n])
                 continue
             n, self._next = self._next, self._next + 1
             key = id(m)
-            ref = weakref.ref(m, lambda r, key=key: self._forget(key, r))
+            ref = weakref.ref(m, functools.partial(self._forget, key))
             self._numbers[key] = (ref, n)
             out.append({"n": n, **message_to_dict(m)})
         return out
