@@ -24,19 +24,18 @@ def note(n: int) -> dict[str, Any]:
 
 def rebuilt(lines: list[str]) -> list[list[dict[str, Any]]]:
     """Each request as the model got it, from the log alone."""
-    known: dict[tuple[str, int], dict[str, Any]] = {}
+    previous: dict[str, list[dict[str, Any]]] = {}
     requests = []
     for line in lines:
         record = json.loads(line)
         request: list[dict[str, Any]] = []
         for item in record["request"]:
             if "same" in item:
-                for first, last in item["same"]:
-                    request += [known[(record["log"], n)] for n in range(first, last + 1)]
+                first, last = item["same"]
+                request += previous[record["log"]][first : last + 1]
             else:
-                message = {k: v for k, v in item.items() if k != "n"}
-                known[(record["log"], item["n"])] = message
-                request.append(message)
+                request.append(item)
+        previous[record["log"]] = request
         requests.append(request)
     return requests
 
@@ -59,6 +58,6 @@ def test_requests_rebuild_exactly_and_each_message_is_written_once(rig: Rig) -> 
     assert len(lines) == len(sent) == 2 * (STEPS + 1)
     assert rebuilt(lines) == sent
     # the conversation grows by two messages a call; the log by about that much
-    full = [sum(1 for item in json.loads(line)["request"] if "n" in item) for line in lines]
+    full = [sum(1 for item in json.loads(line)["request"] if "same" not in item) for line in lines]
     assert max(full[2:STEPS]) <= 2, full
     assert lines[STEPS].count("created notes/n1.txt") == 0  # said once, long before

@@ -10,7 +10,6 @@ model call and every tool call; a cap that trips ends the turn with a Stop.
 
 from __future__ import annotations
 
-import functools
 import secrets
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -102,43 +101,33 @@ def _ask(
 
 
 class _Logged:
-    """The messages a journal's exchanges already hold, numbered in the order logged.
+    """What the previous exchange of a journal sent, so the next logs only what is new.
 
-    A request is logged as its new messages in full (each with its number ``n``) and
-    runs of messages logged before as ``{"same": [[first_n, last_n], ...]}``: a long turn
-    resends the same messages on every call, and writing (and redacting) them all again
-    made each call cost more than the one before. Messages are known by identity and
-    forgotten when they are freed. Numbers count within one ``log`` (a process's run of a
-    journal; a resumed run starts another), which every record names.
+    A request is logged as its new messages in full and runs of messages the previous
+    request of the same ``log`` also sent as ``{"same": [first, last]}`` (their positions
+    in it, from 0): a long turn resends its conversation on every call, and writing (and
+    redacting) it all again made each call cost more than the one before. Messages are
+    known by identity. A ``log`` is one process's run of a journal (a resumed run starts
+    another), which every record names.
     """
 
     def __init__(self) -> None:
         self.id = secrets.token_hex(4)
-        self._numbers: dict[int, tuple[weakref.ref[Message], int]] = {}
-        self._next = 1
-
-    def _forget(self, key: int, ref: weakref.ref[Message]) -> None:
-        if self._numbers.get(key, (None,))[0] is ref:
-            del self._numbers[key]
+        self._previous: list[Message] = []
+        self._positions: dict[int, int] = {}
 
     def request(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for m in messages:
-            known = self._numbers.get(id(m))
-            if known is not None and known[0]() is m:
-                n = known[1]
-                if not out or "same" not in out[-1]:
-                    out.append({"same": [[n, n]]})
-                elif out[-1]["same"][-1][1] == n - 1:
-                    out[-1]["same"][-1][1] = n
-                else:
-                    out[-1]["same"].append([n, n])
-                continue
-            n, self._next = self._next, self._next + 1
-            key = id(m)
-            ref = weakref.ref(m, functools.partial(self._forget, key))
-            self._numbers[key] = (ref, n)
-            out.append({"n": n, **message_to_dict(m)})
+            j = self._positions.get(id(m))
+            if j is None or self._previous[j] is not m:
+                out.append(message_to_dict(m))
+            elif out and "same" in out[-1] and out[-1]["same"][1] == j - 1:
+                out[-1]["same"][1] = j
+            else:
+                out.append({"same": [j, j]})
+        self._previous = list(messages)
+        self._positions = {id(m): i for i, m in enumerate(self._previous)}
         return out
 
 
