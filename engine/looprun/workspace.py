@@ -130,7 +130,9 @@ class Workspace:
         """Commit the working tree as it is to ``refs/looprun/<ref>``; returns the commit.
 
         A tree unchanged since the last checkpoint (same HEAD) gets that checkpoint's
-        commit back, already anchored by its ref: no new commit and no new ref.
+        commit back, already anchored by its ref: no new commit, and for an iteration's
+        checkpoint (a name ending in its number) no new ref either, so an iteration that
+        changed nothing costs no git call; other names get their ref.
         """
         name = REF_PREFIX + ref
         if not all(_SAFE_REF.fullmatch(p) and not p.endswith(".lock") for p in ref.split("/")):
@@ -140,6 +142,8 @@ class Workspace:
         tree = self.snapshot()
         last = self._last_checkpoint
         if last is not None and last[:2] == (tree, self._head()):
+            if not ref.rsplit("/", 1)[-1].isdigit():
+                self.git.run("update-ref", "-m", f"looprun checkpoint {ref}", name, last[2])
             return last[2]
         return self._anchor(name, tree, f"looprun checkpoint {ref}")
 
