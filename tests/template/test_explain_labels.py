@@ -65,4 +65,5 @@ def test_rule_descriptions_appear_in_the_text_explanation(tmp_path: Path) -> Non
         )
     )
     text = explain_text(load_template(str(source)))
-    assert "  # Give up after three tries; a person should look.\n  1. if iteration > 3" in text
+    described = "  # Give up after three tries; a person should look.\n"
+    assert described + "  1. [t.yaml:9] if iteration > 3" in text
