@@ -131,7 +131,11 @@ def test_cmd(args: tuple[str, ...]) -> None:
 @click.option("--name", help="The template's name (default: from the file name).")
 @click.option("--cases", is_flag=True, help="Also write NAME.cases.yaml for `looprun test`.")
 @click.option("--force", is_flag=True, help="Overwrite existing files.")
-@click.option("--schema", metavar="REF", help="The $schema reference to write (path or URL).")
+@click.option(
+    "--schema",
+    metavar="REF",
+    help="The $schema reference: a URL, or a schema file (written relative to PATH).",
+)
 @_boundary
 def init_cmd(
     path: str, base: str, name: str | None, cases: bool, force: bool, schema: str | None
@@ -154,15 +158,27 @@ def init_cmd(
 
 
 @main.command("schema")
-@click.option("--observation", is_flag=True, help="Print the observation schema instead.")
+@click.option("--observation", is_flag=True, help="The observation schema instead.")
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="Write it to FILE (for editors; point `--schema` of `looprun init` at it).",
+)
 @_boundary
-def schema_cmd(observation: bool) -> None:
-    """Print the JSON Schema for templates (for editors and CI)."""
+def schema_cmd(observation: bool, output: str | None) -> None:
+    """Print (or write) the JSON Schema for templates, for editors and CI."""
+    from pathlib import Path
+
+    from looprun.atomic import write_atomic
     from looprun.resources import schema_path
 
-    click.echo(
-        schema_path("observation" if observation else "template").read_text("utf-8"), nl=False
-    )
+    text = schema_path("observation" if observation else "template").read_text("utf-8")
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_atomic(Path(output), text)
+    click.echo(f"wrote {output}")
 
 
 @main.command("observe")
