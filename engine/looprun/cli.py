@@ -73,12 +73,18 @@ def main() -> None:
 @main.command("validate")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-q", "--quiet", is_flag=True, help="Print problems only, not the OK lines.")
+@click.option(
+    "--skip-other",
+    is_flag=True,
+    help="Skip YAML files that are not looprun's (no `looprun:` key, not a case file).",
+)
 @_boundary
-def validate_cmd(paths: tuple[str, ...], quiet: bool) -> None:
-    """Validate template files; exit 0 if all are valid, 2 if any is not."""
+def validate_cmd(paths: tuple[str, ...], quiet: bool, skip_other: bool) -> None:
+    """Validate templates, fragments and case files; a directory: the looprun files in
+    it. Exit 0 if all are valid, 2 if any is not."""
     from looprun.template.commands import validate
 
-    sys.exit(validate(paths, quiet=quiet, echo=click.echo))
+    sys.exit(validate(paths, quiet=quiet, echo=click.echo, skip_other=skip_other))
 
 
 @main.command("explain")
@@ -110,12 +116,16 @@ def test_cmd(args: tuple[str, ...]) -> None:
     the refine rule that fires (its position, as `looprun explain` numbers it),
     the action, its rendered message, whether the exit conditions hold.
     With one argument, the case file names its template (`template:`).
+    With case files only, each names its own template (`template:`).
     Exit 0 when every case passes, 1 when one fails, 2 for an invalid file.
     """
-    from looprun.template.cases import run_cases
+    from looprun.template.cases import run_case_files
+    from looprun.template.commands import is_case_file
 
+    if all(is_case_file(a) for a in args):
+        sys.exit(run_case_files(args, echo=click.echo))
     template, cases = (None, args) if len(args) == 1 else (args[0], args[1:])
-    sys.exit(run_cases(template, cases, echo=click.echo))
+    sys.exit(run_case_files(cases, template, echo=click.echo))
 
 
 @main.command("init")

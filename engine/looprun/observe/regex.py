@@ -304,6 +304,7 @@ def _pytest_observation(data: ParseInput, text: PytestText, shown: str) -> Obser
             max_bytes=max_feedback(data),
             footer="\n".join(notes),
             noun="more failing",
+            group=True,
         ),
         facts=freeze(facts),
     )

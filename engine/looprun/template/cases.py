@@ -450,14 +450,39 @@ def template_of(case_file: str) -> str:
     return str(target)
 
 
+def run_case_files(
+    case_files: Sequence[str], template_ref: str | None = None, echo: Echo = print
+) -> int:
+    """Run every case of every file, against ``template_ref`` or each file's own
+    ``template:``; 0 when all pass, 1 when any fails. Bad files raise TemplateError."""
+    from looprun.template.loader import load_template
+
+    if template_ref is not None:
+        return run_cases(template_ref, case_files, echo)
+    problems: list[Problem] = []
+    loaded = []
+    for f in case_files:
+        try:
+            template = load_template(template_of(f))
+            loaded.append((template, load_cases(Path(f), template)))
+        except TemplateError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise TemplateError(problems)
+    return _run(loaded, echo)
+
+
 def run_cases(template_ref: str | None, case_files: Sequence[str], echo: Echo = print) -> int:
     """Run every case; 0 when all pass, 1 when any fails. Bad files raise TemplateError."""
     from looprun.template.loader import load_template
 
     template = load_template(template_ref or template_of(case_files[0]))
-    loaded = [(f, load_cases(Path(f), template)) for f in case_files]
+    return _run([(template, load_cases(Path(f), template)) for f in case_files], echo)
+
+
+def _run(loaded: Sequence[tuple[Template, list[Case]]], echo: Echo) -> int:
     passed = failed = 0
-    for _file, cases in loaded:
+    for template, cases in loaded:
         for case in cases:
             result = evaluate(case, template)
             if result.passed:

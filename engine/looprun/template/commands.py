@@ -118,9 +118,22 @@ def expand(refs: Iterable[str]) -> tuple[list[str], list[str]]:
     return out, empty
 
 
-def validate(paths: Iterable[str], *, quiet: bool = False, echo: Echo = print) -> int:
+def is_case_file(ref: str) -> bool:
+    """A file holding `looprun test` cases (``cases:`` at the top level)."""
+    path = Path(ref)
+    return path.is_file() and path.suffix in (".yaml", ".yml") and _is_case_file(path)
+
+
+def validate(
+    paths: Iterable[str], *, quiet: bool = False, echo: Echo = print, skip_other: bool = False
+) -> int:
     """Validate each file (a directory: the looprun files in it); print `path: OK` or each
-    problem as `path:line:col: message`."""
+    problem as `path:line:col: message`. ``skip_other``: YAML files that are not looprun's
+    are left alone (a pre-commit hook sees every YAML file of a commit)."""
+    if skip_other:
+        paths = [p for p in paths if Path(p).is_dir() or is_looprun_file(Path(p))]
+        if not paths:
+            return EXIT_DONE
     refs, empty = expand(paths)
     for ref in empty:
         echo(f"{ref}: no looprun templates here (YAML files with `looprun: 1`, or case files)")
