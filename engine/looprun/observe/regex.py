@@ -96,7 +96,12 @@ _FILE_HEADER = {
     "eslint-stylish": re.compile(r"^(?P<file>[^\s✖].*?)\s*$"),
 }
 # mypy --pretty wraps long messages: the rest (and the error code) follow on the next lines.
-_CONTINUATION = {"mypy": re.compile(r"^(?P<message>[^\s].*?)(?:  \[(?P<rule>[\w-]+)\])?$")}
+# With a narrow terminal the error code itself may wrap onto a line of its own.
+_CONTINUATION = {
+    "mypy": re.compile(
+        r"^(?P<message>(?:[^\s\[].*?)?)\s*(?:(?:^|(?<=\s))\[(?P<rule>[a-z][a-z0-9-]*)\])?\s*$"
+    )
+}
 _NOT_CONTINUATION = re.compile(r"^(?:Found \d+ errors?|Success:|\S+: (?:note|error|warning):)")
 _MAX_ITEMS = 2000
 
@@ -192,9 +197,10 @@ def _scan(
             if c:
                 last = items[-1]
                 rule = c["rule"]
+                more = c["message"].strip()
                 items[-1] = replace(
                     last,
-                    message=clip(f"{last.message} {c['message'].strip()}", 300),
+                    message=clip(f"{last.message} {more}" if more else last.message, 300),
                     rule=rule,
                     id=rule or last.id,
                 )
@@ -262,7 +268,7 @@ def _observation(
             or ([(f"exit {data.exit_code}", "")] if not ok else [])
         ),
         feedback=render(header, items, max_bytes=max_feedback(data), footer=note, noun="more"),
-        facts=freeze({**EMPTY_FACTS, **counts}),
+        facts=freeze({**declared_facts.REGEX_DIAGNOSTICS, **counts}),
     )
 
 

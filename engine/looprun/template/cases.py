@@ -142,7 +142,7 @@ def _check_facts(facts: dict[str, Any], at: JsonPath, template: Template, bad: A
                 bad(where, f"facts of observer '{name}' are a mapping such as {{ok: false}}")
                 continue
             parser = template.observe[name].parser
-            declared = parser_facts(parser)
+            declared = parser_facts(parser, thaw(template.observe[name].options))
             if declared is None:
                 continue
             allowed = declared | COMMON_FACTS
