@@ -4,7 +4,8 @@ wrapped or coloured text.
 Option ``format``: ``mypy`` (``mypy -O json``: one JSON object per line), ``pyright``
 (``pyright --outputjson``) or ``eslint`` (``eslint -f json``). The text is the report
 ``file`` when one is given, else the command output. Facts: ``errors``, ``warnings``,
-``notes``, ``total`` (and ``files``: how many files have a finding).
+``notes``, ``total`` (and ``files``: how many files have a finding). A command that exits
+non-zero with no finding (a crash, a bad config) is not ok; its output is the feedback.
 """
 
 from __future__ import annotations
@@ -15,26 +16,22 @@ from typing import Any
 
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
-from looprun.observe.feedback import clip, render
-from looprun.observe.normalise import failure_signature
+from looprun.observe.feedback import clip
 from looprun.observe.reports import (
     ReportProblem,
     locate_report,
-    max_feedback,
     option,
     parse_json,
     read_text,
     unusable,
 )
 from looprun.observe.traceback import project_path
-from looprun.template.expressions import freeze
 
 NAME = "diagnostics"
 EMPTY_FACTS = declared_facts.DIAGNOSTICS
 FACTS = frozenset(EMPTY_FACTS)
 FORMATS = declared_facts.DIAGNOSTIC_FORMATS
 _SEVERITY = {"error": "error", "warning": "warning", "note": "note", "information": "note"}
-_RANK = {"error": 3, "warning": 2, "note": 1}
 
 
 def _item(workdir: str, file: Any, line: Any, col: Any, sev: str, message: Any, rule: Any) -> Item:
@@ -145,36 +142,16 @@ class DiagnosticsParser:
             items = list(_READERS[fmt](text, shown, str(data.workdir)))
         except ReportProblem as exc:
             return unusable(NAME, data, str(exc), EMPTY_FACTS)
-        return _observation(data, str(fmt), items)
+        return _observation(data, str(fmt), items, shown)
 
 
-def _observation(data: ParseInput, fmt: str, items: list[Item]) -> Observation:
+def _observation(data: ParseInput, fmt: str, items: list[Item], shown: str) -> Observation:
+    from looprun.observe.regex import findings_observation
+
     counts = {"errors": 0, "warnings": 0, "notes": 0}
     for item in items:
         counts[item.severity + "s"] += 1
-    counts["total"] = len(items)
-    threshold = _RANK.get(str(option(data, "fail_on", "error")), 3)
-    failing = [i for i in items if _RANK[i.severity] >= threshold]
-    # a tool that failed without reporting a finding (a crash, a config error) is not ok
-    ok = not failing and (data.exit_code in (None, 0) or bool(items))
-    header = (
-        f"{fmt}: {counts['errors']} errors, {counts['warnings']} warnings, {counts['notes']} notes"
-    )
-    note = ""
-    if not items and data.exit_code not in (None, 0):
-        note = f"{fmt} exited {data.exit_code} without a finding"
-        if data.output:
-            note += "\n" + data.output.strip()[-800:]
-    return Observation(
-        parser=NAME,
-        ok=ok,
-        exit_code=data.exit_code,
-        counts=freeze(counts),
-        items=tuple(items),
-        signature=failure_signature(
-            [(f"{i.rule or ''} {i.file or ''}", i.message) for i in failing]
-            or ([(f"exit {data.exit_code}", "")] if not ok else [])
-        ),
-        feedback=render(header, items, max_bytes=max_feedback(data), footer=note),
-        facts=freeze({**EMPTY_FACTS, **counts, "files": len({i.file for i in items if i.file})}),
+    files = len({i.file for i in items if i.file})
+    return findings_observation(
+        data, fmt, items, counts, shown, parser=NAME, extra_facts={"files": files}
     )

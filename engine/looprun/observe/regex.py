@@ -232,7 +232,7 @@ class RegexParser:
             items, counts = _scan(lines, patterns, str(data.workdir), preset)
         except ReportProblem as exc:
             return unusable(NAME, data, str(exc), EMPTY_FACTS)
-        return _observation(data, preset, items, counts, shown)
+        return findings_observation(data, preset, items, counts, shown)
 
 
 def _exit_note(data: ParseInput, shown: str, found: bool) -> str:
@@ -244,9 +244,18 @@ def _exit_note(data: ParseInput, shown: str, found: bool) -> str:
     return note
 
 
-def _observation(
-    data: ParseInput, preset: str, items: list[Item], counts: dict[str, int], shown: str
+def findings_observation(
+    data: ParseInput,
+    preset: str,
+    items: list[Item],
+    counts: dict[str, int],
+    shown: str,
+    *,
+    parser: str = NAME,
+    extra_facts: dict[str, int] | None = None,
 ) -> Observation:
+    """Diagnostics (errors, warnings, notes) as an observation: ok when nothing is at or
+    above ``fail_on`` and the command exited 0."""
     counts = {**counts, "total": sum(counts.values())}
     threshold = _RANK.get(str(option(data, "fail_on", "error")), 3)
     failing = [i for i in items if _RANK[i.severity] >= threshold]
@@ -258,7 +267,7 @@ def _observation(
     )
     note = _exit_note(data, shown, bool(items))
     return Observation(
-        parser=NAME,
+        parser=parser,
         ok=ok,
         exit_code=data.exit_code,
         counts=freeze(counts),
@@ -268,7 +277,7 @@ def _observation(
             or ([(f"exit {data.exit_code}", "")] if not ok else [])
         ),
         feedback=render(header, items, max_bytes=max_feedback(data), footer=note, noun="more"),
-        facts=freeze({**declared_facts.REGEX_DIAGNOSTICS, **counts}),
+        facts=freeze({**declared_facts.REGEX_DIAGNOSTICS, **counts, **(extra_facts or {})}),
     )
 
 
