@@ -17,7 +17,13 @@ from typing import Any
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
-from looprun.loop.feedback import attempt_line, attempts_summary, compose, observer_blocks
+from looprun.loop.feedback import (
+    ATTEMPTS_KEPT,
+    attempt_line,
+    attempts_summary,
+    compose,
+    observer_blocks,
+)
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
@@ -280,9 +286,17 @@ class Engine:
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
         )
-        self.ports.journal.event("run_finished", **stop.to_dict(), iterations=st.iterations)
+        self.ports.journal.event(
+            "run_finished",
+            **stop.to_dict(),
+            iterations=st.iterations,
+            limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
+        )
         self.ports.journal.save_summary(result.summary())
-        self.ports.report(f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}")
+        self.ports.report(
+            f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}"
+            f" [{result.usage.describe()}]"
+        )
         return result
 
     def _task_results(self, stop: Stop) -> tuple[TaskResult, ...]:
@@ -345,8 +359,13 @@ class Engine:
             decision.kind if stop is None else stop.outcome,
         )
         st.attempts.append(line)
+        if len(st.attempts) > ATTEMPTS_KEPT:  # state.json stays the same size however long
+            st.attempts_earlier += len(st.attempts) - ATTEMPTS_KEPT
+            del st.attempts[:-ATTEMPTS_KEPT]
         self._record(task, step, decision, stop, task_iteration)
-        self.ports.report(line)
+        # the progress line names what decided: the rule that fired, or the cap
+        why = decision.fired() if stop is None or stop.code == "refine" else stop.code
+        self.ports.report(f"{line} ({why})" if why else line)
         st.model_positions = self._positions()
         self._save()
         return stop
@@ -453,7 +472,10 @@ class Engine:
 
     def _resume_approval(self, approve: bool) -> Stop | None:
         task = self._task()
+        paths = list((self.state.pending or {}).get("paths") or [])
         decision = self.resolve_approval(approve)
+        # the person's answer is part of the record, like the question
+        self.ports.journal.event("approval", paths=paths, answer=approve)
         stop = self._apply(task, decision) if task is not None else None
         self.ports.report(f"approval: {'approved' if approve else 'rejected'} → {decision.kind}")
         self._save()
@@ -496,7 +518,7 @@ class Engine:
         act = self.t.act
         assert act is not None
         system = act.system.render(ctx).strip() if act.system is not None else DEFAULT_SYSTEM
-        summary = attempts_summary(self.state.attempts)
+        summary = attempts_summary(self.state.attempts, earlier=self.state.attempts_earlier)
         return [Message("system", system + ("\n\n" + summary if summary else ""))]
 
     def _prompt(self, ctx: Mapping[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -125,11 +126,21 @@ def is_case_file(ref: str) -> bool:
 
 
 def validate(
-    paths: Iterable[str], *, quiet: bool = False, echo: Echo = print, skip_other: bool = False
+    paths: Iterable[str],
+    *,
+    quiet: bool = False,
+    echo: Echo = print,
+    skip_other: bool = False,
+    annotate: bool = False,
+    workspace: str | None = None,
 ) -> int:
     """Validate each file (a directory: the looprun files in it); print `path: OK` or each
     problem as `path:line:col: message`. ``skip_other``: YAML files that are not looprun's
-    are left alone (a pre-commit hook sees every YAML file of a commit)."""
+    are left alone (a pre-commit hook sees every YAML file of a commit).
+
+    With ``annotate`` (in GitHub Actions) each problem is also printed as an ``::error``
+    workflow command, which GitHub shows on the file's line in the pull request; paths
+    are made relative to ``workspace`` (the checkout) when they are inside it."""
     if skip_other:
         paths = [p for p in paths if Path(p).is_dir() or is_looprun_file(Path(p))]
         if not paths:
@@ -151,9 +162,30 @@ def validate(
         count += len(problems)
         for problem in sorted(problems, key=_order):
             echo(str(problem))
+            if annotate:
+                echo(annotation(problem, workspace))
     if count and len(refs) > 1:
         echo(f"{count} problem{'s' if count != 1 else ''} in {bad_files} of {len(refs)} files")
     return EXIT_INVALID if count else EXIT_DONE
+
+
+def _escape(text: str, prop: bool = False) -> str:
+    """GitHub workflow-command escaping: data escapes %, CR, LF; properties also : and ,."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def annotation(problem: Problem, workspace: str | None = None) -> str:
+    """``::error file=loops/x.yaml,line=12,col=5::message`` for one problem."""
+    loc = problem.location
+    file = loc.file
+    if workspace:
+        with contextlib.suppress(ValueError):
+            file = Path(file).resolve().relative_to(Path(workspace).resolve()).as_posix()
+    props = [f"file={_escape(file, True)}"]
+    if loc.line:
+        props += [f"line={loc.line}", f"col={loc.col or 1}"]
+    return f"::error {','.join(props)}::{_escape(problem.message)}"
 
 
 def _order(problem: Problem) -> tuple[str, int, int]:
