@@ -64,6 +64,7 @@ def build_ports(
     report: Echo,
     interactive: bool,
     base: str | None = None,
+    prices: Any = None,
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run."""
     from looprun.act.policy import Policy
@@ -84,6 +85,20 @@ def build_ports(
         return Toolbox(ws.workdir, constraints, tools, deadline=deadline)
 
     git_dir = getattr(ws.git, "git_dir", None)
+    actor = None
+    agent = template.act.agent if template.act is not None else None
+    if agent is not None:
+        from looprun.act.agents.actor import AgentActor
+
+        actor = AgentActor(
+            agent,
+            constraints,
+            workdir=ws.workdir,
+            run_dir=journal.dir,
+            artifacts=journal.artifacts,
+            model=str(getattr(act, "agent_model", "")),
+            prices=prices,
+        )
     ports = Ports(
         model=act,
         plan_model=plan,
@@ -95,5 +110,6 @@ def build_ports(
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
+        actor=actor,
     )
     return ports, ws

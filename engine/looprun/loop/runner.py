@@ -170,6 +170,7 @@ def _drive(
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
+        prices=_prices(events),
     )
     _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
@@ -195,6 +196,12 @@ def _drive(
         return result.exit_code
     _finish(result, ws, bool(invocation.get("commit")), template)
     return _emit(result, as_json, ws)
+
+
+def _prices(events: ModelEvents | None) -> Any:
+    from looprun.models.pricing import PriceTable
+
+    return PriceTable(events.config.prices) if events is not None else None
 
 
 def resume_from_cli(
