@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
 from tests.support.agent_clis import require
 from tests.support.agent_server import AgentScript, call, say
@@ -75,8 +74,15 @@ def test_claude_code_fixes_the_invoice_bug_and_the_checks_decide(
     )
     with FakeProvider(script) as server:
         proc = looprun(
-            str(TEMPLATE), "--intent", INTENT, "--json", "--model", "anthropic:claude-sonnet-4-5",
-            cwd=work, env=_env(server, claude_bin), timeout=300,
+            str(TEMPLATE),
+            "--intent",
+            INTENT,
+            "--json",
+            "--model",
+            "anthropic:claude-sonnet-4-5",
+            cwd=work,
+            env=_env(server, claude_bin),
+            timeout=300,
         )
     summary = summary_of(proc)
     assert summary["outcome"] == "done", proc.stderr
@@ -117,8 +123,15 @@ def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, claude_b
     )
     with FakeProvider(script) as server:
         proc = looprun(
-            str(TEMPLATE), "--intent", INTENT, "--json", "--max-iterations", "1",
-            cwd=work, env=_env(server, claude_bin), timeout=300,
+            str(TEMPLATE),
+            "--intent",
+            INTENT,
+            "--json",
+            "--max-iterations",
+            "1",
+            cwd=work,
+            env=_env(server, claude_bin),
+            timeout=300,
         )
     summary = summary_of(proc)
     assert summary["outcome"] == "exhausted", proc.stderr

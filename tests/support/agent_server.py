@@ -46,9 +46,9 @@ def call(name: str, args: Mapping[str, Any], text: str = "", **usage: int) -> St
 
 
 def _sse(events: Sequence[tuple[str, Mapping[str, Any]]]) -> bytes:
-    return "".join(
-        f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events
-    ).encode("utf-8")
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode(
+        "utf-8"
+    )
 
 
 def anthropic_stream(step: Step, model: str) -> Canned:
