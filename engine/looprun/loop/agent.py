@@ -8,10 +8,12 @@ refine tree as the built-in tool loop. Usage counts against the run's limits per
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from looprun.act.agents.support import EMPTY_FACTS
 from looprun.loop import limits as caps
 from looprun.loop.outcome import Stop
 from looprun.loop.state import LoopState
@@ -72,21 +74,7 @@ class AgentReport:
 
 def no_agent_facts() -> dict[str, Any]:
     """``agent`` before any CLI turn (or in a template without one): every fact empty."""
-    return {
-        "ran": False,
-        "exit_code": None,
-        "error": "",
-        "error_detail": "",
-        "turns": 0,
-        "tool_calls": 0,
-        "tools": [],
-        "denials": 0,
-        "denied": [],
-        "final_message": "",
-        "session_id": "",
-        "tokens": 0,
-        "cost_usd": 0.0,
-    }
+    return copy.deepcopy(EMPTY_FACTS)
 
 
 def agent_turn(

@@ -104,7 +104,7 @@ def build_ports(
         plan_model=plan,
         toolbox=toolbox,
         workspace=ws,
-        guard=Policy(ws.workdir, constraints),
+        guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
         observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints),
         journal=journal,
         context=context,

@@ -21,6 +21,25 @@ NOT_YET: tuple[str, ...] = ("aider", "opencode", "gemini")
 _GLOB = re.compile(r"[*?\[\]]")
 
 
+# ``agent`` before any CLI turn (or in a template without one): every fact, empty. The
+# shape refine rules and `looprun test` cases read; the actor's report fills it.
+EMPTY_FACTS: dict[str, object] = {
+    "ran": False,
+    "exit_code": None,
+    "error": "",  # normalised: timeout | auth | rate_limit | server | max_turns | ...
+    "error_detail": "",
+    "turns": 0,
+    "tool_calls": 0,
+    "tools": [],
+    "denials": 0,
+    "denied": [],
+    "final_message": "",
+    "session_id": "",
+    "tokens": 0,
+    "cost_usd": 0.0,
+}
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A template setting the CLI cannot enforce; ``where`` is the path under the document."""
