@@ -1,0 +1,60 @@
+"""The output parsers on outputs recorded from the real, pinned binaries
+(tests/support/record_agent_outputs.py: the CLI against the loopback server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.support.agent_clis import PINNED
+
+from looprun.act.agents.claude import ClaudeCode
+
+RECORDED = Path(__file__).with_name("recorded")
+CLAUDE = RECORDED / f"claude-code-{PINNED['@anthropic-ai/claude-code']}"
+
+
+def _claude(name: str):
+    return ClaudeCode().parse((CLAUDE / f"{name}.jsonl").read_text())
+
+
+def test_claude_code_edit() -> None:
+    p = _claude("edit")
+    assert p.ok and p.error == ""
+    assert p.tool_calls == ["Read", "Edit"]
+    assert p.turns == 3 and p.denials == []
+    assert p.final_message == "Changed x to 2."
+    assert p.model == "claude-sonnet-4-5"
+    assert len(p.session_id) == 36
+    # three streamed replies of 120 input / 30 output tokens, as the server reported them
+    assert (p.prompt_tokens, p.completion_tokens) == (360, 90)
+    assert p.cost_usd is not None and p.cost_usd > 0 and not p.cumulative
+
+
+def test_claude_code_denied_command_is_a_denial_not_an_error() -> None:
+    p = _claude("denied")
+    assert p.ok  # Claude Code itself finished normally ...
+    assert p.denials == ["Bash(python3 -c \"open('a.py', 'w').write('x = 3')\")"]
+    assert p.final_message == "Done it."  # ... and claims it did it
+    assert (CLAUDE / "denied.exit").read_text().strip() == "0"
+
+
+def test_claude_code_max_turns() -> None:
+    p = _claude("max_turns")
+    assert not p.ok and p.error == "max_turns"
+    assert p.tool_calls == ["Read", "Read", "Read"]
+    assert "error_max_turns" in p.error_detail
+
+
+def test_claude_code_rejected_key_is_auth_though_its_subtype_says_success() -> None:
+    text = (CLAUDE / "auth_401.jsonl").read_text()
+    assert '"subtype":"success"' in text and '"is_error":true' in text
+    p = ClaudeCode().parse(text)
+    assert not p.ok and p.error == "auth"
+    assert "401" in p.error_detail and p.prompt_tokens == 0
+
+
+@pytest.mark.parametrize("output", ["", "Error: something broke\n", '{"type":"system"}\n'])
+def test_claude_code_without_a_result_event_crashed(output: str) -> None:
+    p = ClaudeCode().parse(output)
+    assert not p.ok and p.error == "crashed"
