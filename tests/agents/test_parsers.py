@@ -9,6 +9,7 @@ import pytest
 from tests.support.agent_clis import PINNED
 
 from looprun.act.agents.claude import ClaudeCode
+from looprun.act.agents.codex import Codex
 
 RECORDED = Path(__file__).with_name("recorded")
 CLAUDE = RECORDED / f"claude-code-{PINNED['@anthropic-ai/claude-code']}"
@@ -58,3 +59,33 @@ def test_claude_code_rejected_key_is_auth_though_its_subtype_says_success() -> N
 def test_claude_code_without_a_result_event_crashed(output: str) -> None:
     p = ClaudeCode().parse(output)
     assert not p.ok and p.error == "crashed"
+
+
+CODEX = RECORDED / f"codex-{PINNED['@openai/codex']}"
+
+
+def _codex(name: str):
+    return Codex().parse((CODEX / f"{name}.jsonl").read_text())
+
+
+def test_codex_edit_reports_running_totals() -> None:
+    p = _codex("edit")
+    assert p.ok and p.error == ""
+    assert p.tool_calls == ["command_execution"] and p.turns == 1
+    assert p.final_message == "Changed x to 2."
+    assert p.cumulative and (p.prompt_tokens, p.completion_tokens) == (240, 60)
+    assert p.cost_usd is None  # Codex reports no cost: the price table prices it
+    assert p.session_id
+
+
+def test_codex_failure_is_only_in_turn_failed() -> None:
+    p = _codex("auth_401")
+    assert not p.ok and p.error == "auth"
+    assert "401 Unauthorized" in p.error_detail
+    # a warning item of type "error" (unknown model metadata) is not a failure
+    assert '"type":"error","message":"Model metadata' in (CODEX / "edit.jsonl").read_text()
+
+
+def test_codex_without_turn_completed_crashed() -> None:
+    p = Codex().parse('{"type":"thread.started","thread_id":"t"}\n{"type":"turn.started"}\n')
+    assert not p.ok and p.error == "crashed" and p.session_id == "t"

@@ -20,7 +20,13 @@ from pathlib import Path
 
 from tests.support.agent_clis import PINNED, search_path
 from tests.support.agent_server import AgentScript, Step, call, say
-from tests.support.fake_provider import Canned, FakeProvider, Recorded, anthropic_error
+from tests.support.fake_provider import (
+    Canned,
+    FakeProvider,
+    Recorded,
+    anthropic_error,
+    openai_error,
+)
 
 OUT = Path(__file__).resolve().parents[1] / "agents" / "recorded"
 
@@ -93,5 +99,55 @@ def record_claude() -> None:
         print(name, proc.returncode, len(text))
 
 
+def record_codex() -> None:
+    program = shutil.which("codex", path=search_path())
+    assert program, "codex is not installed"
+    dest = OUT / f"codex-{PINNED['@openai/codex']}"
+    dest.mkdir(parents=True, exist_ok=True)
+
+    def unauthorised(r: Recorded) -> Canned:
+        return openai_error(401, "Incorrect API key provided", "invalid_request_error")
+
+    scenarios: dict[str, Scenario] = {
+        "edit": (lambda w: [call("exec_command", {"cmd": "printf 'x = 2\\n' > a.py"}),
+                            say("Changed x to 2.")], None),
+        "auth_401": (lambda w: [], unauthorised),
+    }  # fmt: skip
+    for name, (steps, responder) in scenarios.items():
+        work = Path(tempfile.mkdtemp(prefix="rec-work-"))
+        home = Path(tempfile.mkdtemp(prefix="rec-home-"))
+        (work / "a.py").write_text("x = 1\n")
+        (home / "tmp").mkdir()
+        script = AgentScript(steps(work), model="gpt-5-codex")
+        with FakeProvider(responder or script) as server:
+            (home / ".codex").mkdir()
+            (home / ".codex" / "config.toml").write_text(
+                'model_provider = "looprun"\n[model_providers.looprun]\nname = "loopback"\n'
+                f'base_url = "{server.url}/v1"\nenv_key = "OPENAI_API_KEY"\n'
+                'wire_api = "responses"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
+            )
+            env = {
+                "PATH": os.environ["PATH"],
+                "HOME": str(home),
+                "CODEX_HOME": str(home / ".codex"),
+                "TMPDIR": str(home / "tmp"),
+                "OPENAI_API_KEY": "sk-recording",
+            }
+            cmd = [
+                program, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write",
+                "-c", 'approval_policy="never"', "-m", "gpt-5-codex", "--", "Set x to 2 in a.py",
+            ]  # fmt: skip
+            proc = subprocess.run(
+                cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                text=True, timeout=180,
+            )  # fmt: skip
+        text = proc.stdout.replace(str(work), "/repo").replace(str(home), "/agent-home")
+        text = re.sub(r"/tmp/[\w./-]+", "/tmp/...", text)
+        (dest / f"{name}.jsonl").write_text(text)
+        (dest / f"{name}.exit").write_text(f"{proc.returncode}\n")
+        shutil.rmtree(work), shutil.rmtree(home)
+        print(name, proc.returncode, len(text))
+
+
 if __name__ == "__main__":
-    {"claude": record_claude}[sys.argv[1]]()
+    {"claude": record_claude, "codex": record_codex}[sys.argv[1]]()

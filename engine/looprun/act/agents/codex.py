@@ -46,7 +46,11 @@ class Codex:
         return [*cmd, "--", turn.prompt]
 
     def environment(self, turn: Turn, env: Mapping[str, str]) -> dict[str, str]:
-        out = {"HOME": str(turn.home), "CODEX_HOME": str(turn.home / ".codex")}
+        # A private TMPDIR: Codex refuses to set up its sandbox helper when its home lies
+        # under the temporary directory, and a run's tree may well be under /tmp.
+        tmp = turn.home / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        out = {"HOME": str(turn.home), "CODEX_HOME": str(turn.home / ".codex"), "TMPDIR": str(tmp)}
         base_url = env.get("LOOPRUN_CODEX_BASE_URL") or env.get("OPENAI_BASE_URL")
         if base_url:
             config = turn.home / ".codex" / "config.toml"
