@@ -178,3 +178,5 @@ class Ports:
     clock: Clock = field(default_factory=SystemClock)
     report: Callable[[str], None] = lambda line: None  # one progress line per step
     actor: Actor | None = None  # act.agent: the agent CLI that acts instead of ``model``
+    # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
+    executor: Callable[[int, Callable[[str], None]], Any] | None = None

@@ -65,6 +65,7 @@ def build_ports(
     interactive: bool,
     base: str | None = None,
     prices: Any = None,
+    executor: Any = None,
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run."""
     from looprun.act.policy import Policy
@@ -111,5 +112,6 @@ def build_ports(
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
         actor=actor,
+        executor=executor,
     )
     return ports, ws
