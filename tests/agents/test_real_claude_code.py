@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
@@ -45,6 +46,16 @@ def _env(server: FakeProvider, bindir: str) -> dict[str, str]:
     }
 
 
+def _run(work: Path, script: AgentScript, bindir: str, *args: str) -> tuple[Any, dict]:
+    """looprun with the sample template, Claude Code talking to the scripted server."""
+    with FakeProvider(script) as server:
+        proc = looprun(
+            str(TEMPLATE), "--intent", INTENT, "--json", *args,
+            cwd=work, env=_env(server, bindir), timeout=300,
+        )  # fmt: skip
+    return proc, summary_of(proc)
+
+
 def _journal(workdir: Path) -> list[dict]:
     (run,) = run_dirs(workdir)
     return [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
@@ -72,19 +83,7 @@ def test_claude_code_fixes_the_invoice_bug_and_the_checks_decide(
             say("Fixed: zero units give an average of 0."),
         ]
     )
-    with FakeProvider(script) as server:
-        proc = looprun(
-            str(TEMPLATE),
-            "--intent",
-            INTENT,
-            "--json",
-            "--model",
-            "anthropic:claude-sonnet-4-5",
-            cwd=work,
-            env=_env(server, claude_bin),
-            timeout=300,
-        )
-    summary = summary_of(proc)
+    proc, summary = _run(work, script, claude_bin, "--model", "anthropic:claude-sonnet-4-5")
     assert summary["outcome"] == "done", proc.stderr
     assert [t["id"] for t in summary["tasks"]] == ["reproduce", "fix"]
     assert summary["iterations"] == 2
@@ -121,19 +120,7 @@ def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, claude_b
             say("I wrote the failing test; the bug is reproduced."),
         ]
     )
-    with FakeProvider(script) as server:
-        proc = looprun(
-            str(TEMPLATE),
-            "--intent",
-            INTENT,
-            "--json",
-            "--max-iterations",
-            "1",
-            cwd=work,
-            env=_env(server, claude_bin),
-            timeout=300,
-        )
-    summary = summary_of(proc)
+    proc, summary = _run(work, script, claude_bin, "--max-iterations", "1")
     assert summary["outcome"] == "exhausted", proc.stderr
     assert not (work / "tests" / "test_cancelled_lines.py").exists()
     events = _journal(work)
