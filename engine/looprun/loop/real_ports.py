@@ -27,22 +27,28 @@ class RealObserver:
     artifacts: Path
     git_dir: Path | None
     constraints: Constraints | None
+    # told after an observer's command ran (it may have written to the tree)
+    on_command: Callable[[], None] | None = None
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
     ) -> Observation:
         from looprun.observe.runner import run_observer
 
-        return run_observer(
-            spec,
-            context,
-            workdir=self.workdir,
-            artifacts=self.artifacts,
-            base=base,
-            git_dir=self.git_dir,
-            deadline=deadline,
-            constraints=self.constraints,
-        )
+        try:
+            return run_observer(
+                spec,
+                context,
+                workdir=self.workdir,
+                artifacts=self.artifacts,
+                base=base,
+                git_dir=self.git_dir,
+                deadline=deadline,
+                constraints=self.constraints,
+            )
+        finally:
+            if spec.run is not None and self.on_command is not None:
+                self.on_command()
 
 
 class TtyApprover:
@@ -74,7 +80,8 @@ def build_ports(
 
     # An outer template (each_task) has no act section: its tree gets default constraints.
     constraints = template.act.constraints if template.act is not None else Constraints()
-    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base)
+    # watched: the tools and the observers' commands below say when they may have written
+    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base, watched=True)
     try:
         from looprun.loop.context import ContextBudget
 
@@ -83,7 +90,7 @@ def build_ports(
         context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
 
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
-        return Toolbox(ws.workdir, constraints, tools, deadline=deadline)
+        return Toolbox(ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched)
 
     git_dir = getattr(ws.git, "git_dir", None)
     actor = None
@@ -99,6 +106,7 @@ def build_ports(
             artifacts=journal.artifacts,
             model=str(getattr(act, "agent_model", "")),
             prices=prices,
+            on_change=ws.touched,
         )
     ports = Ports(
         model=act,
@@ -106,7 +114,7 @@ def build_ports(
         toolbox=toolbox,
         workspace=ws,
         guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
-        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints),
+        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints, ws.touched),
         journal=journal,
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from looprun.act.agents.base import Adapter, Parsed, Turn
@@ -66,6 +66,7 @@ class AgentActor:
         model: str = "",
         env: Mapping[str, str] | None = None,
         prices: PriceTable | None = None,
+        on_change: Callable[[None], None] | None = None,
     ):
         self.spec, self.constraints = spec, constraints
         self.adapter = adapter_for(spec.cli)
@@ -80,6 +81,9 @@ class AgentActor:
         self.source_env = source
         self.redact = Redactor(secret_values(source, min_len=4) + list(own.values()))
         self.prices = prices or PriceTable()
+        # told after every turn that anything in the tree may have changed (the
+        # workspace's cached snapshot must be taken again)
+        self.on_change = on_change
 
     def act(self, request: AgentRequest) -> AgentReport:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -109,6 +113,8 @@ class AgentActor:
             max_output_bytes=4096,
             on_output=keep,
         )
+        if self.on_change is not None:
+            self.on_change(None)
         output = self.redact(raw.decode("utf-8", "replace"))
         artifact = self.artifacts / f"agent-{request.iteration:03d}.{self.spec.cli}.log"
         self.artifacts.mkdir(parents=True, exist_ok=True)
