@@ -70,6 +70,7 @@ def build_ports(
     report: Echo,
     interactive: bool,
     base: str | None = None,
+    prices: Any = None,
     executor: Any = None,
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run."""
@@ -92,17 +93,33 @@ def build_ports(
         return Toolbox(ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched)
 
     git_dir = getattr(ws.git, "git_dir", None)
+    actor = None
+    agent = template.act.agent if template.act is not None else None
+    if agent is not None:
+        from looprun.act.agents.actor import AgentActor
+
+        actor = AgentActor(
+            agent,
+            constraints,
+            workdir=ws.workdir,
+            run_dir=journal.dir,
+            artifacts=journal.artifacts,
+            model=str(getattr(act, "agent_model", "")),
+            prices=prices,
+            on_change=ws.touched,
+        )
     ports = Ports(
         model=act,
         plan_model=plan,
         toolbox=toolbox,
         workspace=ws,
-        guard=Policy(ws.workdir, constraints),
+        guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
         observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints, ws.touched),
         journal=journal,
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
+        actor=actor,
         executor=executor,
     )
     return ports, ws

@@ -291,6 +291,7 @@ def _drive(
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
+        prices=_prices(events),
         executor=_executor_factory(invocation) if template.each_task is not None else None,
     )
     _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
@@ -365,6 +366,12 @@ def _unrecorded_end(journal: RunJournal) -> bool:
     return not any(
         e.get("event") == "run_finished" and int(e.get("seq", 0)) > seq for e in journal.events()
     )
+
+
+def _prices(events: ModelEvents | None) -> Any:
+    from looprun.models.pricing import PriceTable
+
+    return PriceTable(events.config.prices) if events is not None else None
 
 
 def _executor_spec(option: str | None) -> str:
