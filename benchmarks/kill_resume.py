@@ -11,7 +11,9 @@ built-in feature template: sub-loops in parallel worktrees, a failed attempt, a 
 Each scenario first runs once uninterrupted (the reference). Each trial then starts the
 same run, sends SIGKILL to its process group after a random delay within the reference's
 duration, and runs ``looprun resume`` (or the command again, when the kill came before
-the run had anything to resume). A trial passes when the resumed run ends with the
+the run had anything to resume; when it came after the run had written everything but
+before the process exited, resume has nothing to do and the run's own summary is the
+result). A trial passes when the resumed run ends with the
 reference's outcome and iteration count, the same files with the same content (no edit
 lost or applied twice), and for ``commit`` exactly one new commit with the reference's
 tree and an index that agrees with it. A kill that came after the run had ended is not
@@ -244,7 +246,12 @@ def kill_and_resume(
             text=True,
         )
         if after.returncode == 2 and "nothing to resume" in after.stderr:
-            after = None
+            summary = runs[-1] / "summary.json"
+            if summary.is_file():  # killed after everything was written: that is the result
+                how = "nothing to resume (ended before the kill took effect)"
+                after = subprocess.CompletedProcess(after.args, 0, summary.read_text(), "")
+            else:
+                after = None
     if after is None:  # killed before there was anything to resume: start it again
         how = "new run"
         after = subprocess.run(_command(sc, work), env=_env(), capture_output=True, text=True)
