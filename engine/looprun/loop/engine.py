@@ -14,11 +14,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
+from looprun.loop.agent import AgentReport, agent_turn
 from looprun.loop.baseline import COMPARISONS, slim, unusable
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
-from looprun.loop.feedback import attempt_line, attempts_summary, compose, observation_line
+from looprun.loop.feedback import (
+    ATTEMPTS_KEPT,
+    attempt_line,
+    attempts_summary,
+    compose,
+    observation_line,
+    observer_blocks,
+)
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
@@ -128,11 +136,24 @@ class Engine:
         st = self.state
         n = st.iterations + 1
         ctx = self._context(task, st.last_facts)
+        report: AgentReport | None = None
         # sub-loops hook (issue 6): sub-loops instead of a model turn
-        turn = (
-            self.outer.act(task, n)
-            if self.outer is not None
-            else act_turn(
+        if self.t.act is not None and self.t.act.agent is not None:
+            turn, report = agent_turn(
+                self.ports,
+                self.t.act,
+                self.limits,
+                st,
+                self._pinned(ctx)[0].content,
+                self._prompt(ctx),
+                task_id=task.id,
+                elapsed=self._elapsed,
+                iteration=n,
+            )
+        elif self.outer is not None:
+            turn = self.outer.act(task, n)
+        else:
+            turn = act_turn(
                 self.ports,
                 self.t.act,
                 self.limits,
@@ -142,7 +163,6 @@ class Engine:
                 elapsed=self._elapsed,
                 iteration=n,
             )
-        )
         cap = turn.stop
         if cap is not None and not _ends_iteration(cap):
             return Step(turn, {}, (), {}, Decision("stop"), "")
@@ -161,6 +181,8 @@ class Engine:
             **self._context(task, {k: o.to_facts() for k, o in observations.items()}),
             "policy": policy,
         }
+        if report is not None:
+            facts["agent"] = report.facts()
         exit_values = check_exit(self._exit_conditions(task), facts, policy["diff_violations"])
         progress = st.progress.next(
             fingerprint(turn.actions, observations, [v for _, v in exit_values])
@@ -168,14 +190,24 @@ class Engine:
         failed = [src for src, ok in exit_values if not ok]
         facts["progress"] = progress.facts()
         feedback = compose(observations, policy["summary"], failed)
+        blocks = observer_blocks(observations)
         try:
-            decision = judge(self.t.refine, facts, exit_values, feedback)
+            decision = judge(self.t.refine, facts, exit_values, feedback, blocks)
         except LooprunError as exc:
             if cap is None:
                 raise
             # the cap is the verdict; a rule that cannot be judged on these facts only
             # loses the record of what the refine tree would have done
             decision = Decision("retry", feedback, rule=f"(not judged: {exc})")
+        # an agent's turn that broke the policy is undone, whatever the refine tree says
+        if report is not None and policy["diff_violations"] and decision.kind == "retry":
+            decision = Decision(
+                "rollback",
+                "Your last turn broke a rule of this template and was undone:\n"
+                + policy["summary"],
+                "previous",
+                "(act.agent: a policy violation in the diff rolls the turn back)",
+            )
         unrunnable = next(
             (
                 why
@@ -184,6 +216,8 @@ class Engine:
             ),
             "",
         )
+        if not unrunnable and self.outer is not None:  # sub-loops hook (issue 6)
+            unrunnable = self.outer.cannot_run(n)
         return Step(
             turn,
             observations,
@@ -204,6 +238,9 @@ class Engine:
             if model is not None and role in st.model_positions and hasattr(model, "seek"):
                 model.seek(st.model_positions[role])
         if st.tasks is not None:  # resuming: back to the last completed step
+            recovered = self._recover_usage(st.journal_seq, st.exchanges)
+            self._exclude_reports(self._task() or self._first_task())
+            ws.restore(st.current)
             # Events written after the saved state (a crash or signal between an event and
             # the state save) describe a step that is redone now: mark them superseded.
             seq = getattr(self.ports.journal, "seq", None)
@@ -213,11 +250,14 @@ class Engine:
                 else {}
             )
             self.ports.journal.event(
-                "resumed", iteration=st.iterations, task_index=st.task_index, **superseded
+                "resumed",
+                iteration=st.iterations,
+                task_index=st.task_index,
+                **superseded,
+                **recovered,
             )
-            self._exclude_reports(self._task() or self._first_task())
-            ws.restore(st.current)
             return self._preflight()
+        self._recover_usage(0, 0)  # a start killed before its first save (started again)
         self._exclude_reports(self._first_task())
         st.base = st.current = st.previous = st.task_start = ws.base()
         st.last_green = st.base
@@ -303,6 +343,31 @@ class Engine:
         if paths:
             self.ports.workspace.exclude(paths)
 
+    def _recover_usage(self, journal_seq: int, exchanges: int) -> dict[str, Any]:
+        """Charge what the model calls after the saved state cost (a killed iteration was
+        paid for: its exchanges are recorded) and the time it ran, so usage, caps and
+        ``duration_s`` hold them after a resume."""
+        unsaved = getattr(self.ports.journal, "unsaved_usage", None)
+        if unsaved is None or exchanges < 0:
+            return {}
+        u = unsaved(journal_seq, exchanges)
+        if not (u.prompt_tokens or u.completion_tokens or u.cost_usd or u.seconds):
+            return {}
+        st = self.state
+        st.prompt_tokens += u.prompt_tokens
+        st.completion_tokens += u.completion_tokens
+        st.cost_usd += u.cost_usd
+        st.elapsed_s += u.seconds
+        self._elapsed0 += u.seconds
+        return {
+            "recovered": {
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "cost_usd": round(u.cost_usd, 6),
+                "seconds": round(u.seconds, 3),
+            }
+        }
+
     def _preflight(self) -> Stop | None:
         """An observer whose program cannot start stops the run before any model call."""
         task = self._task() or PlannedTask("", str(self.inputs.get("intent", "")))
@@ -338,10 +403,25 @@ class Engine:
         self.ports.report(f"plan: {len(tasks)} task(s): {', '.join(t.id for t in tasks)}")
         return tasks
 
-    def _finish(self, stop: Stop) -> RunResult:
+    def finish_recorded(self, *, summary: bool, event: bool) -> RunResult:
+        """The result of a run whose final state was saved (``state.stop``) but whose
+        end a kill left partly unwritten: write what is missing, the ``run_finished``
+        event (``event``) and ``summary.json`` (``summary``), never the state again."""
+        assert self.state.stop is not None
+        stop = Stop(**self.state.stop)
+        return self._finish(stop, save=False, event=event, summary=summary)
+
+    def save(self) -> None:
+        """Save the state now (a step outside the loop, such as the commit, changed it)."""
+        self._save()
+
+    def _finish(
+        self, stop: Stop, *, save: bool = True, event: bool = True, summary: bool = True
+    ) -> RunResult:
         st = self.state
         st.stop = stop.to_dict()
-        self._save()
+        if save:
+            self._save()
         ws = self.ports.workspace
         try:
             changed = tuple(ws.changed_files(st.base)) if st.base else ()
@@ -366,15 +446,17 @@ class Engine:
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
         )
-        self.ports.journal.event(
-            "run_finished",
-            **stop.to_dict(),
-            iterations=st.iterations,
-            limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
-        )
-        self.ports.journal.save_summary(result.summary())
+        if event:
+            self.ports.journal.event(
+                "run_finished",
+                **stop.to_dict(),
+                iterations=st.iterations,
+                limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
+            )
+        if summary:
+            self.ports.journal.save_summary(result.summary())
         self.ports.report(
-            f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}"
+            f"→ {stop.outcome} after {st.iterations} iteration(s): {one_line(stop.reason)}"
             f" [{result.usage.describe()}]"
         )
         return result
@@ -442,6 +524,9 @@ class Engine:
             decision.kind if stop is None else stop.outcome,
         )
         st.attempts.append(line)
+        if len(st.attempts) > ATTEMPTS_KEPT:  # state.json stays the same size however long
+            st.attempts_earlier += len(st.attempts) - ATTEMPTS_KEPT
+            del st.attempts[:-ATTEMPTS_KEPT]
         self._record(task, step, decision, stop, task_iteration)
         # the progress line names what decided: the rule that fired, or the cap
         why = decision.fired() if stop is None or stop.code == "refine" else stop.code
@@ -609,7 +694,7 @@ class Engine:
         act = self.t.act
         assert act is not None
         system = act.system.render(ctx).strip() if act.system is not None else DEFAULT_SYSTEM
-        summary = attempts_summary(self.state.attempts)
+        summary = attempts_summary(self.state.attempts, earlier=self.state.attempts_earlier)
         return [Message("system", system + ("\n\n" + summary if summary else ""))]
 
     def _prompt(self, ctx: Mapping[str, Any]) -> str:
@@ -753,6 +838,9 @@ class Engine:
         seq = getattr(self.ports.journal, "seq", None)
         if isinstance(seq, int):
             self.state.journal_seq = seq
+        count = getattr(self.ports.journal, "exchange_count", None)
+        if isinstance(count, int):
+            self.state.exchanges = count
         self.ports.journal.save_state(self.state.to_dict())
 
 

@@ -114,6 +114,12 @@ class Approver(Protocol):
     def ask(self, paths: Sequence[str], diff: str) -> bool | None: ...
 
 
+class Actor(Protocol):
+    """Runs one act turn by an agent CLI (``act.agent``) and reports what it claims."""
+
+    def act(self, request: Any) -> Any: ...  # AgentRequest -> AgentReport (loop.agent)
+
+
 class Clock(Protocol):
     """Monotonic time, for the wall-time limit and each iteration's duration."""
 
@@ -181,5 +187,6 @@ class Ports:
     approver: Approver = field(default_factory=NoApprover)
     clock: Clock = field(default_factory=SystemClock)
     report: Callable[[str], None] = lambda line: None  # one progress line per step
+    actor: Actor | None = None  # act.agent: the agent CLI that acts instead of ``model``
     # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
     executor: Callable[[int, Callable[[str], None]], Any] | None = None

@@ -27,24 +27,30 @@ class RealObserver:
     artifacts: Path
     git_dir: Path | None
     constraints: Constraints | None
-    excluded: Callable[[], tuple[str, ...]] = tuple
+    # told after an observer's command ran (it may have written to the tree)
+    on_command: Callable[[], None] | None = None
+    excluded: Callable[[], tuple[str, ...]] = tuple  # report files, out of the diff
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
     ) -> Observation:
         from looprun.observe.runner import run_observer
 
-        return run_observer(
-            spec,
-            context,
-            workdir=self.workdir,
-            artifacts=self.artifacts,
-            base=base,
-            git_dir=self.git_dir,
-            deadline=deadline,
-            constraints=self.constraints,
-            exclude=self.excluded(),
-        )
+        try:
+            return run_observer(
+                spec,
+                context,
+                workdir=self.workdir,
+                artifacts=self.artifacts,
+                base=base,
+                git_dir=self.git_dir,
+                deadline=deadline,
+                constraints=self.constraints,
+                exclude=self.excluded(),
+            )
+        finally:
+            if spec.run is not None and self.on_command is not None:
+                self.on_command()
 
 
 class TtyApprover:
@@ -66,6 +72,7 @@ def build_ports(
     report: Echo,
     interactive: bool,
     base: str | None = None,
+    prices: Any = None,
     executor: Any = None,
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run."""
@@ -75,7 +82,8 @@ def build_ports(
 
     # An outer template (each_task) has no act section: its tree gets default constraints.
     constraints = template.act.constraints if template.act is not None else Constraints()
-    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base)
+    # watched: the tools and the observers' commands below say when they may have written
+    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base, watched=True)
     try:
         from looprun.loop.context import ContextBudget
 
@@ -84,22 +92,43 @@ def build_ports(
         context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
 
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
-        return Toolbox(ws.workdir, constraints, tools, deadline=deadline)
+        return Toolbox(ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched)
 
     git_dir = getattr(ws.git, "git_dir", None)
+    actor = None
+    agent = template.act.agent if template.act is not None else None
+    if agent is not None:
+        from looprun.act.agents.actor import AgentActor
+
+        actor = AgentActor(
+            agent,
+            constraints,
+            workdir=ws.workdir,
+            run_dir=journal.dir,
+            artifacts=journal.artifacts,
+            model=str(getattr(act, "agent_model", "")),
+            prices=prices,
+            on_change=ws.touched,
+        )
     ports = Ports(
         model=act,
         plan_model=plan,
         toolbox=toolbox,
         workspace=ws,
-        guard=Policy(ws.workdir, constraints),
+        guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
         observer=RealObserver(
-            ws.workdir, journal.artifacts, git_dir, constraints, excluded=lambda: ws.excluded
+            ws.workdir,
+            journal.artifacts,
+            git_dir,
+            constraints,
+            ws.touched,
+            excluded=lambda: ws.excluded,
         ),
         journal=journal,
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
+        actor=actor,
         executor=executor,
     )
     return ports, ws

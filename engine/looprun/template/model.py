@@ -19,6 +19,11 @@ PlanMode = Literal["none", "static", "model"]
 ActionKind = Literal["retry", "rollback", "replan", "escalate", "abort"]
 Isolation = Literal["worktree", "none"]
 InputType = Literal["string", "integer", "number", "boolean", "list", "command"]
+AgentSession = Literal["fresh", "resume"]
+
+# The agent CLIs a template may name (act.agent.cli); which of them run is the act layer's
+# business (act/agents), so the closed set lives here and the support there.
+AGENT_CLIS: tuple[str, ...] = ("claude-code", "codex", "aider", "opencode", "gemini")
 
 ACTION_KINDS: tuple[str, ...] = ("retry", "rollback", "replan", "escalate", "abort")
 BUILTIN_TOOLS: tuple[str, ...] = (
@@ -46,6 +51,7 @@ ENGINE_NAMES: frozenset[str] = frozenset(
         "run",  # run.id, run.dir, run.artifacts, run.workdir
         "baseline",  # per observer: its facts before the first act turn, and comparisons
         "tasks",  # per completed task id: its observer and baseline facts when it was done
+        "agent",  # act.agent: what the CLI reported (exit_code, error, turns, ...): claims
     }
 )
 
@@ -128,14 +134,28 @@ class Constraints:
 
 
 @dataclass(frozen=True)
+class AgentSpec:
+    """An agent CLI run headless for each act turn (``act.agent``)."""
+
+    cli: str
+    model: str = "default"  # in the CLI's own names; "default": resolved like models.act
+    max_turns: int | None = None
+    timeout_s: float = 900.0
+    session: AgentSession = "fresh"
+    allow_tools: tuple[str, ...] = ()  # the CLI's own tool names; () the CLI's defaults
+    location: Location = UNKNOWN
+
+
+@dataclass(frozen=True)
 class ActSpec:
-    """The act turn: prompts, enabled tools, step cap and constraints."""
+    """The act turn: prompts, enabled tools, step cap and constraints; or an agent CLI."""
 
     prompt: Text
     system: Text | None = None
     tools: tuple[str, ...] = BUILTIN_TOOLS
     max_steps: int = 25
     constraints: Constraints = Constraints()
+    agent: AgentSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +194,16 @@ class Rule:
     children: tuple[Rule, ...] = ()
     location: Location = UNKNOWN
     description: str = ""  # why the rule exists, for reviewers (shown by explain)
+    id: str = ""  # the author's name for it; unique in the tree
+
+    @property
+    def name(self) -> str:
+        """The one name of this rule everywhere (explain, Mermaid, JSON, `looprun test`,
+        the journal): its ``id``, else ``file:line`` of the rule."""
+        if self.id:
+            return self.id
+        file = self.location.file.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{file}:{self.location.line}"
 
 
 @dataclass(frozen=True)
@@ -227,3 +257,5 @@ class Template:
     context: ContextSpec = ContextSpec()
     each_task: EachTask | None = None
     resolved: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
+    # numbers written as `{{ inputs.NAME }}`: dotted path -> input name (resolved already)
+    input_numbers: Mapping[str, str] = field(default_factory=_empty, compare=False)
