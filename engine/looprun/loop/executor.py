@@ -42,6 +42,7 @@ class SubloopJob:
     depth: int = 1
     plan_model: str = ""  # the plan model reference; empty: the act model
     cli_models: Mapping[str, str | None] = field(default_factory=dict)  # passed down
+    sandbox: str | None = None  # the command line's --sandbox, passed down
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
                     "models": {"act": job.model, "plan": job.plan_model or job.model},
                     "cli_models": dict(job.cli_models),
                     "base_url": job.base_url,
+                    "sandbox": job.sandbox,
                 }
             )
             state = None
@@ -238,6 +240,7 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
                 report=prefixed,
                 interactive=False,
                 base=job.commit,
+                sandbox_mode=job.sandbox,
             )
             ports = replace(ports, observer=StoppableObserver(ports.observer, stop))
             if job.resume and state is None:

@@ -14,6 +14,7 @@ from looprun.journal import RunJournal
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.models.base import Model
 from looprun.observe.base import Observation
+from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.template.model import Constraints, ObserverSpec, Template
 
 Echo = Callable[[str], None]
@@ -27,6 +28,7 @@ class RealObserver:
     artifacts: Path
     git_dir: Path | None
     constraints: Constraints | None
+    sandbox: Sandbox | None = None
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -42,6 +44,7 @@ class RealObserver:
             git_dir=self.git_dir,
             deadline=deadline,
             constraints=self.constraints,
+            sandbox=self.sandbox,
         )
 
 
@@ -54,6 +57,19 @@ class TtyApprover:
         return click.confirm("Approve these changes?", default=False, err=True)
 
 
+def run_sandbox(
+    template: Template, workdir: Path, artifacts: Path, mode: str, warn: Echo
+) -> Sandbox | None:
+    """The sandbox a run's commands use: the workdir and the artifacts writable, the
+    repository's ``.git`` and the state directory read-only even inside the workdir."""
+    confinement = Confinement(
+        writable=(workdir, artifacts),
+        read_only=(workdir / ".git", workdir / ".looprun"),
+        network=template.sandbox.network,
+    )
+    return sandbox_for(mode, confinement, warn)
+
+
 def build_ports(
     template: Template,
     workdir: Path,
@@ -64,8 +80,12 @@ def build_ports(
     report: Echo,
     interactive: bool,
     base: str | None = None,
+    sandbox_mode: str | None = None,
 ) -> tuple[Ports, Any]:
-    """Real tools, workspace, observers and context budget for one run."""
+    """Real tools, workspace, observers and context budget for one run.
+
+    ``sandbox_mode`` (from the command line) overrides the template's ``sandbox.mode``.
+    """
     from looprun.act.policy import Policy
     from looprun.act.tools import Toolbox
     from looprun.workspace import Workspace
@@ -80,8 +100,17 @@ def build_ports(
     except (ImportError, ValueError):
         context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
 
+    mode = sandbox_mode or template.sandbox.mode
+    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report)
+    journal.event(
+        "sandbox",
+        mode=mode,
+        backend=None if sandbox is None else sandbox.name,
+        network=template.sandbox.network,
+    )
+
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
-        return Toolbox(ws.workdir, constraints, tools, deadline=deadline)
+        return Toolbox(ws.workdir, constraints, tools, deadline=deadline, sandbox=sandbox)
 
     git_dir = getattr(ws.git, "git_dir", None)
     ports = Ports(
@@ -90,7 +119,7 @@ def build_ports(
         toolbox=toolbox,
         workspace=ws,
         guard=Policy(ws.workdir, constraints),
-        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints),
+        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints, sandbox),
         journal=journal,
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),

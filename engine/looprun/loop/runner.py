@@ -77,6 +77,14 @@ def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> Non
         _err(f"committed {sha[:12]} to the current branch ({len(changed)} file(s))")
 
 
+def _check_sandbox(template: Template, cli_mode: str | None) -> None:
+    """Settle the sandbox before anything starts: ``required`` on a host without one
+    stops here (exit 2), ``auto`` says once that commands will run unconfined."""
+    from looprun.sandbox import pick
+
+    pick(cli_mode or template.sandbox.mode, _err)
+
+
 # -- the commands ---------------------------------------------------------------------------
 
 
@@ -91,6 +99,7 @@ def run_from_cli(**options: Any) -> int:
     act, plan, refs = resolve_models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
+    _check_sandbox(template, options.get("sandbox"))
     from looprun.workspace import RunLock
 
     run_id = new_run_id()
@@ -126,6 +135,7 @@ def _start(
         "base_url": options.get("base_url"),
         "max_iterations": options.get("max_iterations"),
         "commit": bool(options.get("commit")),
+        "sandbox": options.get("sandbox"),  # the command line's choice; None: the template's
         "workdir": str(workdir),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -170,6 +180,7 @@ def _drive(
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
+        sandbox_mode=invocation.get("sandbox"),
     )
     _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
@@ -230,6 +241,7 @@ def resume_from_cli(
             raise UsageError(f"run {journal.run_id} is not waiting for an approval")
         state.stop = None
         template = _load(invocation["template"])
+        _check_sandbox(template, invocation.get("sandbox"))
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprun.atomic import write_atomic
 from looprun.observe.base import Observation, ParseInput
@@ -26,6 +26,9 @@ from looprun.proc import run_process, secret_values
 from looprun.redact import Redactor
 from looprun.template.expressions import freeze
 from looprun.template.model import Constraints, ObserverSpec
+
+if TYPE_CHECKING:
+    from looprun.sandbox import Sandbox
 
 # git_diff options that default to the act constraints when the observer does not set them.
 _CONSTRAINT_DEFAULTS = ("allow", "deny", "forbidden_patterns", "max_lines")
@@ -67,8 +70,10 @@ def observe_command(
     git_dir: Path | None = None,
     on_output: Callable[[bytes], None] | None = None,
     output_log: Path | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Observation:
-    """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output."""
+    """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output.
+    With a ``sandbox`` the command runs confined to it."""
     parser = get_parser(parser_name)
     report = None if file is None else (file if file.is_absolute() else workdir / file)
     output: str | None = None
@@ -85,6 +90,7 @@ def observe_command(
             shell=True,
             deadline=deadline,
             on_output=on_output,
+            sandbox=sandbox,
         )
         output, exit_code, timed_out = (
             result.output and redactor.text(result.output),
@@ -144,6 +150,7 @@ def run_observer(
     deadline: float | None,
     on_output: Callable[[bytes], None] | None = None,
     constraints: Constraints | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates."""
     if spec.when is not None and not spec.when.evaluate(context):
@@ -170,4 +177,5 @@ def run_observer(
         git_dir=git_dir,
         on_output=on_output,
         output_log=artifacts / f"{spec.name}.output.txt" if command is not None else None,
+        sandbox=sandbox,
     )
