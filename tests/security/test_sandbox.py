@@ -163,14 +163,14 @@ class Run:
         return record["observers"][name]
 
     def events(self, kind: str) -> list[dict[str, Any]]:
-        lines = (Path(self.summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
-        return [e for e in map(json.loads, lines) if e["event"] == kind]
+        return _journal(self.summary, kind)
 
 
-def _template(sandbox: str, outside: Path, port: int, canary: str) -> str:
+def _head(name: str, sandbox: str) -> str:
+    """A template up to its observers: the model may run ``python3`` commands."""
     return f"""\
 looprun: 1
-name: contained
+name: {name}
 sandbox: {sandbox}
 inputs:
   intent: {{type: string, required: true}}
@@ -179,6 +179,18 @@ act:
   tools: [run]
   constraints:
     commands: {{allow: ["python3 *"]}}
+"""
+
+
+def _journal(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def _template(sandbox: str, outside: Path, port: int, canary: str) -> str:
+    return (
+        _head("contained", sandbox)
+        + f"""\
 observe:
   write_outside:
     run: python3 write.py {outside / "from-observer.txt"}
@@ -198,6 +210,7 @@ observe:
 exit: [write_outside.ok, environ.ok, network.ok, inside.ok]
 limits: {{max_iterations: 1}}
 """
+    )
 
 
 def probe_run(root: Path, sandbox: str, *cli: str, env: dict[str, str] | None = None) -> Run:
@@ -418,27 +431,17 @@ def _no_bwrap(tmp_path: Path) -> dict[str, str]:
 
 
 SIMPLE = """\
-looprun: 1
-name: simple
-sandbox: {sandbox}
-inputs:
-  intent: {{type: string, required: true}}
-act:
-  prompt: "{{{{ task.goal }}}}"
-  tools: [run]
-  constraints:
-    commands: {{allow: ["python3 *"]}}
 observe:
-  one: {{run: "python3 -c 'print(1)'", parser: exit_code}}
-  two: {{run: "python3 -c 'print(2)'", parser: exit_code}}
+  one: {run: "python3 -c 'print(1)'", parser: exit_code}
+  two: {run: "python3 -c 'print(2)'", parser: exit_code}
 exit: [one.ok, two.ok]
-limits: {{max_iterations: 2}}
+limits: {max_iterations: 2}
 """
 
 
 def _simple(tmp_path: Path, sandbox: str) -> tuple[Path, list[str]]:
     work = git_repo(tmp_path / "work")
-    (tmp_path / "t.yaml").write_text(SIMPLE.format(sandbox=sandbox))
+    (tmp_path / "t.yaml").write_text(_head("simple", sandbox) + SIMPLE)
     turn = {"name": "run", "arguments": {"command": "python3 -c 'print(3)'"}}
     (tmp_path / "script.yaml").write_text(yaml.safe_dump([{"tool_calls": [turn]}, {"text": "k"}]))
     args = ["--intent", "x", "--workdir", str(work), "--model", f"script:{tmp_path}/script.yaml"]
@@ -483,9 +486,7 @@ def test_auto_without_a_sandbox_says_so_once_and_runs(tmp_path: Path) -> None:
         "note: commands run without an OS sandbox (bwrap is not installed "
         "(Debian/Ubuntu: apt-get install bubblewrap))"
     ]
-    summary = json.loads(proc.stdout)
-    journal = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
-    [event] = [e for e in map(json.loads, journal) if e["event"] == "sandbox"]
+    [event] = _journal(json.loads(proc.stdout), "sandbox")
     assert (event["mode"], event["backend"]) == ("auto", None)
 
 
@@ -494,8 +495,7 @@ def test_the_command_line_can_turn_off_what_the_template_requires(tmp_path: Path
     _, args = _simple(tmp_path, "required")
     proc = looprun("run", "--sandbox", "off", *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    journal = (Path(json.loads(proc.stdout)["run_dir"]) / "journal.jsonl").read_text()
-    [event] = [e for e in map(json.loads, journal.splitlines()) if e["event"] == "sandbox"]
+    [event] = _journal(json.loads(proc.stdout), "sandbox")
     assert (event["mode"], event["backend"]) == ("off", None)
     assert "without an OS sandbox" not in proc.stderr  # off is a choice, not a surprise
 

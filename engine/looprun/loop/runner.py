@@ -78,11 +78,12 @@ def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> Non
 
 
 def _check_sandbox(template: Template, cli_mode: str | None) -> None:
-    """Settle the sandbox before anything starts: ``required`` on a host without one
-    stops here (exit 2), ``auto`` says once that commands will run unconfined."""
+    """``required`` on a host without a sandbox stops here, before anything starts (exit
+    2); ``auto`` says so later, once the run has begun."""
     from looprun.sandbox import pick
 
-    pick(cli_mode or template.sandbox.mode, _err)
+    if (cli_mode or template.sandbox.mode) == "required":
+        pick("required", _err)
 
 
 # -- the commands ---------------------------------------------------------------------------
