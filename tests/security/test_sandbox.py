@@ -165,6 +165,10 @@ class Run:
     def events(self, kind: str) -> list[dict[str, Any]]:
         return _journal(self.summary, kind)
 
+    @property
+    def sandbox(self) -> dict[str, Any]:
+        return _journal(self.summary, "run_started")[0]["sandbox"]
+
 
 def _head(name: str, sandbox: str) -> str:
     """A template up to its observers: the model may run ``python3`` commands."""
@@ -297,9 +301,7 @@ def _heartbeats(run: Run, wait_s: float = 1.0) -> tuple[str, str]:
 def test_the_command_line_wins_over_the_template_and_the_journal_says_which(
     confined: Run,
 ) -> None:
-    assert confined.events("sandbox") == [
-        {**confined.events("sandbox")[0], "mode": "required", "backend": "bwrap", "network": False}
-    ]
+    assert confined.sandbox == {"mode": "required", "backend": "bwrap", "network": False}
 
 
 @needs_bwrap
@@ -364,7 +366,7 @@ def landlocked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
 
 @needs_landlock
 def test_landlock_refuses_writes_outside_and_tcp_and_ends_leftovers(landlocked: Run) -> None:
-    assert landlocked.events("sandbox")[0]["backend"] == "landlock"
+    assert landlocked.sandbox["backend"] == "landlock"
     write = landlocked.observed("write_outside")
     assert write["exit_code"] == 0 and "Permission denied" in write["output_tail"]
     assert not list(landlocked.outside.iterdir())  # neither the observer nor the tool wrote
@@ -391,7 +393,7 @@ def test_without_the_sandbox_commands_write_outside(unconfined: Run) -> None:
         "from-observer.txt",
         "from-tool.txt",
     ]
-    assert unconfined.events("sandbox")[0]["backend"] is None
+    assert unconfined.sandbox == {"mode": "off", "backend": None, "network": False}
 
 
 def test_without_the_sandbox_the_environment_of_looprun_is_readable(unconfined: Run) -> None:
@@ -486,8 +488,8 @@ def test_auto_without_a_sandbox_says_so_once_and_runs(tmp_path: Path) -> None:
         "note: commands run without an OS sandbox (bwrap is not installed "
         "(Debian/Ubuntu: apt-get install bubblewrap))"
     ]
-    [event] = _journal(json.loads(proc.stdout), "sandbox")
-    assert (event["mode"], event["backend"]) == ("auto", None)
+    [started] = _journal(json.loads(proc.stdout), "run_started")
+    assert started["sandbox"] == {"mode": "auto", "backend": None, "network": False}
 
 
 @needs_bwrap
@@ -495,8 +497,8 @@ def test_the_command_line_can_turn_off_what_the_template_requires(tmp_path: Path
     _, args = _simple(tmp_path, "required")
     proc = looprun("run", "--sandbox", "off", *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    [event] = _journal(json.loads(proc.stdout), "sandbox")
-    assert (event["mode"], event["backend"]) == ("off", None)
+    [started] = _journal(json.loads(proc.stdout), "run_started")
+    assert started["sandbox"] == {"mode": "off", "backend": None, "network": False}
     assert "without an OS sandbox" not in proc.stderr  # off is a choice, not a surprise
 
 

@@ -196,7 +196,11 @@ class Engine:
                 else {}
             )
             self.ports.journal.event(
-                "resumed", iteration=st.iterations, task_index=st.task_index, **superseded
+                "resumed",
+                iteration=st.iterations,
+                task_index=st.task_index,
+                **superseded,
+                **self.ports.setup,
             )
             return self._preflight()
         st.base = st.current = st.previous = st.task_start = ws.base()
@@ -208,6 +212,7 @@ class Engine:
             intent=self.inputs.get("intent", ""),
             base=st.base,
             limits=caps.limit_report(self.limits, self._spent()),
+            **self.ports.setup,
         )
         stop = self._preflight()
         if stop is not None:

@@ -171,3 +171,6 @@ class Ports:
     approver: Approver = field(default_factory=NoApprover)
     clock: Clock = field(default_factory=SystemClock)
     report: Callable[[str], None] = lambda line: None  # one progress line per step
+    # how the outside world is wired for this run (e.g. the sandbox), recorded with
+    # run_started and resumed; plain data, the loop does not interpret it
+    setup: Mapping[str, Any] = field(default_factory=dict)

@@ -102,12 +102,8 @@ def build_ports(
 
     mode = sandbox_mode or template.sandbox.mode
     sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report)
-    journal.event(
-        "sandbox",
-        mode=mode,
-        backend=None if sandbox is None else sandbox.name,
-        network=template.sandbox.network,
-    )
+    backend = None if sandbox is None else sandbox.name
+    setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
 
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
         return Toolbox(ws.workdir, constraints, tools, deadline=deadline, sandbox=sandbox)
@@ -124,5 +120,6 @@ def build_ports(
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
+        setup=setup,
     )
     return ports, ws
