@@ -174,3 +174,5 @@ class Ports:
     # how the outside world is wired for this run (e.g. the sandbox), recorded with
     # run_started and resumed; plain data, the loop does not interpret it
     setup: Mapping[str, Any] = field(default_factory=dict)
+    # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
+    executor: Callable[[int, Callable[[str], None]], Any] | None = None

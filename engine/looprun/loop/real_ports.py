@@ -81,6 +81,7 @@ def build_ports(
     interactive: bool,
     base: str | None = None,
     sandbox_mode: str | None = None,
+    executor: Any = None,
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run.
 
@@ -121,5 +122,6 @@ def build_ports(
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
         setup=setup,
+        executor=executor,
     )
     return ports, ws
