@@ -26,7 +26,26 @@ from looprun.observe.junit import JUnitParser
 from looprun.observe.regex import RegexParser
 
 
-def make_junit(path: Path, cases: int) -> int:
+def _traceback(n: int, frames: int) -> str:
+    """A long pytest-style traceback: library frames, then the test's own."""
+    lines = []
+    for f in range(frames):
+        lines.append(
+            f"/usr/lib/python3/site-packages/lib{f % 7}/core.py:{100 + f}: in call_{f}\n"
+            f"    return self._inner_{f}(value, *args, **kwargs)\n"
+        )
+    lines.append(
+        f"tests/test_mod{n // 1000}.py:{n % 500 + 3}: in test_{n}\n"
+        f"    assert f({n}) == {n}\n"
+        f"E       AssertionError: expected {n}, got {n + 1}\n"
+        f"E       assert {n + 1} == {n}\n"
+    )
+    return "".join(lines).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def make_junit(path: Path, cases: int, every: int = 100, frames: int = 0) -> int:
+    """N cases, one in ``every`` failing; ``frames`` > 0 gives each failure a traceback
+    of that many frames (long text, as a real suite's failures have)."""
     failing = 0
     with path.open("w", encoding="utf-8") as fh:
         fh.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n')
@@ -35,15 +54,19 @@ def make_junit(path: Path, cases: int) -> int:
             fh.write(f'<testsuite name="pytest" tests="{per_suite}">\n')
             for n in range(s, min(cases, s + per_suite)):
                 cls = f"tests.test_mod{n // per_suite}"
-                if n % 100 == 7:
+                if n % every == 7 % every:
                     failing += 1
+                    text = (
+                        _traceback(n, frames)
+                        if frames
+                        else f"def test_{n}():\n&gt;       assert f({n}) == {n}\n"
+                        f"E       AssertionError: expected {n}, got {n + 1}\n\n"
+                        f"tests/test_mod{n // per_suite}.py:{n % 500 + 3}: AssertionError"
+                    )
                     fh.write(
                         f'<testcase classname="{cls}" name="test_{n}" time="0.01">'
                         f'<failure message="AssertionError: expected {n}, got {n + 1}">'
-                        f"def test_{n}():\n&gt;       assert f({n}) == {n}\n"
-                        f"E       AssertionError: expected {n}, got {n + 1}\n\n"
-                        f"tests/test_mod{n // per_suite}.py:{n % 500 + 3}: AssertionError"
-                        "</failure></testcase>\n"
+                        f"{text}</failure></testcase>\n"
                     )
                 else:
                     fh.write(f'<testcase classname="{cls}" name="test_{n}" time="0.001"/>\n')

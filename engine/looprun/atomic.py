@@ -22,9 +22,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def write_atomic(path: Path, data: str | bytes, *, sync: str = "all") -> None:
     """Write via a temp file in the same directory, fsync, rename, fsync the directory.
 
+    ``sync`` says what survives a machine crash: ``"all"`` (the content and the rename),
+    ``"content"`` (no directory fsync: after a machine crash the file is whole, old or
+    new; the next fsync on the file system usually carries the rename), ``"none"``
+    (whole for any reader and after a process crash; the OS writes it back later).
     An existing file keeps its mode; a new one gets the usual umask mode. On any failure
     the temp file is removed and the old content stays.
     """
@@ -39,7 +43,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync != "none":
+                os.fsync(fh.fileno())
         if mode is None:
             umask = os.umask(0)
             os.umask(umask)
@@ -50,4 +55,5 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    if sync == "all":
+        _fsync_dir(path.parent)

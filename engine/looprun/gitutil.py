@@ -11,7 +11,9 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from looprun.errors import LooprunError
 from looprun.proc import scrubbed_env
@@ -31,6 +33,33 @@ class GitError(LooprunError):
     """A git command failed; carries the command and what git said."""
 
 
+_UNKNOWN: Any = object()
+
+
+class SnapshotFacts:
+    """What a snapshot needs to know besides the files: HEAD, and whether the state
+    directory is ignored. Asked once, then remembered until ``forget``."""
+
+    def __init__(self) -> None:
+        self._head: str | None = _UNKNOWN
+        self._ignored: dict[str, bool] = {}
+
+    def forget(self) -> None:
+        self._head = _UNKNOWN
+        self._ignored.clear()
+
+    def head(self, git: Git) -> str | None:
+        if self._head is _UNKNOWN:
+            self._head = git.head()
+        return self._head
+
+    def ignored(self, git: Git, path: str) -> bool:
+        if path not in self._ignored:
+            code, _, _ = git.run_status("check-ignore", "-q", path.rstrip("/") + "/")
+            self._ignored[path] = code == 0
+        return self._ignored[path]
+
+
 @dataclass(frozen=True)
 class Git:
     """Runs git for one working tree, optionally against a private repository."""
@@ -38,7 +67,10 @@ class Git:
     workdir: Path
     git_dir: Path | None = None  # a private repository for a work tree that has none
 
-    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    @cached_property
+    def _base_env(self) -> dict[str, str]:
+        """The environment of every git call, scrubbed once per ``Git`` (it is the same
+        for every call; scrubbing it each time cost more than some of the calls)."""
         env = {k: v for k, v in scrubbed_env().items() if not k.startswith("GIT_")}
         env.update(
             {
@@ -53,9 +85,10 @@ class Git:
         if self.git_dir is not None:
             env["GIT_DIR"] = str(self.git_dir)
             env["GIT_WORK_TREE"] = str(self.workdir)
-        if extra:
-            env.update(extra)
         return env
+
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {**self._base_env, **extra} if extra else self._base_env
 
     def run(
         self,
@@ -97,27 +130,35 @@ class Git:
         out = self.run("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).strip()
         return out or None
 
-    def snapshot(self, index_file: Path | None = None, exclude: str = ".looprun") -> str:
+    def snapshot(
+        self,
+        index_file: Path | None = None,
+        exclude: str = ".looprun",
+        *,
+        facts: SnapshotFacts | None = None,
+    ) -> str:
         """A tree object of the working tree as it is now (tracked + untracked, not ignored).
 
         ``exclude`` (the engine's state directory) is never part of it. ``index_file``
         keeps a private index between calls, so git's stat cache spares re-hashing.
+        ``facts`` remembers HEAD and whether ``exclude`` is ignored between calls (the
+        caller forgets them when something may have changed them).
         """
+        facts = facts if facts is not None else SnapshotFacts()
         if index_file is not None:
-            return self._snapshot_with({"GIT_INDEX_FILE": str(index_file)}, exclude)
+            return self._snapshot_with({"GIT_INDEX_FILE": str(index_file)}, exclude, facts)
         with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
-            return self._snapshot_with({"GIT_INDEX_FILE": os.path.join(tmp, "index")}, exclude)
+            env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            return self._snapshot_with(env, exclude, facts)
 
-    def _snapshot_with(self, env: Mapping[str, str], exclude: str) -> str:
+    def _snapshot_with(self, env: Mapping[str, str], exclude: str, facts: SnapshotFacts) -> str:
         # Start a new index from HEAD, so tracked files matching an ignore rule count too.
-        if not os.path.exists(env["GIT_INDEX_FILE"]) and self.head():
+        if not os.path.exists(env["GIT_INDEX_FILE"]) and facts.head(self):
             self.run("read-tree", "HEAD", env=env)
         spec = ["."]
         # git refuses an exclude pathspec naming an ignored path; ignored is excluded anyway.
-        if exclude and not exclude.startswith(".."):
-            code, _, _ = self.run_status("check-ignore", "-q", exclude.rstrip("/") + "/")
-            if code != 0:
-                spec.append(f":(exclude){exclude}")
+        if exclude and not exclude.startswith("..") and not facts.ignored(self, exclude):
+            spec.append(f":(exclude){exclude}")
         self.run("add", "-A", "--", *spec, env=env)
         return self.run("write-tree", env=env).strip()
 

@@ -1,12 +1,19 @@
 """A run's durable record under ``.looprun/runs/<run_id>/``.
 
-- ``journal.jsonl``: append-only events, each flushed and fsynced before the call returns
-  (schema: ``schemas/journal-event.schema.json``); a torn last line is tolerated on read
-  and cut off before appending again;
+- ``journal.jsonl``: append-only events, each flushed before the call returns (schema:
+  ``schemas/journal-event.schema.json``); a torn last line is tolerated on read and cut
+  off before appending again;
 - ``state.json``: the resumable loop state, replaced atomically (temp file, fsync, rename);
 - ``run.json``: how the run was invoked, so ``looprun resume`` can rebuild it;
 - ``observe/<n>.json``: one structured observation per iteration;
 - ``exchanges.jsonl``: the model exchanges; ``summary.json``: the result at the end.
+
+A killed process loses nothing: every write reaches the operating system before the call
+returns. For a machine crash, saving the state is the durable point, at two fsyncs per
+step: the journal first (so the events of every saved state survive with it), then the
+new state's content; the rename rides on the next fsync. A machine crash may so lose the
+last step (a resumed run redoes it, as after a kill before the save) and the OS-buffered
+tail of the exchanges and observations; both are fsynced when the journal closes.
 
 Every string written is redacted first: values of secret-looking environment variables
 never reach these files.
@@ -90,6 +97,7 @@ class RunJournal:
         self._seq = _repair_tail(self._events_path)
         self._events = open(self._events_path, "a", encoding="utf-8")  # noqa: SIM115
         self._exchanges = open(self.dir / "exchanges.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._unsynced: set[int] = set()  # descriptors written since their last fsync
 
     @classmethod
     def create(cls, workdir: Path, run_id: str | None = None) -> RunJournal:
@@ -117,6 +125,7 @@ class RunJournal:
     def close(self) -> None:
         for fh in (self._events, self._exchanges):
             if not fh.closed:
+                self._sync(fh)
                 fh.close()
 
     def __enter__(self) -> RunJournal:
@@ -128,7 +137,12 @@ class RunJournal:
     def _append(self, fh: Any, obj: Mapping[str, Any]) -> None:
         fh.write(_dumps(self.redact.data(obj)) + "\n")
         fh.flush()
-        os.fsync(fh.fileno())
+        self._unsynced.add(fh.fileno())
+
+    def _sync(self, fh: Any) -> None:
+        if fh.fileno() in self._unsynced:
+            os.fsync(fh.fileno())
+            self._unsynced.discard(fh.fileno())
 
     # -- the Journal port -------------------------------------------------------------------
 
@@ -147,12 +161,15 @@ class RunJournal:
         self._append(self._exchanges, {"ts": round(time.time(), 3), **record})
 
     def save_state(self, state: Mapping[str, Any]) -> None:
-        write_atomic(self.dir / "state.json", _dumps(self.redact.data(state)))
+        text = _dumps(self.redact.data(state))
+        self._sync(self._events)  # the events this state has seen, durable before it
+        write_atomic(self.dir / "state.json", text, sync="content")
 
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
         write_atomic(
             self.dir / "observe" / f"{number}.json",
             json.dumps(self.redact.data(record), indent=2, ensure_ascii=False, default=str),
+            sync="none",
         )
         self._keep_artifacts(number)
 

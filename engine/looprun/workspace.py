@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from looprun.errors import LooprunError, UsageError
-from looprun.gitutil import Git, GitError
+from looprun.gitutil import Git, GitError, SnapshotFacts
 
 REF_PREFIX = "refs/looprun/"
 _GITLINK = "160000"
+_HEX = frozenset("0123456789abcdef")
+# Ref names made only of these parts are valid for git; others are asked of git.
+_SAFE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
 
 
 @dataclass(frozen=True)
@@ -40,16 +44,33 @@ class MergeResult:
 class Workspace:
     """Snapshots and rollback of one working tree, on private refs."""
 
-    def __init__(self, workdir: Path, git: Git, state_dir: Path, *, private: bool):
+    def __init__(
+        self, workdir: Path, git: Git, state_dir: Path, *, private: bool, watched: bool = False
+    ):
         self.workdir = workdir
         self.git = git
         self.state_dir = state_dir
         self.private = private
         self._base: str | None = None
+        # Watched: whoever writes to the tree calls ``touched``, so a snapshot is taken
+        # once and reused until then (diff, changed files and checkpoint of one iteration
+        # share it; an iteration that wrote nothing costs no git call at all).
+        self.watched = watched
+        self._tree: str | None = None
+        self._facts = SnapshotFacts()
+        self._trees: dict[str, str] = {}  # object id -> its tree (never changes)
+        self._diff: tuple[tuple[str, str], str, list[str]] | None = None
+        self._last_checkpoint: tuple[str, str | None, str] | None = None  # tree, parent, commit
 
     @classmethod
-    def open(cls, workdir: Path, *, state_dir: Path, base: str | None = None) -> Workspace:
-        """Open ``workdir``; ``base`` adopts a base recorded earlier (when resuming)."""
+    def open(
+        cls, workdir: Path, *, state_dir: Path, base: str | None = None, watched: bool = False
+    ) -> Workspace:
+        """Open ``workdir``; ``base`` adopts a base recorded earlier (when resuming).
+
+        ``watched``: the caller calls :meth:`touched` after anything that may have
+        written to the working tree (tools, observers' commands), so snapshots are reused.
+        """
         workdir = Path(os.path.realpath(workdir))
         if not workdir.is_dir():
             raise UsageError(f"{workdir}: the working directory does not exist")
@@ -58,9 +79,10 @@ class Workspace:
         plain = Git(workdir)
         top = plain.run("rev-parse", "--show-toplevel", check=False).strip()
         if top and Path(os.path.realpath(top)) == workdir:
-            ws = cls(workdir, plain, state_dir, private=False)
+            ws = cls(workdir, plain, state_dir, private=False, watched=watched)
         else:
-            ws = cls(workdir, _private_repo(workdir, state_dir / "git"), state_dir, private=True)
+            private = _private_repo(workdir, state_dir / "git")
+            ws = cls(workdir, private, state_dir, private=True, watched=watched)
             if top:  # a subdirectory: keep the state out of the enclosing repo's status too
                 outer_dir = Path(os.path.realpath(top))
                 outer = cls(outer_dir, Git(outer_dir), state_dir, private=False)
@@ -77,10 +99,24 @@ class Workspace:
 
         A persistent private index keeps git's stat cache, so unchanged files are not
         hashed again. It starts from HEAD, so tracked files that match an ignore rule
-        are part of the snapshot too.
+        are part of the snapshot too. A watched workspace reuses its last snapshot
+        until :meth:`touched`.
         """
+        if self._tree is not None and self.watched:
+            return self._tree
+        if not self.watched:
+            self._facts.forget()
         index = self.state_dir / "snapshot.index"
-        return self.git.snapshot(index, exclude=self._state_rel())
+        self._tree = self.git.snapshot(index, exclude=self._state_rel(), facts=self._facts)
+        return self._tree
+
+    def touched(self, paths: Sequence[str] | None = None) -> None:
+        """The working tree may have changed: look again. ``paths``: only these files were
+        written (HEAD stays, and the ignore rules unless one is a ``.gitignore``); None:
+        anything may have changed (a command ran)."""
+        self._tree = None
+        if paths is None or any(PurePosixPath(p).name == ".gitignore" for p in paths):
+            self._facts.forget()
 
     def base(self) -> str:
         """Tree of the start state (HEAD plus the dirty working tree), recorded once."""
@@ -91,27 +127,52 @@ class Workspace:
         return self._base
 
     def checkpoint(self, ref: str) -> str:
-        """Commit the working tree as it is to ``refs/looprun/<ref>``; returns the commit."""
+        """Commit the working tree as it is to ``refs/looprun/<ref>``; returns the commit.
+
+        A tree unchanged since the last checkpoint (same HEAD) gets that checkpoint's
+        commit back, already anchored by its ref: no new commit, and for an iteration's
+        checkpoint (a name ending in its number) no new ref either, so an iteration that
+        changed nothing costs no git call; other names get their ref.
+        """
         name = REF_PREFIX + ref
-        code, _, _ = self.git.run_status("check-ref-format", name)
-        if code != 0:
-            raise LooprunError(f"invalid checkpoint name {ref!r}")
-        return self._anchor(name, self.snapshot(), f"looprun checkpoint {ref}")
+        if not all(_SAFE_REF.fullmatch(p) and not p.endswith(".lock") for p in ref.split("/")):
+            code, _, _ = self.git.run_status("check-ref-format", name)
+            if code != 0:
+                raise LooprunError(f"invalid checkpoint name {ref!r}")
+        tree = self.snapshot()
+        last = self._last_checkpoint
+        if last is not None and last[:2] == (tree, self._head()):
+            if not ref.rsplit("/", 1)[-1].isdigit():
+                self.git.run("update-ref", "-m", f"looprun checkpoint {ref}", name, last[2])
+            return last[2]
+        return self._anchor(name, tree, f"looprun checkpoint {ref}")
+
+    def _head(self) -> str | None:
+        if not self.watched:
+            self._facts.forget()
+        return self._facts.head(self.git)
 
     def _anchor(self, ref: str, tree: str, message: str) -> str:
         parents: list[str] = []
-        head = self.git.head()
+        head = self._head()
         if head:
             parents = ["-p", head]
         commit = self.git.run("commit-tree", tree, *parents, "-m", message).strip()
         self.git.run("update-ref", "-m", message, ref, commit)
+        self._last_checkpoint = (tree, head, commit)
+        self._trees[commit] = tree
         return commit
 
     def tree_of(self, ref_or_sha: str) -> str:
         """The tree a checkpoint name, ref, commit or tree stands for."""
+        known = self._trees.get(ref_or_sha)
+        if known is not None:
+            return known
         for candidate in (REF_PREFIX + ref_or_sha, ref_or_sha):
             out = self.git.run("rev-parse", "--verify", "-q", f"{candidate}^{{tree}}", check=False)
             if out.strip():
+                if len(ref_or_sha) >= 40 and set(ref_or_sha) <= _HEX:  # an object id: fixed
+                    self._trees[ref_or_sha] = out.strip()
                 return out.strip()
         raise LooprunError(f"no such checkpoint or snapshot: {ref_or_sha}")
 
@@ -126,6 +187,7 @@ class Workspace:
         """
         target = self.tree_of(ref_or_sha)
         self._apply(self.snapshot(), target)
+        self.touched()
 
     def _apply(self, current: str, target: str) -> list[str]:
         if current == target:
@@ -172,8 +234,27 @@ class Workspace:
 
     def diff(self, base: str | None = None) -> str:
         """Unified diff of the working tree against ``base`` (default: the recorded base)."""
+        return self._diff_against(base)[0]
+
+    def _diff_against(self, base: str | None) -> tuple[str, list[str]]:
+        """The patch and the changed paths, from one git call; remembered for the pair of
+        trees (a diff of two trees never changes)."""
         start = self.tree_of(base) if base else self.base()
-        return self.git.diff(start, self.snapshot())
+        tree = self.snapshot()
+        if self._diff is not None and self._diff[0] == (start, tree):
+            return self._diff[1], list(self._diff[2])
+        out = self.git.diff(start, tree, "--patch-with-raw", "-z")
+        paths: list[str] = []
+        pos = 0
+        while out.startswith(":", pos):  # ":modes ids status\0path\0" per path, then "\0"
+            meta_end = out.index("\0", pos)
+            path_end = out.index("\0", meta_end + 1)
+            paths.append(out[meta_end + 1 : path_end])
+            pos = path_end + 1
+        if out.startswith("\0", pos):
+            pos += 1
+        self._diff = ((start, tree), out[pos:], paths)
+        return out[pos:], list(paths)
 
     def numstat(self, base: str | None = None) -> list[tuple[str, int | None, int | None]]:
         """``(path, added, removed)`` per changed file against ``base``; None for binary."""
@@ -190,11 +271,7 @@ class Workspace:
         return rows
 
     def changed_files(self, base: str | None = None) -> list[str]:
-        start = self.tree_of(base) if base else self.base()
-        out = self.git.run(
-            "diff-tree", "-r", "-z", "--no-renames", "--name-only", start, self.snapshot()
-        )
-        return [p for p in out.split("\0") if p]
+        return self._diff_against(base)[1]
 
     # -- commits and worktrees ----------------------------------------------------------
 
@@ -216,6 +293,7 @@ class Workspace:
         env = self._user_identity()
         commit = self.git.run("commit-tree", tree, *parents, "-m", message, env=env).strip()
         self.git.run("update-ref", "-m", f"looprun: {message}", "HEAD", commit, head or "")
+        self.touched()  # HEAD moved
         if only is None:
             self.git.run("reset", "-q")
         elif only:
@@ -311,6 +389,7 @@ class Workspace:
             raise GitError(f"git merge-tree failed in {self.workdir}: {err.strip()}")
         merged = fields[0]
         changed = self._apply(ours_tree, merged)
+        self.touched()
         return MergeResult(True, tree=merged, changed=tuple(changed))
 
     # -- setup -------------------------------------------------------------------------

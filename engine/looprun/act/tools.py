@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 200
 SEARCH_TIMEOUT_S = 20.0
+_WRITERS = frozenset({"write_file", "edit_file", "run"})  # tools that may change the tree
 MAX_WRITE_BYTES = 10_000_000  # one write_file/edit_file result; source files are far smaller
 
 
@@ -126,6 +127,7 @@ class Toolbox:
         deadline: float | None = None,
         env: Mapping[str, str] | None = None,
         sandbox: Sandbox | None = None,
+        on_write: Callable[[Sequence[str] | None], None] | None = None,
     ):
         unknown = [t for t in tools if t not in BUILTIN_TOOLS]
         if unknown:
@@ -138,6 +140,10 @@ class Toolbox:
         self.sandbox = sandbox  # model commands run confined to it (None: unconfined)
         self.search_timeout_s = SEARCH_TIMEOUT_S
         self.max_write_bytes = MAX_WRITE_BYTES
+        # told after every call that may have written to the tree: the paths written, or
+        # None after a command (it may write anything), so a workspace that reuses
+        # snapshots looks again
+        self.on_write = on_write
         base_env = dict(os.environ if env is None else env)
         self._env = scrubbed_env(base_env)
         secrets = [*secret_values(base_env), *secret_values()]
@@ -172,6 +178,7 @@ class Toolbox:
             return ToolResult(f"error: {call.name}: {problem}", True)
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return ToolResult("error: the run's time limit has been reached", True)
+        result: ToolResult | None = None
         try:
             result = self._handlers[call.name](call.arguments)
         except PolicyViolation as exc:
@@ -182,6 +189,10 @@ class Toolbox:
             result = ToolResult(f"error: {exc.strerror or exc}", True)
         except (ValueError, UnicodeError) as exc:
             result = ToolResult(f"error: {exc}", True)
+        finally:
+            if self.on_write is not None and call.name in _WRITERS:
+                file_tool = call.name != "run" and result is not None
+                self.on_write(result.changed if file_tool and result else None)
         return self._redacted(result)
 
     def _refused(self, tool: str, rule: str, message: str) -> ToolResult:
@@ -235,7 +246,7 @@ class Toolbox:
         data = args["content"].encode("utf-8")
         self._check_size(rel, len(data))
         existed = path.exists()
-        write_atomic(path, data)
+        write_atomic(path, data, sync="none")  # as durable as any editor's save
         verb = "overwrote" if existed else "created"
         return ToolResult(f"{verb} {rel} ({len(data)} bytes)", changed=(rel,))
 
@@ -270,7 +281,7 @@ class Toolbox:
             raise ToolError(_match_problem(rel, text, old, count))
         updated = text.replace(old, new, 1).encode("utf-8")
         self._check_size(rel, len(updated))
-        write_atomic(path, updated)
+        write_atomic(path, updated, sync="none")
         line = text.count("\n", 0, text.index(old)) + 1
         return ToolResult(f"edited {rel} at line {line}", changed=(rel,))
 

@@ -17,7 +17,7 @@ from typing import Any
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
-from looprun.loop.feedback import attempt_line, attempts_summary, compose
+from looprun.loop.feedback import ATTEMPTS_KEPT, attempt_line, attempts_summary, compose
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
@@ -357,6 +357,9 @@ class Engine:
             decision.kind if stop is None else stop.outcome,
         )
         st.attempts.append(line)
+        if len(st.attempts) > ATTEMPTS_KEPT:  # state.json stays the same size however long
+            st.attempts_earlier += len(st.attempts) - ATTEMPTS_KEPT
+            del st.attempts[:-ATTEMPTS_KEPT]
         self._record(task, step, decision, stop, task_iteration)
         # the progress line names what decided: the rule that fired, or the cap
         why = decision.fired() if stop is None or stop.code == "refine" else stop.code
@@ -513,7 +516,7 @@ class Engine:
         act = self.t.act
         assert act is not None
         system = act.system.render(ctx).strip() if act.system is not None else DEFAULT_SYSTEM
-        summary = attempts_summary(self.state.attempts)
+        summary = attempts_summary(self.state.attempts, earlier=self.state.attempts_earlier)
         return [Message("system", system + ("\n\n" + summary if summary else ""))]
 
     def _prompt(self, ctx: Mapping[str, Any]) -> str:

@@ -113,10 +113,15 @@ def attempt_line(
     return f"#{iteration} {task}: {used} → {seen} → {decision}"
 
 
-def attempts_summary(lines: Sequence[str], keep: int = 12) -> str:
+ATTEMPTS_KEPT = 12  # attempt lines a run keeps (and shows); earlier ones are only counted
+
+
+def attempts_summary(lines: Sequence[str], keep: int = ATTEMPTS_KEPT, earlier: int = 0) -> str:
+    """The last ``keep`` attempt lines; ``earlier`` attempts were dropped before."""
     if not lines:
         return ""
     shown = list(lines[-keep:])
-    if len(lines) > keep:
-        shown.insert(0, f"({len(lines) - keep} earlier attempts not shown)")
+    hidden = earlier + max(0, len(lines) - keep)
+    if hidden:
+        shown.insert(0, f"({hidden} earlier attempts not shown)")
     return "Earlier attempts:\n" + "\n".join(shown)

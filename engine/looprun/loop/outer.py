@@ -131,9 +131,17 @@ class OuterPhase:
             raise
         finally:
             executor.shutdown()
+            self._touched()
         self._save()
         self._tree()
         return self._turn(tasks, started, results, stop)
+
+    def _touched(self) -> None:
+        """Sub-loops write to this tree behind its workspace's back (a shared work tree,
+        merges): a workspace that reuses snapshots must look again."""
+        touched = getattr(self.e.ports.workspace, "touched", None)
+        if callable(touched):
+            touched()
 
     def apply(self, task: PlannedTask, d: Any) -> tuple[bool, Stop | None]:
         """The outer loop's own meaning of done, replan and rollback; (handled, stop)."""
@@ -185,6 +193,7 @@ class OuterPhase:
             earlier = {k: prev.get(k) for k in ("attempt", "outcome", "reason", "branch")}
             prev.setdefault("earlier", []).append(earlier | {"kept": kept})
         run_dir = Path(e.run_info.dir) / "subloops" / name
+        self._touched()  # a sub-loop that shares this tree may have written to it
         start = prev["start"] if resume else ws.checkpoint(f"{e.run_info.id}/sub/{name}")
         worktree = branch = None
         workdir = e.run_info.workdir

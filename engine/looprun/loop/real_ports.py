@@ -29,23 +29,29 @@ class RealObserver:
     git_dir: Path | None
     constraints: Constraints | None
     sandbox: Sandbox | None = None
+    # told after an observer's command ran (it may have written to the tree)
+    on_command: Callable[[], None] | None = None
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
     ) -> Observation:
         from looprun.observe.runner import run_observer
 
-        return run_observer(
-            spec,
-            context,
-            workdir=self.workdir,
-            artifacts=self.artifacts,
-            base=base,
-            git_dir=self.git_dir,
-            deadline=deadline,
-            constraints=self.constraints,
-            sandbox=self.sandbox,
-        )
+        try:
+            return run_observer(
+                spec,
+                context,
+                workdir=self.workdir,
+                artifacts=self.artifacts,
+                base=base,
+                git_dir=self.git_dir,
+                deadline=deadline,
+                constraints=self.constraints,
+                sandbox=self.sandbox,
+            )
+        finally:
+            if spec.run is not None and self.on_command is not None:
+                self.on_command()
 
 
 class TtyApprover:
@@ -93,7 +99,8 @@ def build_ports(
 
     # An outer template (each_task) has no act section: its tree gets default constraints.
     constraints = template.act.constraints if template.act is not None else Constraints()
-    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base)
+    # watched: the tools and the observers' commands below say when they may have written
+    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base, watched=True)
     try:
         from looprun.loop.context import ContextBudget
 
@@ -107,7 +114,9 @@ def build_ports(
     setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
 
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
-        return Toolbox(ws.workdir, constraints, tools, deadline=deadline, sandbox=sandbox)
+        return Toolbox(
+            ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched, sandbox=sandbox
+        )
 
     git_dir = getattr(ws.git, "git_dir", None)
     ports = Ports(
@@ -116,7 +125,9 @@ def build_ports(
         toolbox=toolbox,
         workspace=ws,
         guard=Policy(ws.workdir, constraints),
-        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints, sandbox),
+        observer=RealObserver(
+            ws.workdir, journal.artifacts, git_dir, constraints, sandbox, ws.touched
+        ),
         journal=journal,
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),

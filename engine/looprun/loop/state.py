@@ -77,7 +77,8 @@ class LoopState:
     progress: Progress = field(default_factory=Progress)
     feedback: str = ""
     last_failure: str = ""
-    attempts: list[str] = field(default_factory=list)
+    attempts: list[str] = field(default_factory=list)  # the last few attempt lines
+    attempts_earlier: int = 0  # attempt lines dropped from ``attempts``, counted
     rounds: list[list[Message]] = field(default_factory=list)
     last_facts: dict[str, Any] = field(default_factory=dict)  # observer facts, for prompts
     approved: list[str] = field(default_factory=list)

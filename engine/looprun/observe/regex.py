@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
+from looprun.frozen import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render, strip_ansi, tail
@@ -26,7 +27,6 @@ from looprun.observe.reports import (
     signature_of,
     unusable,
 )
-from looprun.template.expressions import freeze
 
 NAME = "regex"
 EMPTY_FACTS = declared_facts.REGEX

@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprun.atomic import write_atomic
+from looprun.frozen import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.registry import get_parser
 from looprun.proc import run_process, secret_values
 from looprun.redact import Redactor
-from looprun.template.expressions import freeze
-from looprun.template.model import Constraints, ObserverSpec
+
+if TYPE_CHECKING:
+    from looprun.template.model import Constraints, ObserverSpec
 
 if TYPE_CHECKING:
     from looprun.sandbox import Sandbox
@@ -98,7 +100,7 @@ def observe_command(
             result.timed_out,
         )
         if output_log is not None:
-            write_atomic(output_log, output or "")
+            write_atomic(output_log, output or "", sync="none")  # a log, not a record
     data = ParseInput(
         workdir=workdir,
         file=report,

@@ -46,12 +46,16 @@ def bounded(text: str) -> str:
     return text[:_HEAD_BYTES] + "\n…\n" + text[-_TAIL_BYTES:]
 
 
+_WINDOWS = re.compile(r"^[A-Za-z]:\\")
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
 def project_path(path: str, workdir: str | None) -> str | None:
     """``path`` relative to the project, or None for files outside it (libraries, stdlib)."""
-    path = path.strip().replace("\\", "/") if not re.match(r"^[A-Za-z]:\\", path) else path
+    path = path.strip().replace("\\", "/") if not _WINDOWS.match(path) else path
     if _LIBRARY.search(path) or path.startswith("<"):
         return None
-    if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
+    if path.startswith("/") or _DRIVE.match(path):
         if not workdir:
             return None
         root = workdir.rstrip("/") + "/"
@@ -69,6 +73,8 @@ def frames(text: str, workdir: str | None = None) -> list[Frame]:
     at: list[Frame] = []
     bare: list[Frame] = []
     for raw in bounded(text).splitlines():
+        if ":" not in raw and "line" not in raw:
+            continue  # no file:line and no `File "...", line N`: not a frame
         m = _PY_STD.match(raw) or _PY_TEST.match(raw)
         if m:
             f = project_path(m["file"], workdir)
@@ -117,14 +123,22 @@ def first_assertion(message: str | None, text: str | None) -> str:
     return ""
 
 
-def key_lines(text: str | None, workdir: str | None = None, *, max_lines: int = 8) -> str:
-    """A few lines that explain a failure, bounded to about 800 characters."""
+def key_lines(
+    text: str | None,
+    workdir: str | None = None,
+    *,
+    max_lines: int = 8,
+    found: list[Frame] | None = None,
+) -> str:
+    """A few lines that explain a failure, bounded to about 800 characters. ``found``:
+    the text's ``frames`` when the caller has read them already."""
     if not text:
         return ""
     lines = bounded(text).splitlines()
     picked: list[str] = []
     errors = _e_lines(lines)
-    found = frames(text, workdir)
+    if found is None:
+        found = frames(text, workdir)
     if errors:
         source = [ln.strip() for ln in lines if _SOURCE_LINE.match(ln)]
         picked.extend(source[-1:])

@@ -19,6 +19,7 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, n
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from looprun.errors import ExpressionError, Location, Problem, TemplateError
+from looprun.frozen import freeze, thaw  # noqa: F401 - re-exported: templates use them too
 
 
 def matching(paths: Iterable[str] | None, *globs: str) -> list[str]:
@@ -305,23 +306,3 @@ def shell_text(text: Text) -> Text:
     mapped in a sub-loop's ``with``): only ``ShellCode`` stays code, all else is data.
     """
     return text if text.shell else compile_text(text.source, text.location, shell=True)
-
-
-def freeze(value: Any) -> Any:
-    """Deep-freeze plain data: dicts become read-only mappings, lists become tuples."""
-    from types import MappingProxyType
-
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
-    return value
-
-
-def thaw(value: Any) -> Any:
-    """The inverse of freeze: plain dicts and lists, for JSON output and expression contexts."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thaw(v) for v in value]
-    return value
