@@ -80,7 +80,12 @@ sys.exit(1)
 
 DAEMON = """\
 import os, sys, time
+where = sys.argv[1]  # the run's artifacts: outside the tree, so no rollback removes them
 if os.fork():
+    for _ in range(100):  # return once the daemon is up, so that it surely started
+        if os.path.exists(os.path.join(where, "daemon.pid")):
+            break
+        time.sleep(0.05)
     sys.exit(0)
 os.setsid()
 if os.fork():
@@ -88,10 +93,10 @@ if os.fork():
 null = os.open(os.devnull, os.O_RDWR)
 for fd in (0, 1, 2):
     os.dup2(null, fd)
-with open("daemon.pid", "w") as f:
+with open(os.path.join(where, "daemon.pid"), "w") as f:
     f.write(str(os.getpid()))
 for beat in range(600):
-    with open("heartbeat.txt", "w") as f:
+    with open(os.path.join(where, "heartbeat.txt"), "w") as f:
         f.write(str(beat))
     time.sleep(0.1)
 """
@@ -166,6 +171,10 @@ class Run:
         return _journal(self.summary, kind)
 
     @property
+    def artifacts(self) -> Path:
+        return Path(self.summary["run_dir"]) / "artifacts"
+
+    @property
     def sandbox(self) -> dict[str, Any]:
         return _journal(self.summary, "run_started")[0]["sandbox"]
 
@@ -206,7 +215,7 @@ observe:
     run: python3 connect.py {port}
     parser: exit_code
   daemon:
-    run: python3 daemon.py
+    run: "python3 daemon.py {{{{ run.artifacts }}}}"
     parser: exit_code
   inside:
     run: "python3 inside.py {{{{ run.artifacts }}}}/report.txt"
@@ -260,7 +269,7 @@ def probe_run(root: Path, sandbox: str, *cli: str, env: dict[str, str] | None = 
 
 def _stop_daemon(run: Run) -> None:
     """An unconfined daemon is the documented difference: end it after looking."""
-    pid_file = run.work / "daemon.pid"
+    pid_file = run.artifacts / "daemon.pid"
     if run.summary and pid_file.is_file():
         pid = int(pid_file.read_text())
         try:
@@ -288,7 +297,7 @@ def unconfined(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
 
 
 def _heartbeats(run: Run, wait_s: float = 1.0) -> tuple[str, str]:
-    beat = run.work / "heartbeat.txt"
+    beat = run.artifacts / "heartbeat.txt"
     before = beat.read_text() if beat.exists() else ""
     time.sleep(wait_s)
     return before, beat.read_text() if beat.exists() else ""
@@ -331,7 +340,7 @@ def test_a_sandboxed_observer_cannot_connect_to_a_listener_on_loopback(confined:
 @needs_bwrap
 def test_a_setsid_daemon_does_not_survive_its_sandboxed_command(confined: Run) -> None:
     assert confined.observed("daemon")["exit_code"] == 0
-    assert (confined.work / "daemon.pid").is_file()  # it did start
+    assert (confined.artifacts / "daemon.pid").is_file()  # it did start
     before, after = _heartbeats(confined)
     assert before == after, "the daemon is still writing its heartbeat"
 
@@ -373,7 +382,7 @@ def test_landlock_refuses_writes_outside_and_tcp_and_ends_leftovers(landlocked: 
     network = landlocked.observed("network")
     assert network["exit_code"] == 0 and landlocked.listener.accepted == 0
     before, after = _heartbeats(landlocked)
-    assert (landlocked.work / "daemon.pid").is_file() and before == after
+    assert (landlocked.artifacts / "daemon.pid").is_file() and before == after
 
 
 @needs_landlock
