@@ -17,7 +17,13 @@ from typing import Any
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
-from looprun.loop.feedback import ATTEMPTS_KEPT, attempt_line, attempts_summary, compose
+from looprun.loop.feedback import (
+    ATTEMPTS_KEPT,
+    attempt_line,
+    attempts_summary,
+    compose,
+    observer_blocks,
+)
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
@@ -158,8 +164,9 @@ class Engine:
         failed = [src for src, ok in exit_values if not ok]
         facts["progress"] = progress.facts()
         feedback = compose(observations, policy["summary"], failed)
+        blocks = observer_blocks(observations)
         try:
-            decision = judge(self.t.refine, facts, exit_values, feedback)
+            decision = judge(self.t.refine, facts, exit_values, feedback, blocks)
         except LooprunError as exc:
             if cap is None:
                 raise

@@ -47,6 +47,17 @@ def _load(ref: str) -> Template:
     return load_template(ref)
 
 
+def _bind_numbers(ref: str, template: Template, sets: Mapping[str, Any], inputs: Any) -> Template:
+    """The template again, if a number it reads from an input (``{{ inputs.NAME }}``) was
+    given with ``--set``: the value is checked where it is used, like the default was."""
+    from looprun.template.loader import load_template
+
+    named = {n for n in template.input_numbers.values() if n in sets}
+    if not named:
+        return template
+    return load_template(ref, given={n: inputs[n] for n in named})
+
+
 def _resolve_ref(ref: str) -> str:
     """A template path made absolute (resume runs from anywhere); built-in names stay."""
     p = Path(ref).expanduser()
@@ -156,6 +167,7 @@ def run_from_cli(**options: Any) -> int:
     template = _load(ref)
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
+    template = _bind_numbers(ref, template, sets, inputs)
     events = ModelEvents()
     act, plan, refs = resolve_models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
@@ -355,6 +367,9 @@ def resume_from_cli(
         _check_sandbox(template, invocation.get("sandbox"))
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
+        )
+        template = _bind_numbers(
+            invocation["template"], template, invocation.get("sets") or {}, inputs
         )
         models = invocation.get("models") or {}
         events = ModelEvents()

@@ -29,7 +29,13 @@ from looprun.observe.reports import (
     signature_of,
     unusable,
 )
-from looprun.observe.traceback import first_assertion, frames, key_lines, project_path
+from looprun.observe.traceback import (
+    doctest_failure,
+    first_assertion,
+    frames,
+    key_lines,
+    project_path,
+)
 
 NAME = "junit"
 EMPTY_FACTS = declared_facts.JUNIT
@@ -127,8 +133,12 @@ def _result_item(
         file, line = found[0].file, found[0].line
     elif file and line_attr and line_attr.isdigit():
         line = int(line_attr) + 1  # pytest's line attribute is 0-based
-    headline = first_assertion(message, text) or (result.type or severity)
-    detail = key_lines(text, str(tally.workdir), found=found) if text.strip() else ""
+    doctest = doctest_failure(text)
+    if doctest is not None:
+        headline, detail = doctest
+    else:
+        headline = first_assertion(message, text) or (result.type or severity)
+        detail = key_lines(text, str(tally.workdir), found=found) if text.strip() else ""
     if detail.strip() == headline.strip():
         detail = ""
     return Item(
@@ -284,7 +294,9 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
     items = list(tally.items) + [
         Item(id=i, message="(details not kept)", severity="failure") for i in extra_names[:5000]
     ]
-    feedback = render(header, items, max_bytes=limit, footer=footer, noun="more failing")
+    feedback = render(
+        header, items, max_bytes=limit, footer=footer, noun="more failing", group=True
+    )
     facts = {**counts, "failing": tally.failing, "flaky": tally.flaky}
     return Observation(
         parser=NAME,

@@ -123,6 +123,45 @@ def first_assertion(message: str | None, text: str | None) -> str:
     return ""
 
 
+_DOCTEST_EXAMPLE = re.compile(r"^\d+\s+(>>> .*|\.\.\. .*)$")
+_DOCTEST_END = re.compile(r":\d+: (?:DocTestFailure|UnexpectedException)\s*$")
+
+
+def doctest_failure(text: str | None) -> tuple[str, str] | None:
+    """A doctest that printed something else: (headline, detail). The detail keeps the
+    example and the ``Expected:`` / ``Got:`` blocks as pytest wrote them, indentation
+    included, because the difference is often in a single character or line."""
+    if not text or "Expected:" not in text:
+        return None
+    lines = bounded(text).splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == "Expected:"), None)
+    if start is None or not any(ln.strip().startswith("Got") for ln in lines[start:]):
+        return None
+    example = next(
+        (m[1] for ln in reversed(lines[:start]) if (m := _DOCTEST_EXAMPLE.match(ln.strip()))),
+        "",
+    )
+    block: list[str] = []
+    for ln in lines[start:]:
+        if _DOCTEST_END.search(ln):
+            break
+        block.append(ln.rstrip())
+    while block and not block[-1].strip():
+        block.pop()
+    got_at = next(i for i, ln in enumerate(block) if ln.strip().startswith("Got"))
+    expected = next((ln.strip() for ln in block[1:got_at] if ln.strip()), "")
+    got_head = block[got_at].strip()
+    got = (
+        "nothing"
+        if got_head.startswith("Got nothing")
+        else next((ln.strip() for ln in block[got_at + 1 :] if ln.strip()), "")
+    )
+    head = f"doctest {example}: expected {expected or 'nothing'}, got {got}".replace("  ", " ")
+    shown = [example, *block] if example else block
+    detail = "\n".join(clip(ln, 200) for ln in shown[:40])
+    return clip(head, 300), clip(detail, 1600)
+
+
 def key_lines(
     text: str | None,
     workdir: str | None = None,

@@ -11,7 +11,7 @@ check) and never raises on bad input.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from looprun.template.model import (
     TaskSpec,
     Template,
 )
+from looprun.template.numbers import resolve as resolve_numbers
 from looprun.template.schema_check import dotted
 from looprun.template.semantic import (
     CONDITION_ENGINE_NAMES,
@@ -83,10 +84,21 @@ def parse_duration(value: Any) -> float | None:
 class Builder:
     """Builds one Template from a composed Document, collecting every Problem."""
 
-    def __init__(self, doc: Document, sub_loader: SubLoader | None = None):
+    def __init__(
+        self,
+        doc: Document,
+        sub_loader: SubLoader | None = None,
+        given: Mapping[str, Any] | None = None,
+    ):
         self.doc = doc
-        self.data: dict[str, Any] = doc.data if isinstance(doc.data, dict) else {}
+        data: dict[str, Any] = doc.data if isinstance(doc.data, dict) else {}
         self.problems: list[Problem] = []
+        # numbers that name an input are resolved first, so every section reads numbers
+        self.data, refs, bad = resolve_numbers(data, given)
+        self.input_numbers = {dotted(path): name for path, name in refs.items()}
+        for path, message in bad:
+            self.problem(path, message)
+        self.rule_ids: dict[str, Location] = {}
         self.sub_loader = sub_loader
         observe = self.data.get("observe")
         self.observers: dict[str, Any] = observe if isinstance(observe, dict) else {}
@@ -216,6 +228,7 @@ class Builder:
             each_task=each_task,
             sandbox=sandbox,
             resolved=freeze(_canonical_order(data)),
+            input_numbers=freeze(self.input_numbers),
         )
 
     def inputs(self) -> dict[str, InputSpec]:
@@ -486,6 +499,7 @@ class Builder:
         if not (has_if or has_else):
             return None
         key = "then" if has_then else "else"
+        rid = self.rule_id(raw, path)
         cond = self.condition((*path, "if"), what="a refine condition") if has_if else None
         body = raw[key]
         why = " ".join(str(raw.get("description") or "").split())
@@ -493,11 +507,23 @@ class Builder:
             children = self.rules(body, (*path, key), top=False)
             if has_if and cond is None:
                 return None
-            return Rule(cond, None, tuple(children), self.at(path), why)
+            return Rule(cond, None, tuple(children), self.at(path), why, rid)
         action = self.action(body, (*path, key))
         if action is None or (has_if and cond is None):
             return None
-        return Rule(cond, action, (), self.at(path), why)
+        return Rule(cond, action, (), self.at(path), why, rid)
+
+    def rule_id(self, raw: dict[str, Any], path: JsonPath) -> str:
+        """The rule's explicit id, checked unique across the whole tree."""
+        rid = raw.get("id")
+        if not isinstance(rid, str):
+            return ""
+        first = self.rule_ids.get(rid)
+        if first is not None:
+            self.problem((*path, "id"), f"rule id '{rid}' is used twice (first at {first})")
+        else:
+            self.rule_ids[rid] = self.at((*path, "id"))
+        return rid
 
     def action(self, raw: Any, path: JsonPath) -> Action | None:
         loc = self.at(path)

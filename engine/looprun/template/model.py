@@ -155,6 +155,16 @@ class Rule:
     children: tuple[Rule, ...] = ()
     location: Location = UNKNOWN
     description: str = ""  # why the rule exists, for reviewers (shown by explain)
+    id: str = ""  # the author's name for it; unique in the tree
+
+    @property
+    def name(self) -> str:
+        """The one name of this rule everywhere (explain, Mermaid, JSON, `looprun test`,
+        the journal): its ``id``, else ``file:line`` of the rule."""
+        if self.id:
+            return self.id
+        file = self.location.file.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{file}:{self.location.line}"
 
 
 @dataclass(frozen=True)
@@ -217,3 +227,5 @@ class Template:
     each_task: EachTask | None = None
     sandbox: SandboxSpec = SandboxSpec()
     resolved: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
+    # numbers written as `{{ inputs.NAME }}`: dotted path -> input name (resolved already)
+    input_numbers: Mapping[str, str] = field(default_factory=_empty, compare=False)

@@ -46,21 +46,29 @@ def _block_list(items: list[Any], indent: str = "  ") -> str:
     return "\n".join(f"{indent}- {_flow(item)}" for item in items)
 
 
-def schema_ref(target: Path) -> str:
-    """How the new file's first line points at the template schema.
+def schema_ref(target: Path, given: str | None = None) -> str:
+    """How the new file's first line points at the template schema; never a path that
+    only exists on this machine.
 
-    Inside a checkout of this project (the directory holding the `schemas/` the running
-    looprun uses) the reference is relative, so it works on every clone; anywhere else it
-    is the absolute `file://` URI of the installed schema.
+    ``given`` (``--schema``): a file that exists is written relative to the new template
+    (e.g. one written by ``looprun schema --output``), anything else as given. Without it:
+    inside a checkout of this project, the relative path to its ``schemas/``; anywhere else
+    the schema's published ``$id``.
     """
     from looprun.resources import schema_path, schemas_dir
+    from looprun.template.schema_check import template_schema
 
+    folder = target.absolute().parent
+    if given is not None:
+        file = Path(given).expanduser()
+        if "://" not in given and file.is_file():
+            return Path(os.path.relpath(file.absolute(), folder)).as_posix()
+        return given
     schema = schema_path("template").resolve()
     root = schemas_dir().resolve().parent
-    folder = target.resolve().parent
-    if (root / "pyproject.toml").is_file() and folder.is_relative_to(root):
-        return Path(os.path.relpath(schema, folder)).as_posix()
-    return schema.as_uri()
+    if (root / "pyproject.toml").is_file() and folder.resolve().is_relative_to(root):
+        return Path(os.path.relpath(schema, folder.resolve())).as_posix()
+    return str(template_schema()["$id"])
 
 
 def default_name(path: Path, base: str) -> str:
@@ -447,7 +455,7 @@ def init_template(
             if existing is not None and existing.exists():
                 raise UsageError(f"{existing} already exists; pass --force to overwrite it")
 
-    ref = schema or schema_ref(target)
+    ref = schema_ref(target, schema)
     parent = _parent(base)
     text = _header(name, base, ref, target.name) + _BODIES[base](parent)
     case_text = render_cases(target.name, base, parent) if case_file else None

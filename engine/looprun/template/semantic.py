@@ -69,7 +69,8 @@ def name_problems(
             spec = observers[name]
             parser = spec.get("parser") if isinstance(spec, dict) else None
             parser = parser if isinstance(parser, str) else None
-            facts = parser_facts(parser) if parser else None
+            options = spec.get("options") if isinstance(spec, dict) else None
+            facts = parser_facts(parser, options) if parser else None
             if facts is not None and attr not in facts and attr not in COMMON_FACTS:
                 known = facts | COMMON_FACTS
                 hint = did_you_mean(attr, known)
