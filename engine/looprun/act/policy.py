@@ -57,7 +57,10 @@ def _forbidden_matcher(pattern: str) -> re.Pattern[str]:
 class Policy:
     """Checks paths, commands and diffs against one template's act constraints."""
 
-    def __init__(self, workdir: Path, constraints: Constraints):
+    def __init__(self, workdir: Path, constraints: Constraints, *, paths_on_diff: bool = False):
+        # paths_on_diff: the path rules are checked on the diff too, for actors (agent
+        # CLIs) whose writes looprun cannot refuse as they happen
+        self.paths_on_diff = paths_on_diff
         self.workdir = Path(os.path.realpath(workdir))
         self._given_workdir = Path(os.path.abspath(workdir))
         self.constraints = constraints
@@ -208,8 +211,20 @@ class Policy:
     # -- diffs -------------------------------------------------------------------------
 
     def check_diff(self, diff_text: str) -> list[Violation]:
-        """Diff size and forbidden patterns in added lines, on the real git diff."""
+        """Diff size and forbidden patterns in added lines, on the real git diff (and with
+        ``paths_on_diff``, every changed path against the path rules)."""
         found: list[Violation] = []
+        if self.paths_on_diff:
+            for path in diffcheck.changed_paths(diff_text):
+                if self._deny.match_file(path) or not self._allow.match_file(path):
+                    found.append(
+                        Violation(
+                            "path.denied",
+                            f"{path} was changed, but act.constraints.paths do not allow it",
+                            "diff",
+                            detail=path,
+                        )
+                    )
         limit = self.constraints.max_diff_lines
         if limit is not None:
             stats = diffcheck.stats(diff_text)

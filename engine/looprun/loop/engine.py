@@ -16,6 +16,7 @@ from typing import Any
 
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
+from looprun.loop.agent import AgentReport, agent_turn
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
 from looprun.loop.feedback import (
     ATTEMPTS_KEPT,
@@ -124,11 +125,24 @@ class Engine:
         st = self.state
         n = st.iterations + 1
         ctx = self._context(task, st.last_facts)
+        report: AgentReport | None = None
         # sub-loops hook (issue 6): sub-loops instead of a model turn
-        turn = (
-            self.outer.act(task, n)
-            if self.outer is not None
-            else act_turn(
+        if self.t.act is not None and self.t.act.agent is not None:
+            turn, report = agent_turn(
+                self.ports,
+                self.t.act,
+                self.limits,
+                st,
+                self._pinned(ctx)[0].content,
+                self._prompt(ctx),
+                task_id=task.id,
+                elapsed=self._elapsed,
+                iteration=n,
+            )
+        elif self.outer is not None:
+            turn = self.outer.act(task, n)
+        else:
+            turn = act_turn(
                 self.ports,
                 self.t.act,
                 self.limits,
@@ -138,7 +152,6 @@ class Engine:
                 elapsed=self._elapsed,
                 iteration=n,
             )
-        )
         cap = turn.stop
         if cap is not None and not _ends_iteration(cap):
             return Step(turn, {}, (), {}, Decision("stop"), "")
@@ -157,6 +170,8 @@ class Engine:
             **self._context(task, {k: o.to_facts() for k, o in observations.items()}),
             "policy": policy,
         }
+        if report is not None:
+            facts["agent"] = report.facts()
         exit_values = check_exit(self._exit_conditions(task), facts, policy["diff_violations"])
         progress = st.progress.next(
             fingerprint(turn.actions, observations, [v for _, v in exit_values])
@@ -173,6 +188,15 @@ class Engine:
             # the cap is the verdict; a rule that cannot be judged on these facts only
             # loses the record of what the refine tree would have done
             decision = Decision("retry", feedback, rule=f"(not judged: {exc})")
+        # an agent's turn that broke the policy is undone, whatever the refine tree says
+        if report is not None and policy["diff_violations"] and decision.kind == "retry":
+            decision = Decision(
+                "rollback",
+                "Your last turn broke a rule of this template and was undone:\n"
+                + policy["summary"],
+                "previous",
+                "(act.agent: a policy violation in the diff rolls the turn back)",
+            )
         unrunnable = next(
             (
                 why

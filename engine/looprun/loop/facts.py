@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from looprun.errors import LooprunError
+from looprun.loop.agent import no_agent_facts
 from looprun.loop.plan import PlannedTask
 from looprun.loop.state import LoopState
 from looprun.observe.base import Observation
@@ -62,6 +63,7 @@ def loop_facts(
         "subloops": subloops,
         "feedback": st.feedback,
         "run": run,
+        "agent": no_agent_facts(),
     }
 
 

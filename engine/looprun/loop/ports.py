@@ -104,6 +104,12 @@ class Approver(Protocol):
     def ask(self, paths: Sequence[str], diff: str) -> bool | None: ...
 
 
+class Actor(Protocol):
+    """Runs one act turn by an agent CLI (``act.agent``) and reports what it claims."""
+
+    def act(self, request: Any) -> Any: ...  # AgentRequest -> AgentReport (loop.agent)
+
+
 class Clock(Protocol):
     """Monotonic time, for the wall-time limit and each iteration's duration."""
 
@@ -174,5 +180,6 @@ class Ports:
     # how the outside world is wired for this run (e.g. the sandbox), recorded with
     # run_started and resumed; plain data, the loop does not interpret it
     setup: Mapping[str, Any] = field(default_factory=dict)
+    actor: Actor | None = None  # act.agent: the agent CLI that acts instead of ``model``
     # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
     executor: Callable[[int, Callable[[str], None]], Any] | None = None

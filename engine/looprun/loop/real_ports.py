@@ -87,6 +87,7 @@ def build_ports(
     interactive: bool,
     base: str | None = None,
     sandbox_mode: str | None = None,
+    prices: Any = None,
     executor: Any = None,
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run.
@@ -119,12 +120,27 @@ def build_ports(
         )
 
     git_dir = getattr(ws.git, "git_dir", None)
+    actor = None
+    agent = template.act.agent if template.act is not None else None
+    if agent is not None:
+        from looprun.act.agents.actor import AgentActor
+
+        actor = AgentActor(
+            agent,
+            constraints,
+            workdir=ws.workdir,
+            run_dir=journal.dir,
+            artifacts=journal.artifacts,
+            model=str(getattr(act, "agent_model", "")),
+            prices=prices,
+            on_change=ws.touched,
+        )
     ports = Ports(
         model=act,
         plan_model=plan,
         toolbox=toolbox,
         workspace=ws,
-        guard=Policy(ws.workdir, constraints),
+        guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
         observer=RealObserver(
             ws.workdir, journal.artifacts, git_dir, constraints, sandbox, ws.touched
         ),
@@ -133,6 +149,7 @@ def build_ports(
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
         setup=setup,
+        actor=actor,
         executor=executor,
     )
     return ports, ws

@@ -47,6 +47,9 @@ def resolve_models(
     from looprun.models.registry import model_ref_for_role, resolve_model
 
     events = events or ModelEvents()
+    agent = template.act.agent if template.act is not None else None
+    if agent is not None:
+        return _agent_models(template, agent.cli, agent.model, model, plan_model, base_url, events)
     # the plan role only where something asks it (plan.mode: model); else it is the act model
     roles = ("act", "plan") if template.plan.mode == "model" else ("act",)
     refs = {
@@ -69,6 +72,51 @@ def resolve_models(
     if template.plan.mode != "model":  # nothing asks the plan role: do not demand its key
         return act, act, refs
     plan = act if refs["plan"] == refs["act"] else resolve(refs["plan"])
+    return act, plan, refs
+
+
+def _agent_models(
+    template: Template,
+    cli: str,
+    declared: str,
+    model: str | None,
+    plan_model: str | None,
+    base_url: str | None,
+    events: ModelEvents,
+) -> tuple[Model, Model, dict[str, str]]:
+    """act.agent: the CLI's model, named like models.act (command line > environment >
+    config file > act.agent.model); the plan role resolves as usual where it is used."""
+    import os
+
+    from looprun.act.agents.actor import AgentActRole, agent_model
+
+    config = events.config
+    candidates = [
+        ("--model", model),
+        ("LOOPRUN_ACT_MODEL", os.environ.get("LOOPRUN_ACT_MODEL")),
+        ("LOOPRUN_MODEL", os.environ.get("LOOPRUN_MODEL")),
+        ("models.act in the config file", config.models.get("act")),
+        ("models.default in the config file", config.models.get("default")),
+        ("act.agent.model", declared),
+    ]
+    source, ref = next(((s, r) for s, r in candidates if r and r.strip() != "default"), ("", ""))
+    act: Model = AgentActRole(cli, agent_model(cli, ref, source))  # type: ignore[assignment]
+    refs = {"act": ref or ""}
+    if template.plan.mode != "model":
+        return act, act, refs
+    from looprun.models.registry import model_ref_for_role, resolve_model
+
+    plan_ref = _absolute_script(
+        model_ref_for_role(
+            "plan",
+            cli_model=None,
+            cli_role_models={"plan": plan_model},
+            config=config,
+            template_models=template.models,
+        )
+    )
+    refs["plan"] = plan_ref
+    plan = resolve_model(plan_ref, base_url=base_url, config=config, on_event=events)
     return act, plan, refs
 
 

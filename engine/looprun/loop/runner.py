@@ -259,6 +259,7 @@ def _drive(
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
         sandbox_mode=invocation.get("sandbox"),
+        prices=_prices(events),
         executor=_executor_factory(invocation) if template.each_task is not None else None,
     )
     _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
@@ -304,6 +305,12 @@ def _step_summary(run_dir: Path) -> None:
             fh.write(text + "\n")
     except (OSError, LooprunError) as exc:  # the run's outcome stands; say so and go on
         _err(f"warning: could not append the report to GITHUB_STEP_SUMMARY ({path}): {exc}")
+
+
+def _prices(events: ModelEvents | None) -> Any:
+    from looprun.models.pricing import PriceTable
+
+    return PriceTable(events.config.prices) if events is not None else None
 
 
 def _executor_spec(option: str | None) -> str:

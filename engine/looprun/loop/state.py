@@ -84,6 +84,9 @@ class LoopState:
     approved: list[str] = field(default_factory=list)
     pending: dict[str, Any] | None = None  # an approval waiting for a person
     model_positions: dict[str, int] = field(default_factory=dict)
+    # act.agent with session: resume - the CLI's session for the current task and the
+    # usage it has reported so far (some CLIs report running totals, not per call)
+    agent_session: dict[str, Any] = field(default_factory=dict)
     # The journal's last event seq when this state was saved: events after it belong to
     # a step this state does not hold, which a resumed run redoes (they are superseded).
     journal_seq: int = 0

@@ -21,10 +21,12 @@ from looprun.template.compile_cache import compiled_condition, compiled_text, sy
 from looprun.template.expressions import Condition, NameUse, Text, freeze
 from looprun.template.model import (
     ACTION_KINDS,
+    AGENT_CLIS,
     BUILTIN_TOOLS,
     ENGINE_NAMES,
     Action,
     ActSpec,
+    AgentSpec,
     Constraints,
     ContextSpec,
     EachTask,
@@ -171,6 +173,15 @@ class Builder:
             return None
         self._check_names(text.use, path, allowed, what)
         return text
+
+    def _no_claims(self, cond: Condition | None, path: JsonPath) -> None:
+        """An agent's report is a claim: it may steer refine rules, never decide done."""
+        if cond is not None and "agent" in cond.use.names:
+            self.problem(
+                path,
+                "agent.* is what the agent CLI reported - a claim, not a check; done is "
+                "decided by observers (tests, diff, ...): use agent facts in refine rules",
+            )
 
     @property
     def condition_names(self) -> frozenset[str]:
@@ -360,6 +371,7 @@ class Builder:
             seen[tid] = self.at((*path, "id"))
             goal = self.text((*path, "goal"), GOAL_NAMES, "a task goal")
             done = self.condition((*path, "done_when")) if "done_when" in task else None
+            self._no_claims(done, (*path, "done_when"))
             deps = [d for d in task.get("depends_on") or [] if isinstance(d, str)]
             paths_ = [p for p in task.get("paths") or [] if isinstance(p, str)]
             if goal is not None:
@@ -395,15 +407,58 @@ class Builder:
                         did_you_mean(tool, BUILTIN_TOOLS) or f" (tools: {', '.join(BUILTIN_TOOLS)})"
                     )
                     self.problem(("act", "tools", i), f"unknown tool '{tool}'{hint}")
-        constraints = self.constraints(tools)
+        agent = self.agent(raw)
+        constraints = self.constraints(tools if agent is None else ("run",))
         if prompt is None:
             return None
         return ActSpec(
             prompt=prompt,
             system=system,
-            tools=tools,
+            tools=tools if agent is None else (),
             max_steps=self.get(("act", "max_steps"), int, ActSpec.max_steps),
             constraints=constraints,
+            agent=agent,
+        )
+
+    def agent(self, act: dict[str, Any]) -> AgentSpec | None:
+        """``act.agent``: an agent CLI for the act turn, refused where the CLI cannot
+        enforce what the template declares (see act/agents/support)."""
+        from looprun.act.agents.support import agent_refusals
+
+        raw = self.get(("act", "agent"), dict)
+        if raw is None or raw.get("cli") not in AGENT_CLIS:
+            return None  # absent, or the schema reports it
+        path: JsonPath = ("act", "agent")
+        for own in ("tools", "max_steps"):
+            if own in act:
+                self.problem(
+                    ("act", own),
+                    f"act.{own} belongs to the built-in tool loop; with act.agent the CLI "
+                    "acts (its tools: act.agent.allow_tools) - remove it (`"
+                    f"{own}: null` in a template that extends another)",
+                    key=True,
+                )
+        allow = tuple(t for t in raw.get("allow_tools") or [] if isinstance(t, str))
+        commands = self.get(("act", "constraints", "commands", "allow"), list) or []
+        per_tool = self.get(("limits", "per_tool"), dict) or {}
+        for refusal in agent_refusals(
+            raw["cli"],
+            allow_tools=allow,
+            commands=tuple(c for c in commands if isinstance(c, str)),
+            per_tool=tuple(str(k) for k in per_tool),
+            max_turns="max_turns" in raw,
+        ):
+            self.problem(refusal.where, refusal.message)
+        timeout = self.duration((*path, "timeout"))
+        model = raw.get("model")
+        return AgentSpec(
+            cli=raw["cli"],
+            model=model if isinstance(model, str) else AgentSpec.model,
+            max_turns=self.get((*path, "max_turns"), int),
+            timeout_s=timeout if timeout is not None else AgentSpec.timeout_s,
+            session="resume" if raw.get("session") == "resume" else "fresh",
+            allow_tools=allow,
+            location=self.doc.key_at(path),
         )
 
     def constraints(self, tools: tuple[str, ...]) -> Constraints:
@@ -440,6 +495,7 @@ class Builder:
             cond = self.condition(("exit", i), what="an exit condition")
             if cond is None:
                 continue
+            self._no_claims(cond, ("exit", i))
             if const_truth(cond) is False:
                 self.problem(("exit", i), "this exit condition can never hold")
             out.append(cond)

@@ -9,11 +9,13 @@ engine's own code (``loop.refine``), so a passing case is what a run would do.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.act.agents.support import EMPTY_FACTS
 from looprun.errors import EXIT_DONE, EXIT_ERROR, ExpressionError, Location, Problem, TemplateError
 from looprun.loop.feedback import compose, observer_blocks
 from looprun.loop.refine import Decision, check_exit, judge
@@ -29,7 +31,17 @@ Echo = Callable[..., None]
 CASE_KEYS = ("name", "task", "facts", "expect", "description")
 EXPECT_KEYS = ("rule", "action", "target", "message", "message_contains", "exit", "exit_failed")
 # Engine names a case may set under `facts` (observers are the template's own names).
-FACT_NAMES = ("intent", "inputs", "iteration", "progress", "policy", "budget", "subloops", "run")
+FACT_NAMES = (
+    "intent",
+    "inputs",
+    "iteration",
+    "progress",
+    "policy",
+    "budget",
+    "subloops",
+    "run",
+    "agent",
+)
 _EMPTY_BY_TYPE: dict[str, Any] = {
     "string": "",
     "command": "",
@@ -340,6 +352,7 @@ def facts_for(case: Case, template: Template) -> tuple[dict[str, Any], Condition
             budget_facts(template.limits, Spent(iterations=iteration - 1)), given.get("budget")
         ),
         "exit": {"ok": False, "failed": []},
+        "agent": _merged(copy.deepcopy(EMPTY_FACTS), given.get("agent")),
         "subloops": _merged(
             {"all_done": True, "failed": 0, "counts": {}, "list": []}, given.get("subloops")
         ),

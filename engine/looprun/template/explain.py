@@ -77,9 +77,19 @@ def explain_text(template: Template, indent: str = "") -> str:
             add(f"{indent}     done when: {' '.join(task.done_when.source.split())}")
     if template.act is not None:
         act, c = template.act, template.act.constraints
-        add(
-            f"{indent}act: up to {act.max_steps} tool calls per turn; tools: {', '.join(act.tools)}"
-        )
+        if act.agent is not None:
+            a = act.agent
+            add(
+                f"{indent}act: agent CLI {a.cli} (model {a.model}, session {a.session}, "
+                f"timeout {a.timeout_s:g} s"
+                + (f", max {a.max_turns} turns" if a.max_turns else "")
+                + f"); tools: {', '.join(a.allow_tools) or 'its defaults'}"
+            )
+        else:
+            add(
+                f"{indent}act: up to {act.max_steps} tool calls per turn; "
+                f"tools: {', '.join(act.tools)}"
+            )
         add(
             f"{indent}  paths: allow {', '.join(c.paths.allow)}"
             + (f"; deny {', '.join(c.paths.deny)}" if c.paths.deny else "")

@@ -20,6 +20,11 @@ ActionKind = Literal["retry", "rollback", "replan", "escalate", "abort"]
 Isolation = Literal["worktree", "none"]
 InputType = Literal["string", "integer", "number", "boolean", "list", "command"]
 SandboxMode = Literal["auto", "required", "off"]
+AgentSession = Literal["fresh", "resume"]
+
+# The agent CLIs a template may name (act.agent.cli); which of them run is the act layer's
+# business (act/agents), so the closed set lives here and the support there.
+AGENT_CLIS: tuple[str, ...] = ("claude-code", "codex", "aider", "opencode", "gemini")
 
 ACTION_KINDS: tuple[str, ...] = ("retry", "rollback", "replan", "escalate", "abort")
 BUILTIN_TOOLS: tuple[str, ...] = (
@@ -45,6 +50,7 @@ ENGINE_NAMES: frozenset[str] = frozenset(
         "subloops",  # outer loops: all_done, failed, counts by outcome, list of results
         "feedback",  # act prompt only: the feedback chosen by the last refine decision
         "run",  # run.id, run.dir, run.artifacts, run.workdir
+        "agent",  # act.agent: what the CLI reported (exit_code, error, turns, ...): claims
     }
 )
 
@@ -112,14 +118,28 @@ class Constraints:
 
 
 @dataclass(frozen=True)
+class AgentSpec:
+    """An agent CLI run headless for each act turn (``act.agent``)."""
+
+    cli: str
+    model: str = "default"  # in the CLI's own names; "default": resolved like models.act
+    max_turns: int | None = None
+    timeout_s: float = 900.0
+    session: AgentSession = "fresh"
+    allow_tools: tuple[str, ...] = ()  # the CLI's own tool names; () the CLI's defaults
+    location: Location = UNKNOWN
+
+
+@dataclass(frozen=True)
 class ActSpec:
-    """The act turn: prompts, enabled tools, step cap and constraints."""
+    """The act turn: prompts, enabled tools, step cap and constraints; or an agent CLI."""
 
     prompt: Text
     system: Text | None = None
     tools: tuple[str, ...] = BUILTIN_TOOLS
     max_steps: int = 25
     constraints: Constraints = Constraints()
+    agent: AgentSpec | None = None
 
 
 @dataclass(frozen=True)
