@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, one_line
 from looprun.proc import scrubbed_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -100,7 +101,7 @@ class Git:
         """Run git with ``args`` in the work tree; return stdout as text."""
         code, out, err = self.run_status(*args, env=env, input=input)
         if check and code != 0:
-            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {err.strip()}")
+            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {one_line(err)}")
         return out
 
     def run_status(
@@ -161,6 +162,24 @@ class Git:
             spec.append(f":(exclude){exclude}")
         self.run("add", "-A", "--", *spec, env=env)
         return self.run("write-tree", env=env).strip()
+
+    def hold_index_lock(self, index_file: Path) -> subprocess.Popen[bytes]:
+        """Test-only (a crash point): a real ``git add`` that holds ``index_file``'s lock
+        while it waits for pathspecs on stdin, returned once the lock exists."""
+        proc = subprocess.Popen(
+            ["git", *_GIT_OPTIONS, "add", "--pathspec-from-file=-"],
+            cwd=self.workdir,
+            env=self._env({"GIT_INDEX_FILE": str(index_file)}),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        lock = Path(f"{index_file}.lock")
+        for _ in range(500):
+            if lock.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        return proc
 
     def diff(self, base: str, target: str, *args: str) -> str:
         """``git diff`` between two tree-ish objects (no rename detection: stable output)."""

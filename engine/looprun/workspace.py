@@ -13,18 +13,23 @@ directory itself is never part of a snapshot.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
+import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from looprun.crashpoint import crash_point
 from looprun.errors import LooprunError, UsageError
 from looprun.gitutil import Git, GitError, SnapshotFacts
 
 REF_PREFIX = "refs/looprun/"
+LOCK_GRACE_S = 1.0
 _GITLINK = "160000"
 _HEX = frozenset("0123456789abcdef")
 # Ref names made only of these parts are valid for git; others are asked of git.
@@ -107,6 +112,7 @@ class Workspace:
         if not self.watched:
             self._facts.forget()
         index = self.state_dir / "snapshot.index"
+        crash_point("snapshot.index-lock", lambda: self.git.hold_index_lock(index))
         self._tree = self.git.snapshot(index, exclude=self._state_rel(), facts=self._facts)
         return self._tree
 
@@ -294,6 +300,11 @@ class Workspace:
         commit = self.git.run("commit-tree", tree, *parents, "-m", message, env=env).strip()
         self.git.run("update-ref", "-m", f"looprun: {message}", "HEAD", commit, head or "")
         self.touched()  # HEAD moved
+        self.reset_index(only)
+        return commit
+
+    def reset_index(self, only: Sequence[str] | None) -> None:
+        """The user's index entries of ``only`` (all with None) set to HEAD's."""
         if only is None:
             self.git.run("reset", "-q")
         elif only:
@@ -307,7 +318,19 @@ class Workspace:
                 env={"GIT_LITERAL_PATHSPECS": "1"},
                 input=data,
             )
-        return commit
+
+    def made_commit(self, parent: str, run_id: str) -> str | None:
+        """HEAD, when it is run ``run_id``'s ``--commit`` commit on top of ``parent`` (made
+        before a crash): its first parent is ``parent`` and its message carries the
+        ``Looprun-Run: <run_id>`` trailer; else None."""
+        head = self.git.head()
+        if head is None or head == parent:
+            return None
+        parents, _, body = self.git.run("log", "-1", "--format=%P%n%B", head).partition("\n")
+        if (parents.split() or [""])[0] != parent:
+            return None
+        trailer = f"Looprun-Run: {run_id}"
+        return head if any(ln.strip() == trailer for ln in body.splitlines()) else None
 
     def _tree_with(self, head: str | None, source: str, paths: Sequence[str]) -> str:
         """HEAD's tree with ``paths`` taken from tree ``source`` (absent there: removed)."""
@@ -347,10 +370,64 @@ class Workspace:
         if not commit.strip():
             raise LooprunError(f"no such commit to start a worktree from: {start}")
         path = Path(os.path.abspath(path))
-        self.git.run("worktree", "add", "-q", "-b", branch, str(path), commit.strip())
+        add = ("worktree", "add", "-q", "-b", branch, str(path), commit.strip())
+        # test-only: what a kill in the middle of `git worktree add` leaves (the branch
+        # made, the worktree registered but still locked, nothing checked out)
+        crash_point(
+            "worktree.half-made",
+            lambda: self.git.run(*add[:3], "--lock", "--no-checkout", *add[3:]),
+        )
+        self.git.run(*add)
         sub = Workspace.open(path, state_dir=path / ".looprun")
         sub._base = sub.tree_of(commit.strip())
         return sub
+
+    def ensure_worktree(self, path: Path, branch: str, start: str) -> bool:
+        """The worktree at ``path`` on ``branch``, made from ``start`` unless a sound one
+        is there already (a resumed sub-loop's). What a crash left half-made (a worktree
+        git still marks locked while initializing, a directory git does not know, a
+        branch without its worktree) is removed and made again; True when that
+        happened. The sub-loop's own state restores its content."""
+        path = Path(os.path.abspath(path))
+        entry = self._worktree_entry(path)
+        if entry is not None and "locked" not in entry and (path / ".git").exists():
+            return False
+        leftovers = entry is not None or path.exists() or self._has_branch(branch)
+        self.discard_worktree(path, branch)
+        self.add_worktree(path, branch, start)
+        return leftovers
+
+    def discard_worktree(self, path: Path, branch: str | None) -> None:
+        """Remove the worktree at ``path`` and its ``branch``, whatever state a crash left
+        them in (half made, half removed, or gone already)."""
+        path = Path(os.path.abspath(path))
+        if self._worktree_entry(path) is not None:
+            self.git.run("worktree", "unlock", str(path), check=False)
+            self.git.run("worktree", "remove", "--force", "--force", str(path), check=False)
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        self.git.run("worktree", "prune")
+        crash_point("worktree.removed")
+        if branch and self._has_branch(branch):
+            self.delete_branch(branch)
+
+    def _worktree_entry(self, path: Path) -> dict[str, str] | None:
+        """``git worktree list`` 's record of the worktree at ``path`` (None: unknown)."""
+        out = self.git.run("worktree", "list", "--porcelain", "-z")
+        for block in out.split("\0\0"):
+            entry: dict[str, str] = {}
+            for field in block.split("\0"):
+                key, _, value = field.partition(" ")
+                if key:
+                    entry[key] = value
+            wt = entry.get("worktree")
+            if wt and os.path.realpath(wt) == os.path.realpath(path):
+                return entry
+        return None
+
+    def _has_branch(self, branch: str) -> bool:
+        ref = f"refs/heads/{branch}"
+        return bool(self.git.run("rev-parse", "--verify", "-q", ref, check=False).strip())
 
     def remove_worktree(self, path: Path) -> None:
         self.git.run("worktree", "remove", "--force", str(Path(os.path.abspath(path))))
@@ -391,6 +468,32 @@ class Workspace:
         changed = self._apply(ours_tree, merged)
         self.touched()
         return MergeResult(True, tree=merged, changed=tuple(changed))
+
+    # -- crash recovery ----------------------------------------------------------------
+
+    def clear_stale_locks(self, run_id: str, *, grace_s: float = LOCK_GRACE_S) -> list[Path]:
+        """Remove the lock files a killed run left behind, so the tree is not blocked.
+
+        Call only while holding the run lock (:class:`RunLock`): holding it proves that
+        the run which took these locks is dead. Only the engine's own locks are touched:
+        the private index's, this run's private refs' and branches', and the index of a
+        worktree made for one of its sub-loops; never the user's index or branches. A
+        lock younger than ``grace_s`` gets that long to go away (a git command whose
+        parent was killed alone finishes on its own)."""
+        found = [self.state_dir / "snapshot.index.lock"]
+        common = self._git_path(self.git.run("rev-parse", "--git-common-dir").strip())
+        own = self._git_path(self.git.run("rev-parse", "--git-dir").strip())
+        if own != common and own.parent.name == "worktrees":  # a sub-loop's worktree
+            found.append(own / "index.lock")
+        rid = glob.escape(run_id)
+        found.extend((common / REF_PREFIX / "base").glob("*.lock"))  # same name, same value
+        for ns in (REF_PREFIX, "refs/heads/looprun/"):
+            for pattern in (f"{rid}/**/*.lock", f"{rid}.*/**/*.lock"):
+                found.extend((common / ns).glob(pattern))
+        return [p for p in dict.fromkeys(found) if _remove_stale(p, grace_s)]
+
+    def _git_path(self, text: str) -> Path:
+        return Path(os.path.realpath(text if os.path.isabs(text) else self.workdir / text))
 
     # -- setup -------------------------------------------------------------------------
 
@@ -469,6 +572,21 @@ def _private_repo(workdir: Path, git_dir: Path) -> Git:
         # No core.worktree: linked worktrees made for sub-loops must not inherit it.
         git.run("config", "--unset", "core.worktree", check=False)
     return git
+
+
+def _remove_stale(lock: Path, grace_s: float) -> bool:
+    """Remove ``lock`` once it is ``grace_s`` old; False if it was not there."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age < grace_s:
+        time.sleep(grace_s - age)
+    try:
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _prune_empty_dirs(directory: Path, root: Path) -> None:

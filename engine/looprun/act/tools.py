@@ -164,11 +164,18 @@ class Toolbox:
 
     def call(self, call: ToolCall) -> ToolResult:
         """Carry out one tool call; every failure becomes a result, never an exception."""
-        if call.name not in self._handlers or call.name not in self.enabled:
-            available = ", ".join(self.enabled) or "none"
-            what = "no tool named" if call.name not in self._handlers else "not enabled here:"
+        available = ", ".join(self.enabled) or "none"
+        if call.name not in self._handlers:
+            # a slip of the model's (a misspelt or invented name), not an attempt at
+            # anything the template forbids: an error it corrects, never a violation
+            return ToolResult(
+                self.redact(f"error: no tool named {call.name!r} (available: {available})"), True
+            )
+        if call.name not in self.enabled:
             return self._refused(
-                call.name, "tool.unknown", f"{what} {call.name!r} (available: {available})"
+                call.name,
+                "tool.not_enabled",
+                f"not enabled here: {call.name!r} (available: {available})",
             )
         if call.arguments is None:
             why = call.error or "they were not a JSON object"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
 from looprun.loop.agent import AgentReport, agent_turn
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
@@ -205,6 +205,8 @@ class Engine:
             ),
             "",
         )
+        if not unrunnable and self.outer is not None:  # sub-loops hook (issue 6)
+            unrunnable = self.outer.cannot_run(n)
         return Step(
             turn, observations, exit_values, policy, decision, feedback, progress, unrunnable
         )
@@ -217,6 +219,7 @@ class Engine:
             if model is not None and role in st.model_positions and hasattr(model, "seek"):
                 model.seek(st.model_positions[role])
         if st.tasks is not None:  # resuming: back to the last completed step
+            recovered = self._recover_usage(st.journal_seq, st.exchanges)
             ws.restore(st.current)
             # Events written after the saved state (a crash or signal between an event and
             # the state save) describe a step that is redone now: mark them superseded.
@@ -232,8 +235,10 @@ class Engine:
                 task_index=st.task_index,
                 **superseded,
                 **self.ports.setup,
+                **recovered,
             )
             return self._preflight()
+        self._recover_usage(0, 0)  # a start killed before its first save (started again)
         st.base = st.current = st.previous = st.task_start = ws.base()
         st.last_green = st.base
         self.ports.journal.event(
@@ -251,6 +256,31 @@ class Engine:
         st.tasks = self._plan([], [])
         self._save()
         return None
+
+    def _recover_usage(self, journal_seq: int, exchanges: int) -> dict[str, Any]:
+        """Charge what the model calls after the saved state cost (a killed iteration was
+        paid for: its exchanges are recorded) and the time it ran, so usage, caps and
+        ``duration_s`` hold them after a resume."""
+        unsaved = getattr(self.ports.journal, "unsaved_usage", None)
+        if unsaved is None or exchanges < 0:
+            return {}
+        u = unsaved(journal_seq, exchanges)
+        if not (u.prompt_tokens or u.completion_tokens or u.cost_usd or u.seconds):
+            return {}
+        st = self.state
+        st.prompt_tokens += u.prompt_tokens
+        st.completion_tokens += u.completion_tokens
+        st.cost_usd += u.cost_usd
+        st.elapsed_s += u.seconds
+        self._elapsed0 += u.seconds
+        return {
+            "recovered": {
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "cost_usd": round(u.cost_usd, 6),
+                "seconds": round(u.seconds, 3),
+            }
+        }
 
     def _preflight(self) -> Stop | None:
         """An observer whose program cannot start stops the run before any model call."""
@@ -287,10 +317,25 @@ class Engine:
         self.ports.report(f"plan: {len(tasks)} task(s): {', '.join(t.id for t in tasks)}")
         return tasks
 
-    def _finish(self, stop: Stop) -> RunResult:
+    def finish_recorded(self, *, summary: bool, event: bool) -> RunResult:
+        """The result of a run whose final state was saved (``state.stop``) but whose
+        end a kill left partly unwritten: write what is missing, the ``run_finished``
+        event (``event``) and ``summary.json`` (``summary``), never the state again."""
+        assert self.state.stop is not None
+        stop = Stop(**self.state.stop)
+        return self._finish(stop, save=False, event=event, summary=summary)
+
+    def save(self) -> None:
+        """Save the state now (a step outside the loop, such as the commit, changed it)."""
+        self._save()
+
+    def _finish(
+        self, stop: Stop, *, save: bool = True, event: bool = True, summary: bool = True
+    ) -> RunResult:
         st = self.state
         st.stop = stop.to_dict()
-        self._save()
+        if save:
+            self._save()
         ws = self.ports.workspace
         try:
             changed = tuple(ws.changed_files(st.base)) if st.base else ()
@@ -315,15 +360,17 @@ class Engine:
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
         )
-        self.ports.journal.event(
-            "run_finished",
-            **stop.to_dict(),
-            iterations=st.iterations,
-            limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
-        )
-        self.ports.journal.save_summary(result.summary())
+        if event:
+            self.ports.journal.event(
+                "run_finished",
+                **stop.to_dict(),
+                iterations=st.iterations,
+                limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
+            )
+        if summary:
+            self.ports.journal.save_summary(result.summary())
         self.ports.report(
-            f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}"
+            f"→ {stop.outcome} after {st.iterations} iteration(s): {one_line(stop.reason)}"
             f" [{result.usage.describe()}]"
         )
         return result
@@ -643,6 +690,9 @@ class Engine:
         seq = getattr(self.ports.journal, "seq", None)
         if isinstance(seq, int):
             self.state.journal_seq = seq
+        count = getattr(self.ports.journal, "exchange_count", None)
+        if isinstance(count, int):
+            self.state.exchanges = count
         self.ports.journal.save_state(self.state.to_dict())
 
 

@@ -254,6 +254,9 @@ def run_subloop(
                 sandbox_mode=job.sandbox,
             )
             ports = replace(ports, observer=StoppableObserver(ports.observer, stop))
+            if job.resume:  # the outer loop holds the run lock: these locks' owner is dead
+                for lock in ws.clear_stale_locks(job.run_id):
+                    prefixed(f"note: removed {lock}, left behind by a run that was killed")
             if job.resume and state is None:
                 ws.restore(job.commit)  # redo from the start, never on top of half an edit
             run = RunInfo(job.run_id, str(run_dir), str(journal.artifacts), str(ws.workdir))

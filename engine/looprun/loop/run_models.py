@@ -51,7 +51,7 @@ def resolve_models(
     if agent is not None:
         return _agent_models(template, agent.cli, agent.model, model, plan_model, base_url, events)
     # the plan role only where something asks it (plan.mode: model); else it is the act model
-    roles = ("act", "plan") if template.plan.mode == "model" else ("act",)
+    roles = roles_used(template)
     refs = {
         role: model_ref_for_role(
             role,
@@ -120,8 +120,19 @@ def _agent_models(
     return act, plan, refs
 
 
-def price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | None) -> list[str]:
-    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them."""
+def roles_used(template: Template) -> tuple[str, ...]:
+    """The model roles a run of ``template`` calls: plan only with ``plan.mode: model``."""
+    return ("act", "plan") if template.plan.mode == "model" else ("act",)
+
+
+def price_warnings(
+    refs: Mapping[str, str],
+    config: Any,
+    max_cost_usd: float | None,
+    roles: tuple[str, ...] = ("act", "plan"),
+) -> list[str]:
+    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them.
+    Only the ``roles`` the run calls are warned about."""
     from looprun.models.pricing import PriceTable
 
     if max_cost_usd is None:
@@ -129,6 +140,8 @@ def price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | N
     table = PriceTable(config.prices)
     out = []
     for role, ref in sorted(refs.items()):
+        if role not in roles:
+            continue
         scheme, _, name = ref.partition(":")
         if scheme in ("openai", "anthropic") and table.lookup(name) is None:
             out.append(

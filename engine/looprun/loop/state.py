@@ -90,7 +90,13 @@ class LoopState:
     # The journal's last event seq when this state was saved: events after it belong to
     # a step this state does not hold, which a resumed run redoes (they are superseded).
     journal_seq: int = 0
+    # How many model exchanges were recorded when this state was saved (-1: unknown):
+    # the calls after them were paid for, and a resumed run counts them.
+    exchanges: int = -1
     stop: dict[str, Any] | None = None  # set once the run has ended
+    # --commit after a done run: {parent, message, paths} before committing, then sha
+    # (or {skipped: why}); see the CLI's commit step
+    commit: dict[str, Any] | None = None
 
     def spent(self, elapsed_s: float) -> Spent:
         return Spent(
