@@ -222,6 +222,14 @@ def schema_cmd(observation: bool, output: str | None) -> None:
 @click.option("--workdir", default=".", show_default=True, help="Where to run and resolve paths.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds for --run.")
 @click.option("--base", help="git_diff: the commit or tree to diff against (default HEAD).")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "required", "off"]),
+    default="auto",
+    show_default=True,
+    help="Run --run in an OS sandbox (the workdir and a private temp dir writable).",
+)
+@click.option("--network", is_flag=True, help="Let the sandboxed command use the network.")
 @_boundary
 def observe_cmd(
     parser: str,
@@ -232,6 +240,8 @@ def observe_cmd(
     workdir: str,
     timeout: float,
     base: str | None,
+    sandbox: str,
+    network: bool,
 ) -> None:
     """Parse a report (or a command's output) and print the observation as JSON.
 
@@ -242,7 +252,15 @@ def observe_cmd(
     if file and file_opt and file != file_opt:
         raise click.UsageError("give the report once: FILE or --file")
     text, code = observe(
-        parser, file or file_opt, run, options, workdir=workdir, timeout_s=timeout, base=base
+        parser,
+        file or file_opt,
+        run,
+        options,
+        workdir=workdir,
+        timeout_s=timeout,
+        base=base,
+        sandbox=sandbox,
+        network=network,
     )
     click.echo(text)
     sys.exit(code)
@@ -272,6 +290,11 @@ def observe_cmd(
 )
 @click.option(
     "--no-verify", is_flag=True, help="With --commit: skip the pre-commit and commit-msg hooks."
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "required", "off"]),
+    help="Run observers and model commands in an OS sandbox; overrides the template's sandbox.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @click.option(

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprun.act.files import looks_binary, read_capped, walk_files
 from looprun.act.policy import Policy, Violation
@@ -27,6 +27,9 @@ from looprun.models.base import ToolCall, ToolSpec
 from looprun.proc import run_process, scrubbed_env, secret_values
 from looprun.redact import Redactor
 from looprun.template.model import BUILTIN_TOOLS, Constraints
+
+if TYPE_CHECKING:
+    from looprun.sandbox import Sandbox
 
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 200
@@ -123,6 +126,7 @@ class Toolbox:
         *,
         deadline: float | None = None,
         env: Mapping[str, str] | None = None,
+        sandbox: Sandbox | None = None,
         on_write: Callable[[Sequence[str] | None], None] | None = None,
     ):
         unknown = [t for t in tools if t not in BUILTIN_TOOLS]
@@ -133,6 +137,7 @@ class Toolbox:
         self.constraints = constraints
         self.enabled: tuple[str, ...] = tuple(dict.fromkeys(tools))
         self.deadline = deadline
+        self.sandbox = sandbox  # model commands run confined to it (None: unconfined)
         self.search_timeout_s = SEARCH_TIMEOUT_S
         self.max_write_bytes = MAX_WRITE_BYTES
         # told after every call that may have written to the tree: the paths written, or
@@ -356,6 +361,7 @@ class Toolbox:
                 env=self._env,
                 max_output_bytes=self.constraints.max_output_bytes,
                 deadline=self.deadline,
+                sandbox=self.sandbox,
             )
         except FileNotFoundError:
             raise ToolError(f"command not found: {argv[0]}") from None

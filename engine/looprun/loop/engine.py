@@ -254,6 +254,7 @@ class Engine:
                 iteration=st.iterations,
                 task_index=st.task_index,
                 **superseded,
+                **self.ports.setup,
                 **recovered,
             )
             return self._preflight()
@@ -272,6 +273,7 @@ class Engine:
             base=st.base,
             limits=caps.limit_report(self.limits, self._spent()),
             start=said,
+            **self.ports.setup,
         )
         stop = self._preflight()
         if stop is None:

@@ -246,6 +246,7 @@ class OuterPhase:
             model=refs["act"],
             plan_model=refs["plan"],
             cli_models=cli,
+            sandbox=self._invocation().get("sandbox"),
             # the outer script's part for this task; a script of the sub-template's own
             # is played whole
             script_key=(

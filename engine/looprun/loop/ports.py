@@ -187,6 +187,9 @@ class Ports:
     approver: Approver = field(default_factory=NoApprover)
     clock: Clock = field(default_factory=SystemClock)
     report: Callable[[str], None] = lambda line: None  # one progress line per step
+    # how the outside world is wired for this run (e.g. the sandbox), recorded with
+    # run_started and resumed; plain data, the loop does not interpret it
+    setup: Mapping[str, Any] = field(default_factory=dict)
     actor: Actor | None = None  # act.agent: the agent CLI that acts instead of ``model``
     # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
     executor: Callable[[int, Callable[[str], None]], Any] | None = None

@@ -14,6 +14,7 @@ from looprun.journal import RunJournal
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.models.base import Model
 from looprun.observe.base import Observation
+from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.template.model import Constraints, ObserverSpec, Template
 
 Echo = Callable[[str], None]
@@ -27,6 +28,7 @@ class RealObserver:
     artifacts: Path
     git_dir: Path | None
     constraints: Constraints | None
+    sandbox: Sandbox | None = None
     # told after an observer's command ran (it may have written to the tree)
     on_command: Callable[[], None] | None = None
     excluded: Callable[[], tuple[str, ...]] = tuple  # report files, out of the diff
@@ -47,6 +49,7 @@ class RealObserver:
                 deadline=deadline,
                 constraints=self.constraints,
                 exclude=self.excluded(),
+                sandbox=self.sandbox,
             )
         finally:
             if spec.run is not None and self.on_command is not None:
@@ -62,6 +65,19 @@ class TtyApprover:
         return click.confirm("Approve these changes?", default=False, err=True)
 
 
+def run_sandbox(
+    template: Template, workdir: Path, artifacts: Path, mode: str, warn: Echo
+) -> Sandbox | None:
+    """The sandbox a run's commands use: the workdir and the artifacts writable, the
+    repository's ``.git`` and the state directory read-only even inside the workdir."""
+    confinement = Confinement(
+        writable=(workdir, artifacts),
+        read_only=(workdir / ".git", workdir / ".looprun"),
+        network=template.sandbox.network,
+    )
+    return sandbox_for(mode, confinement, warn)
+
+
 def build_ports(
     template: Template,
     workdir: Path,
@@ -72,10 +88,14 @@ def build_ports(
     report: Echo,
     interactive: bool,
     base: str | None = None,
+    sandbox_mode: str | None = None,
     prices: Any = None,
     executor: Any = None,
 ) -> tuple[Ports, Any]:
-    """Real tools, workspace, observers and context budget for one run."""
+    """Real tools, workspace, observers and context budget for one run.
+
+    ``sandbox_mode`` (from the command line) overrides the template's ``sandbox.mode``.
+    """
     from looprun.act.policy import Policy
     from looprun.act.tools import Toolbox
     from looprun.workspace import Workspace
@@ -91,8 +111,15 @@ def build_ports(
     except (ImportError, ValueError):
         context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
 
+    mode = sandbox_mode or template.sandbox.mode
+    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report)
+    backend = None if sandbox is None else sandbox.name
+    setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
+
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
-        return Toolbox(ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched)
+        return Toolbox(
+            ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched, sandbox=sandbox
+        )
 
     git_dir = getattr(ws.git, "git_dir", None)
     actor = None
@@ -121,6 +148,7 @@ def build_ports(
             journal.artifacts,
             git_dir,
             constraints,
+            sandbox,
             ws.touched,
             excluded=lambda: ws.excluded,
         ),
@@ -128,6 +156,7 @@ def build_ports(
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
+        setup=setup,
         actor=actor,
         executor=executor,
     )

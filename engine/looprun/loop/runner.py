@@ -151,6 +151,15 @@ def _commit_step(
     return True
 
 
+def _check_sandbox(template: Template, cli_mode: str | None) -> None:
+    """``required`` on a host without a sandbox stops here, before anything starts (exit
+    2); ``auto`` says so later, once the run has begun."""
+    from looprun.sandbox import pick
+
+    if (cli_mode or template.sandbox.mode) == "required":
+        pick("required", _err)
+
+
 # -- the commands ---------------------------------------------------------------------------
 
 
@@ -206,6 +215,7 @@ def run_from_cli(**options: Any) -> int:
     act, plan, refs = resolve_models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
+    _check_sandbox(template, options.get("sandbox"))
     options = {**options, "executor": _executor_spec(options.get("executor"))}
     _executor_factory(options)  # a bad --executor or a missing Ray stops here, before the run
     from looprun.workspace import RunLock
@@ -243,6 +253,7 @@ def _start(
         "base_url": options.get("base_url"),
         "max_iterations": options.get("max_iterations"),
         "commit": bool(options.get("commit")),
+        "sandbox": options.get("sandbox"),  # the command line's choice; None: the template's
         "no_verify": bool(options.get("no_verify")),
         "executor": options.get("executor") or "local",
         "sync_remote": options.get("sync_remote"),
@@ -291,6 +302,7 @@ def _drive(
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
+        sandbox_mode=invocation.get("sandbox"),
         prices=_prices(events),
         executor=_executor_factory(invocation) if template.each_task is not None else None,
     )
@@ -445,6 +457,7 @@ def resume_from_cli(
         if executor is not None:  # sub-loops may resume elsewhere than they started
             invocation = {**invocation, "executor": _executor_spec(executor)}
         template = _load(invocation["template"])
+        _check_sandbox(template, invocation.get("sandbox"))
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
         )

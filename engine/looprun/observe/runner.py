@@ -29,6 +29,9 @@ from looprun.redact import Redactor
 if TYPE_CHECKING:
     from looprun.template.model import Constraints, ObserverSpec
 
+if TYPE_CHECKING:
+    from looprun.sandbox import Sandbox
+
 # git_diff options that default to the act constraints when the observer does not set them.
 _CONSTRAINT_DEFAULTS = ("allow", "deny", "forbidden_patterns", "max_lines")
 
@@ -70,8 +73,10 @@ def observe_command(
     on_output: Callable[[bytes], None] | None = None,
     output_log: Path | None = None,
     exclude: tuple[str, ...] = (),
+    sandbox: Sandbox | None = None,
 ) -> Observation:
-    """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output."""
+    """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output.
+    With a ``sandbox`` the command runs confined to it."""
     parser = get_parser(parser_name)
     report = None if file is None else (file if file.is_absolute() else workdir / file)
     output: str | None = None
@@ -88,6 +93,7 @@ def observe_command(
             shell=True,
             deadline=deadline,
             on_output=on_output,
+            sandbox=sandbox,
         )
         output, exit_code, timed_out = (
             result.output and redactor.text(result.output),
@@ -149,6 +155,7 @@ def run_observer(
     on_output: Callable[[bytes], None] | None = None,
     constraints: Constraints | None = None,
     exclude: tuple[str, ...] = (),
+    sandbox: Sandbox | None = None,
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates."""
     if spec.when is not None and not spec.when.evaluate(context):
@@ -176,4 +183,5 @@ def run_observer(
         on_output=on_output,
         output_log=artifacts / f"{spec.name}.output.txt" if command is not None else None,
         exclude=exclude,
+        sandbox=sandbox,
     )

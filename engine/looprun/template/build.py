@@ -37,6 +37,7 @@ from looprun.template.model import (
     PlanSpec,
     Protect,
     Rule,
+    SandboxSpec,
     TaskSpec,
     Template,
 )
@@ -220,6 +221,7 @@ class Builder:
             budget_tokens=self.get(("context", "budget_tokens"), int, ContextSpec.budget_tokens),
             recent_rounds=self.get(("context", "recent_rounds"), int, ContextSpec.recent_rounds),
         )
+        sandbox = self.sandbox()
         if self.problems:
             return None
         return Template(
@@ -236,6 +238,7 @@ class Builder:
             limits=limits,
             context=context,
             each_task=each_task,
+            sandbox=sandbox,
             resolved=freeze(_canonical_order(data)),
             input_numbers=freeze(self.input_numbers),
         )
@@ -663,6 +666,19 @@ class Builder:
                 if self.get(("limits", "max_repeats"), bool) is False
                 else self.get(("limits", "max_repeats"), int, Limits.max_repeats)
             ),
+        )
+
+    def sandbox(self) -> SandboxSpec:
+        """``sandbox: auto`` is short for ``sandbox: {mode: auto}``; YAML reads a bare
+        ``off`` as false, which means the same. The schema checks the values."""
+        short = self.get(("sandbox",), (str, bool))
+        if short is False or short in ("auto", "required", "off"):
+            return SandboxSpec(mode="off" if short is False else short)
+        mode = self.get(("sandbox", "mode"), (str, bool), SandboxSpec.mode)
+        mode = "off" if mode is False else mode
+        network = self.get(("sandbox", "network"), bool, SandboxSpec.network)
+        return SandboxSpec(
+            mode=mode if mode in ("auto", "required", "off") else "auto", network=network
         )
 
     def each_task(self, plan: PlanSpec) -> EachTask | None:

@@ -19,6 +19,7 @@ PlanMode = Literal["none", "static", "model"]
 ActionKind = Literal["retry", "rollback", "replan", "escalate", "abort"]
 Isolation = Literal["worktree", "none"]
 InputType = Literal["string", "integer", "number", "boolean", "list", "command"]
+SandboxMode = Literal["auto", "required", "off"]
 AgentSession = Literal["fresh", "resume"]
 
 # The agent CLIs a template may name (act.agent.cli); which of them run is the act layer's
@@ -228,6 +229,15 @@ class ContextSpec:
 
 
 @dataclass(frozen=True)
+class SandboxSpec:
+    """Whether commands run in an OS sandbox (``--sandbox`` overrides ``mode``), and
+    whether they may use the network there."""
+
+    mode: SandboxMode = "auto"
+    network: bool = False
+
+
+@dataclass(frozen=True)
 class EachTask:
     """Run another template per planned task (nested loops as composition)."""
 
@@ -256,6 +266,7 @@ class Template:
     limits: Limits = Limits()
     context: ContextSpec = ContextSpec()
     each_task: EachTask | None = None
+    sandbox: SandboxSpec = SandboxSpec()
     resolved: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
     # numbers written as `{{ inputs.NAME }}`: dotted path -> input name (resolved already)
     input_numbers: Mapping[str, str] = field(default_factory=_empty, compare=False)
