@@ -122,7 +122,7 @@ def looprun_run(
     """Run looprun in a fresh process; its journal events and the wall time."""
     repo = fresh_repo(root)
     template = root / "bench.yaml"
-    max_steps = steps + 1 if mode == "turn" else 4
+    max_steps = steps if mode == "turn" else 4  # the turn ends at its last tool call
     template.write_text(TEMPLATE.format(budget=budget, max_steps=max_steps))
     script = root / "script.json"
     script.write_text(json.dumps(script_for(mode, steps)))
