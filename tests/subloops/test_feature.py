@@ -16,6 +16,7 @@ def test_feature_plans_runs_in_parallel_retries_and_merges(shapes: Path) -> None
         *scripted_run("feature", intent=intent, workdir=shapes, script=shapes / "script.yaml"),
         "--json",
         cwd=shapes,
+        timeout=300,  # three sub-loops, each with a baseline and real pytest runs
     )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
