@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun import safefs
 from looprun.errors import LooprunError, UsageError
 from looprun.gitutil import Git, GitError
 
@@ -53,8 +54,7 @@ class Workspace:
         workdir = Path(os.path.realpath(workdir))
         if not workdir.is_dir():
             raise UsageError(f"{workdir}: the working directory does not exist")
-        state_dir = Path(os.path.abspath(state_dir))
-        state_dir.mkdir(parents=True, exist_ok=True)
+        state_dir = safefs.checked_dir(Path(os.path.abspath(state_dir)))
         plain = Git(workdir)
         top = plain.run("rev-parse", "--show-toplevel", check=False).strip()
         if top and Path(os.path.realpath(top)) == workdir:
@@ -80,6 +80,8 @@ class Workspace:
         are part of the snapshot too.
         """
         index = self.state_dir / "snapshot.index"
+        if index.is_symlink():  # git would read through it; the index is ours to rebuild
+            index.unlink()
         return self.git.snapshot(index, exclude=self._state_rel())
 
     def base(self) -> str:
@@ -335,7 +337,8 @@ class Workspace:
         if line in existing:
             return
         exclude.parent.mkdir(parents=True, exist_ok=True)
-        with open(exclude, "a", encoding="utf-8") as fh:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(exclude, flags, 0o644), "a", encoding="utf-8") as fh:
             prefix = "" if not existing or exclude.read_text("utf-8").endswith("\n") else "\n"
             fh.write(f"{prefix}{line}\n")
 
@@ -357,8 +360,9 @@ class RunLock:
     def __enter__(self) -> RunLock:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+", encoding="utf-8")
+        safefs.checked_dir(self.path.parent)
+        fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fh = open(fd, "r+", encoding="utf-8")
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -384,6 +388,7 @@ class RunLock:
 
 
 def _private_repo(workdir: Path, git_dir: Path) -> Git:
+    os.close(safefs.open_dir(git_dir, create=True))  # never a link to a repository elsewhere
     git = Git(workdir, git_dir)
     if not (git_dir / "HEAD").exists():
         git.run("init", "-q")

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from looprun.errors import UsageError
-from looprun.journal import RunJournal, list_runs, new_run_id
+from looprun.journal import RunJournal, list_runs, new_run_id, runs_root
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
@@ -263,8 +263,9 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
         click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
     if not rows:
-        click.echo(f"no runs under {wd / '.looprun' / 'runs'}")
+        click.echo(f"no runs under {runs_root(wd)}")
         return 0
+    click.echo(f"runs under {runs_root(wd)}:")
     for r in rows:
         click.echo(
             f"{r.run_id}  {r.outcome:<11} {r.iterations:>3} it  {Path(r.template).name}  {r.reason}"
