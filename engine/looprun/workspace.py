@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,8 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from looprun import safefs
+from looprun.atomic import write_atomic
 from looprun.errors import LooprunError, UsageError
-from looprun.gitutil import Git, GitError
+from looprun.gitutil import (
+    Git,
+    GitError,
+    base_ignore_rules,
+    current_ignore_rules,
+    remember_ignore_rules,
+)
 
 REF_PREFIX = "refs/looprun/"
 _GITLINK = "160000"
@@ -67,14 +75,22 @@ class Workspace:
                 outer._exclude_state_dir()
         ws._exclude_state_dir()
         if base is not None:
-            ws._base = ws.tree_of(base)
+            ws._adopt_base(ws.tree_of(base))
         return ws
+
+    def _adopt_base(self, tree: str) -> None:
+        self._base = tree
+        saved = safefs.read_bytes(self._base_file("ignore"))
+        if saved is not None:
+            remember_ignore_rules(self.git, tree, saved.decode("utf-8", "surrogateescape"))
 
     # -- snapshots ---------------------------------------------------------------------
 
     def snapshot(self) -> str:
         """The tree of the working tree now: tracked and untracked files, not ignored ones.
 
+        What is ignored is decided by the ignore rules of the base (see
+        ``gitutil.base_ignore_rules``): a ``.gitignore`` the run writes hides nothing.
         A persistent private index keeps git's stat cache, so unchanged files are not
         hashed again. It starts from HEAD, so tracked files that match an ignore rule
         are part of the snapshot too.
@@ -82,15 +98,39 @@ class Workspace:
         index = self.state_dir / "snapshot.index"
         if index.is_symlink():  # git would read through it; the index is ours to rebuild
             index.unlink()
-        return self.git.snapshot(index, exclude=self._state_rel())
+        rules = self._rules()
+        return self.git.snapshot(index, exclude=self._state_rel(), rules=rules)
+
+    def _rules(self) -> str:
+        if self._base is None:  # the start state: the tree's own ignore files, as they are
+            return current_ignore_rules(self.git, self._state_rel())
+        return base_ignore_rules(self.git, self._base)
 
     def base(self) -> str:
-        """Tree of the start state (HEAD plus the dirty working tree), recorded once."""
+        """Tree of the start state (HEAD plus the dirty working tree), recorded once,
+        with the ignored files present then (so a rollback can remove those added since)."""
         if self._base is None:
+            rules = self._rules()
             tree = self.snapshot()
             self._anchor(f"{REF_PREFIX}base/{tree}", tree, "looprun base")
             self._base = tree
+            remember_ignore_rules(self.git, tree, rules)
+            ignored = b"".join(
+                p.encode("utf-8", "surrogateescape") + b"\0" for p in self._ignored()
+            )
+            write_atomic(
+                self._base_file("ignore"), rules.encode("utf-8", "surrogateescape"), nofollow=True
+            )
+            write_atomic(self._base_file("ignored"), ignored, nofollow=True)
         return self._base
+
+    def _ignored(self) -> set[str]:
+        return self.git.ignored(self._rules(), exclude=self._state_rel())
+
+    def _base_file(self, kind: str) -> Path:
+        """Where the ignore rules (``ignore``) and the ignored paths (``ignored``) of the
+        base are kept, so a resumed run judges with the same ones."""
+        return self.state_dir / "bases" / f"{self.base()[:16]}.{kind}"
 
     def checkpoint(self, ref: str) -> str:
         """Commit the working tree as it is to ``refs/looprun/<ref>``; returns the commit."""
@@ -122,12 +162,30 @@ class Workspace:
     def restore(self, ref_or_sha: str) -> None:
         """Make the working tree exactly the snapshot ``ref_or_sha``.
 
-        Modified and deleted files come back, files added since are removed; ignored
-        files and the state directory are left alone, and so are the user's index and
-        HEAD. Directories emptied by the removal are removed too.
+        Modified and deleted files come back, files added since are removed, and so are
+        ignored files and directories that were not there when the run started. The
+        state directory is left alone, and so are the user's index and HEAD.
+        Directories emptied by the removal are removed too.
         """
         target = self.tree_of(ref_or_sha)
         self._apply(self.snapshot(), target)
+        self._remove_new_ignored()
+
+    def _remove_new_ignored(self) -> None:
+        raw = safefs.read_bytes(self._base_file("ignored"))
+        if raw is None:
+            return  # a base recorded before ignored files were: nothing to compare with
+        before = {p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p}
+        state = self._state_rel().strip("/") + "/"
+        for rel in sorted(self._ignored() - before):
+            if (rel.rstrip("/") + "/").startswith(state) or state.startswith(rel):
+                continue  # never the state directory, nor a directory holding it
+            full = self.workdir / rel.rstrip("/")
+            if full.is_dir() and not full.is_symlink():
+                shutil.rmtree(full, ignore_errors=True)
+            elif full.is_symlink() or full.exists():
+                full.unlink()
+            _prune_empty_dirs(full.parent, self.workdir)
 
     def _apply(self, current: str, target: str) -> list[str]:
         if current == target:
@@ -181,7 +239,7 @@ class Workspace:
         """``(path, added, removed)`` per changed file against ``base``; None for binary."""
         start = self.tree_of(base) if base else self.base()
         out = self.git.run(
-            "diff-tree", "-r", "-z", "--no-renames", "--numstat", start, self.snapshot()
+            "diff-tree", "-r", "-z", "--no-renames", "--text", "--numstat", start, self.snapshot()
         )
         rows: list[tuple[str, int | None, int | None]] = []
         for field in out.split("\0"):
