@@ -298,8 +298,16 @@ def current_ignore_rules(git: Git, exclude: str) -> str:
     return _combine(git, files)
 
 
+# Caches that tools create beside the code with a ``.gitignore`` of their own (``*``):
+# always ignored, since a directory's own ``.gitignore`` written during a run counts for
+# nothing (it is how a model would hide a file). Python does not import from them.
+TOOL_CACHES = (
+    ".pytest_cache/", ".ruff_cache/", ".mypy_cache/", ".hypothesis/", "__pycache__/",
+)  # fmt: skip
+
+
 def _combine(git: Git, files: list[tuple[str, str]]) -> str:
-    lines: list[str] = []
+    lines: list[str] = list(TOOL_CACHES)
     for source in _global_and_info_excludes(git):
         with contextlib.suppress(OSError):
             lines += Path(source).read_text("utf-8", "replace").splitlines()
