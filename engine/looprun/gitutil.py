@@ -93,7 +93,8 @@ class Git:
         """Run git and return (exit code, stdout, stderr) for commands whose status
         carries meaning (``merge-tree`` exits 1 on conflicts)."""
         code, out, err = self._raw(*self._no_drivers(), *args, env=env, input=input)
-        return code, out.decode("utf-8", "replace"), err
+        # a path that is not valid UTF-8 keeps its bytes (as Python's file names do)
+        return code, out.decode("utf-8", "surrogateescape"), err
 
     def run_bytes(
         self, *args: str, env: Mapping[str, str] | None = None, input: bytes | None = None

@@ -14,6 +14,7 @@ never reach these files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -34,6 +35,26 @@ RUNS_DIR = Path(safefs.STATE_DIR_NAME) / "runs"
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+# A value longer than this (a refused 12 MB write, a huge reply) is recorded in the event
+# and exchange logs by its size and digest: the logs stay readable and bounded.
+MAX_RECORDED_CHARS = 64_000
+
+
+def bounded(obj: Any) -> Any:
+    """``obj`` with every string over :data:`MAX_RECORDED_CHARS` replaced by its size and
+    SHA-256 (of its UTF-8 bytes)."""
+    if isinstance(obj, str):
+        if len(obj) <= MAX_RECORDED_CHARS:
+            return obj
+        digest = hashlib.sha256(obj.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"[{len(obj)} characters, sha256:{digest}; too long to record]"
+    if isinstance(obj, Mapping):
+        return {k: bounded(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [bounded(v) for v in obj]
+    return obj
 
 
 def _dumps(obj: Any) -> str:
@@ -130,7 +151,7 @@ class RunJournal:
         self.close()
 
     def _append(self, fh: Any, obj: Mapping[str, Any]) -> None:
-        fh.write(_dumps(self.redact.data(obj)) + "\n")
+        fh.write(_dumps(self.redact.data(bounded(obj))) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 

@@ -207,7 +207,7 @@ class Workspace:
         if written:
             with self._temp_index() as env:
                 self.git.run("read-tree", target, env=env)
-                data = b"".join(p.encode("utf-8") + b"\0" for p in written)
+                data = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in written)
                 self.git.run("checkout-index", "-f", "-z", "--stdin", env=env, input=data)
         return sorted(set(removed) | set(written))
 
@@ -279,7 +279,7 @@ class Workspace:
         if only is None:
             self.git.run("reset", "-q")
         elif only:
-            data = b"".join(p.encode("utf-8") + b"\0" for p in only)
+            data = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in only)
             self.git.run(
                 "reset",
                 "-q",
@@ -305,7 +305,7 @@ class Workspace:
             }
             zero = "0" * len(source)
             lines = [entries.get(p, f"0 blob {zero}\t{p}") for p in paths]
-            data = b"".join(ln.encode("utf-8") + b"\0" for ln in lines)
+            data = b"".join(ln.encode("utf-8", "surrogateescape") + b"\0" for ln in lines)
             self.git.run("update-index", "-z", "--index-info", env=env, input=data)
             return self.git.run("write-tree", env=env).strip()
 

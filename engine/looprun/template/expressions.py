@@ -145,8 +145,7 @@ def _within_budget(*values: Any, weight: int = 0) -> None:
         weight += _weight(v)
     if weight > UNTRUSTED_MAX_WEIGHT:
         raise SecurityError(
-            f"a planned condition may not build values over {UNTRUSTED_MAX_WEIGHT} "
-            "characters/items"
+            f"a planned condition may not build values over {UNTRUSTED_MAX_WEIGHT} characters/items"
         )
 
 
