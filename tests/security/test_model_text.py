@@ -136,7 +136,7 @@ def test_terminal_control_sequences_never_reach_stderr(
             f"{osc52}\x1b]0;title\x07 working",
             tool_calls=[
                 (f"write\x1b[2J\x1b]0;t\x07_file{osc52}", {"path": "src/x.py", "content": "1"}),
-                ("write_file", {"path": f"README\x1b]52;c;eA==\x07\x9b1A\r.md", "content": "x"}),
+                ("write_file", {"path": "README\x1b]52;c;eA==\x07\x9b1A\r.md", "content": "x"}),
             ],
         ),
         openai_reply(f"tried\x1b]0;x\x07 {osc52}"),
