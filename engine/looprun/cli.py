@@ -223,6 +223,17 @@ def observe_cmd(
 )
 @click.option("--commit", is_flag=True, help="Commit the result to the current branch when done.")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option(
+    "--executor",
+    metavar="local|ray[:ADDRESS]",
+    help="Where sub-loops run (default: threads here; also LOOPRUN_EXECUTOR).",
+)
+@click.option(
+    "--sync-remote",
+    metavar="GIT_URL",
+    help="With --executor ray: the git remote workers fetch from and push to "
+    "(default: this repository, for workers on this file system).",
+)
 @_boundary
 def run_cmd(**options: Any) -> None:
     """Run a loop template until its exit conditions hold or a limit stops it.
@@ -244,14 +255,26 @@ def run_cmd(**options: Any) -> None:
 @click.option("--approve", is_flag=True, help="Approve the changes a paused run waits on.")
 @click.option("--reject", is_flag=True, help="Reject them: roll back and let the loop retry.")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option(
+    "--executor",
+    metavar="local|ray[:ADDRESS]",
+    help="Where sub-loops resume (default: where the run started them).",
+)
 @_boundary
-def resume_cmd(run_id: str, workdir: str, approve: bool, reject: bool, as_json: bool) -> None:
+def resume_cmd(
+    run_id: str, workdir: str, approve: bool, reject: bool, as_json: bool, executor: str | None
+) -> None:
     """Continue a run after a crash, a kill or an approval pause, from its last step."""
     from looprun.loop.runner import resume_from_cli
 
     sys.exit(
         resume_from_cli(
-            run_id=run_id, workdir=workdir, approve=approve, reject=reject, as_json=as_json
+            run_id=run_id,
+            workdir=workdir,
+            approve=approve,
+            reject=reject,
+            as_json=as_json,
+            executor=executor,
         )
     )
 

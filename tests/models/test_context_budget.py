@@ -216,3 +216,23 @@ def test_whole_act_turn_as_latest_round_cuts_older_outputs_first() -> None:
     assert len(outputs) == 6
     assert len(outputs[-1]) > len(outputs[0])  # the newest output keeps the most
     assert all(o.startswith(f"line {n}.0") for n, o in enumerate(outputs))
+
+
+def test_thousand_step_turn_keeps_prompt_and_newest_steps_within_budget() -> None:
+    """A turn that outgrew the budget: its older steps go whole (noted in the prompt),
+    the prompt and the newest steps stay, and the request fits."""
+    budget = ContextBudget(2000, recent_rounds=3)
+    prompt = Message("user", "Task: keep a note per step\n\nFeedback from the last check:\nok")
+    turn: list[Message] = [prompt]
+    for step in range(1000):
+        turn += make_round(step, 300)
+        request = budget.build([SYSTEM], [make_round(9999, 50), turn])
+        assert budget.estimate(request) <= 2000
+        assert_well_formed(request)
+        assert request[-1] == turn[-1]  # the answer to the latest call, whole
+        prompts = [m for m in request if m.role == "user"]
+        assert len(prompts) == 1 and prompts[0].content.startswith(prompt.content)
+    assert "earlier steps of this turn omitted to fit the context budget" in prompts[0].content
+    kept = [int(m.tool_calls[0].id[1:].split("_")[0]) for m in request if m.role == "assistant"]
+    assert kept == list(range(1000 - len(kept), 1000)) and len(kept) >= 3
+    assert f"({1000 - len(kept)} earlier steps" in prompts[0].content

@@ -12,10 +12,11 @@ and the estimate is corrected from the prompt token counts providers report.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import islice
+from operator import attrgetter, countOf
 from typing import Any
 
 from looprun.errors import ContextTooLong
@@ -29,6 +30,7 @@ _MIN_BLOCK_CHARS = 240
 _MIN_RESULT_CHARS = 160
 _CUT_MARK = "\n[... {n} characters cut to fit the context budget ...]\n"
 _OMITTED_NOTE = "\n\n({n} earlier tool round{s} omitted to fit the context budget.)"
+_STEPS_NOTE = "\n\n({n} earlier step{s} of this turn omitted to fit the context budget.)"
 _CALIBRATION_RANGE = (0.25, 4.0)
 
 
@@ -54,16 +56,6 @@ def cut_middle(text: str, keep_chars: int) -> str:
     cut = len(text) - len(head) - len(tail)
     result = head.rstrip("\n") + _CUT_MARK.format(n=cut) + tail.lstrip("\n")
     return result if len(result) < len(text) else text
-
-
-def _message_chars(message: Message) -> int:
-    size = len(message.content) + len(message.tool_call_id or "")
-    for call in message.tool_calls:
-        args = call.raw_arguments
-        if not args and call.arguments is not None:
-            args = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
-        size += len(call.id) + len(call.name) + len(args)
-    return size
 
 
 def check_round(index: int, round_: Sequence[Message]) -> None:
@@ -119,15 +111,18 @@ class ContextBudget:
     # -- estimation ---------------------------------------------------------------------
 
     def _raw(self, messages: Sequence[Message]) -> float:
-        chars = sum(_message_chars(m) for m in messages)
-        return chars / self.chars_per_token
+        return sum(m.size_chars for m in messages) / self.chars_per_token
+
+    def _tokens(self, chars: int, count: int) -> int:
+        """Estimated tokens of ``count`` messages holding ``chars`` characters in all."""
+        if not count:
+            return 0
+        text_tokens = math.ceil(chars / self.chars_per_token * self.correction)
+        return text_tokens + self.per_message_overhead * count
 
     def estimate(self, messages: Sequence[Message]) -> int:
         """Estimated prompt tokens of ``messages``, corrected by calibration."""
-        if not messages:
-            return 0
-        text_tokens = math.ceil(self._raw(messages) * self.correction)
-        return text_tokens + self.per_message_overhead * len(messages)
+        return self._tokens(sum(m.size_chars for m in messages), len(messages))
 
     def calibrate(self, sent: Sequence[Message], reported_prompt_tokens: int) -> None:
         """Correct the estimator from the prompt tokens a provider reported for ``sent``.
@@ -207,14 +202,75 @@ class ContextBudget:
             pinned[index] = replace(pinned[index], content=cut_middle(text, keep))
         return pinned
 
-    def _fit_round(self, round_: list[Message], room: int) -> list[Message] | None:
-        """The latest round cut in the middle of its texts until it fits ``room``.
+    def _cost_within(self, messages: Sequence[Message], cap: int) -> int:
+        """Estimated tokens of ``messages``, or a number above ``cap`` as soon as they
+        are known to exceed it: sized from the newest back, so a long turn that cannot
+        fit costs what fits, not its whole length."""
+        chars = 0
+        for count, message in enumerate(reversed(messages), 1):
+            chars += message.size_chars
+            tokens = self._tokens(chars, count)
+            if tokens > cap:
+                return tokens
+        return self._tokens(chars, len(messages))
 
-        Older tool outputs give way first, then the newest ones, then the assistant's
-        texts, and a user message (an act prompt) last and only down to its first lines.
-        Tool call arguments are never cut (they must stay JSON); nothing is removed, so
-        every call keeps its result.
+    def _fit_round(self, round_: Sequence[Message], room: int) -> tuple[list[Message], int]:
+        """The latest round made to fit ``room``; returns it and how many steps went.
+
+        The round is the act prompt (the messages before the first assistant message)
+        and *steps* (an assistant message, its tool results and any nudge after them).
+        The prompt and the newest step always stay; older steps stay, newest first, as
+        long as they would fit with their outputs cut to a few lines; the rest go
+        whole (a note in the prompt says how many), so no result loses its call. Then
+        texts are cut in the middle: older tool outputs first, then the newest ones,
+        then the assistant's texts, and the prompt last and only down to its first
+        lines. Tool call arguments are never cut (they must stay JSON). Only the kept
+        steps are sized, so a turn of thousands of steps costs what one request holds.
         """
+        if self._cost_within(round_, room) <= room:
+            return list(round_), 0
+        lead_end = next((i for i, m in enumerate(round_) if m.role == "assistant"), len(round_))
+        users = [i for i in range(lead_end) if round_[i].role == "user"]
+        chars = sum(m.size_chars for m in round_[:lead_end])
+        if users:
+            chars += len(_STEPS_NOTE.format(n=10**6, s="s"))
+        count, start, end = lead_end, len(round_), len(round_)
+        while end > lead_end:
+            begin = end - 1
+            while round_[begin].role != "assistant":
+                begin -= 1
+            if start == len(round_):  # the newest step counts whole: it is cut last
+                step_chars = sum(m.size_chars for m in round_[begin:end])
+            else:
+                step_chars = sum(self._least_chars(round_[i]) for i in range(begin, end))
+            if start < len(round_) and self._tokens(chars + step_chars, count + end - begin) > room:
+                break
+            chars += step_chars
+            count += end - begin
+            start = end = begin
+        roles = map(attrgetter("role"), islice(round_, lead_end, start))
+        dropped = countOf(roles, "assistant")
+        kept = list(round_[:lead_end]) + list(round_[start:])
+        if dropped and users:
+            note = _STEPS_NOTE.format(n=dropped, s="" if dropped == 1 else "s")
+            kept[users[-1]] = replace(kept[users[-1]], content=kept[users[-1]].content + note)
+        return self._cut_texts(kept, room), dropped
+
+    @staticmethod
+    def _least_chars(message: Message) -> int:
+        """An upper bound of ``message``'s size once its text is cut to the first pass's
+        floor (tool outputs and assistant texts; other messages stay whole then)."""
+        size = message.size_chars
+        if message.role not in ("tool", "assistant"):
+            return size
+        text = len(message.content)
+        floor = _MIN_RESULT_CHARS + len(_CUT_MARK) - 3 + len(str(text))
+        return size - text + min(text, floor)
+
+    def _cut_texts(self, round_: list[Message], room: int) -> list[Message]:
+        """Cut texts in the middle until ``round_`` fits ``room`` (or nothing more can go)."""
+        chars = sum(m.size_chars for m in round_)
+        count = len(round_)
         last_call = max((i for i, m in enumerate(round_) if m.role == "assistant"), default=-1)
         tools = [i for i, m in enumerate(round_) if m.role == "tool"]
         older = [i for i in tools if i < last_call]
@@ -225,13 +281,16 @@ class ContextBudget:
         passes.append((users, _MIN_BLOCK_CHARS))
         for indexes, floor in passes:
             for i in indexes:
-                excess = self.estimate(round_) - room
+                excess = self._tokens(chars, count) - room
                 if excess <= 0:
                     return round_
                 text = round_[i].content
                 keep = max(floor, len(text) - self._chars_for(excess) - len(_CUT_MARK) - 16)
-                round_[i] = replace(round_[i], content=cut_middle(text, keep))
-        return round_ if self.estimate(round_) <= room else None
+                cut = cut_middle(text, keep)
+                if cut is not text:
+                    round_[i] = replace(round_[i], content=cut)
+                    chars += len(cut) - len(text)
+        return round_
 
     def build(
         self, pinned: Sequence[Message], rounds: Sequence[Sequence[Message]]
@@ -239,21 +298,24 @@ class ContextBudget:
         """Pinned messages, then as many of the most recent whole rounds as fit.
 
         At most ``recent_rounds`` rounds are kept verbatim, fewer when they do not fit;
-        older rounds are dropped whole and a note in the head says how many. If the
-        latest round alone does not fit, its tool outputs are cut in the middle rather
-        than dropping it (the model must see the answer to its last call). If the
-        pinned messages alone exceed the budget, their longest blocks are shrunk.
-        Raises ValueError for a round with a result that answers no call in it, or a
-        call without a result: that is the caller's bug, not something to hide.
+        older rounds are dropped whole and a note in the head says how many. The latest
+        round is never dropped: if it does not fit alone, its older steps go whole and
+        its texts are cut in the middle (the model must see its task and the answer to
+        its last call); only tool call arguments bigger than the budget can leave it
+        over. If the pinned messages alone exceed the budget, their longest blocks are
+        shrunk. Raises ValueError for a round with a result that answers no call in it,
+        or a call without a result: that is the caller's bug, not something to hide.
         """
-        for index, round_ in enumerate(rounds):
-            check_round(index, round_)
         # Room for the omission note, added to the head when any round is left out.
         note = _OMITTED_NOTE.format(n=10**6, s="s")
         reserve = math.ceil(len(note) * self.correction / self.chars_per_token) + 2 if rounds else 0
         # The head comes first, but the answer to the model's last call must fit too:
         # the latest round is guaranteed up to half the budget.
-        latest = self.estimate(rounds[-1]) if rounds and self.recent_rounds else 0
+        latest = (
+            self._cost_within(rounds[-1], self.budget_tokens)
+            if rounds and self.recent_rounds
+            else 0
+        )
         head_budget = max(self.budget_tokens // 2, self.budget_tokens - latest) - reserve
         head = self._fit_pinned(list(pinned), head_budget)
         room = self.budget_tokens - reserve - self.estimate(head)
@@ -261,17 +323,20 @@ class ContextBudget:
         dropped = len(rounds) - len(candidates)
         kept: list[list[Message]] = []
         for position, round_ in enumerate(reversed(candidates)):
-            cost = self.estimate(round_)
-            if cost <= room:
-                kept.append(list(round_))
-                room -= cost
-                continue
             if position == 0:
-                fitted = self._fit_round(list(round_), room)
-                if fitted is not None:
-                    kept.append(fitted)
-                    room -= self.estimate(fitted)
-            break
+                fitted, _ = self._fit_round(round_, room)
+                kept.append(fitted)
+                room -= self.estimate(fitted)
+                continue
+            cost = self._cost_within(round_, room)
+            if cost > room:
+                break
+            kept.append(list(round_))
+            room -= cost
+        # Only what is sent is checked: a long turn is not rescanned for every request.
+        first = len(rounds) - len(kept)
+        for index, round_ in enumerate(reversed(kept)):
+            check_round(first + index, round_)
         dropped += len(candidates) - len(kept)
         if dropped and head and head[-1].role == "user":
             note = _OMITTED_NOTE.format(n=dropped, s="" if dropped == 1 else "s")

@@ -189,8 +189,18 @@ class LocalExecutor:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> SubloopResult:
-    """What a worker does with one job: load, wire the real ports, run (or resume)."""
+def run_subloop(
+    job: SubloopJob,
+    stop: threading.Event,
+    report: Report,
+    *,
+    after_save: Callable[[], None] | None = None,
+) -> SubloopResult:
+    """What a worker does with one job: load, wire the real ports, run (or resume).
+
+    ``after_save`` runs after every saved state (each completed step): a remote worker
+    publishes its checkpoint and journal there, and may raise ``Stopped`` to end the run.
+    """
     from looprun.journal import RunJournal
     from looprun.loop.engine import Engine, RunInfo
     from looprun.loop.real_ports import build_ports
@@ -213,7 +223,8 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
         model = StoppableModel(act, stop)
         plan_model = model if plan is act else StoppableModel(plan, stop)
         run_dir.mkdir(parents=True, exist_ok=True)
-        with RunJournal(run_dir, job.run_id) as journal:
+        with RunJournal(run_dir, job.run_id) as opened:
+            journal: Any = opened if after_save is None else _AfterSave(opened, after_save)
             events.journal = journal
             # a nested outer loop reads its server and command-line models from here
             journal.save_invocation(
@@ -246,7 +257,7 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
             result = Engine(
                 template,
                 ports,
-                inputs=dict(job.inputs),
+                inputs=_typed_inputs(template, job.inputs),
                 run=run,
                 limits=_limits(template.limits, job.limits),
                 state=state,
@@ -283,6 +294,29 @@ def run_subloop(job: SubloopJob, stop: threading.Event, report: Report) -> Sublo
         return SubloopResult(
             job.task_id, job.attempt, Path(job.template).stem, "error", str(exc), code="error"
         )
+
+
+def _typed_inputs(template: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Inputs typed against the sub-template again: a job that crossed the wire as JSON
+    lost the marks (``command`` inputs are shell code, not data to quote)."""
+    from looprun.loop.inputs import build_inputs
+
+    rest = {k: v for k, v in inputs.items() if k != "intent"}
+    return build_inputs(template.inputs, inputs.get("intent"), rest)
+
+
+class _AfterSave:
+    """The journal, with a hook after each saved state (everything else passes through)."""
+
+    def __init__(self, inner: Any, hook: Callable[[], None]):
+        self._inner, self._hook = inner, hook
+
+    def save_state(self, state: Mapping[str, Any]) -> None:
+        self._inner.save_state(state)
+        self._hook()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def _resolve(job: SubloopJob, events: Any = None) -> Model:

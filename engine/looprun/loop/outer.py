@@ -72,7 +72,8 @@ class OuterPhase:
         todo = {t.id: t for t in tasks if t.id not in done}
         graph = TaskGraph([Node(t.id, t.depends_on) for t in todo.values()], satisfied=done)
         parallel = 1 if self.each.isolation == "none" else max(1, self.each.parallel)
-        executor = self.executor_factory(parallel, self._report)
+        factory = getattr(self.e.ports, "executor", None) or self.executor_factory
+        executor = factory(parallel, self._report)
         parent = getattr(self.e.ports.model, "stop_event", None)
         running: dict[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]] = {}
         started: list[str] = []

@@ -171,3 +171,5 @@ class Ports:
     approver: Approver = field(default_factory=NoApprover)
     clock: Clock = field(default_factory=SystemClock)
     report: Callable[[str], None] = lambda line: None  # one progress line per step
+    # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
+    executor: Callable[[int, Callable[[str], None]], Any] | None = None

@@ -64,6 +64,7 @@ def build_ports(
     report: Echo,
     interactive: bool,
     base: str | None = None,
+    executor: Any = None,
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run."""
     from looprun.act.policy import Policy
@@ -95,5 +96,6 @@ def build_ports(
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
+        executor=executor,
     )
     return ports, ws

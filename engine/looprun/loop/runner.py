@@ -91,6 +91,8 @@ def run_from_cli(**options: Any) -> int:
     act, plan, refs = resolve_models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
+    options = {**options, "executor": _executor_spec(options.get("executor"))}
+    _executor_factory(options)  # a bad --executor or a missing Ray stops here, before the run
     from looprun.workspace import RunLock
 
     run_id = new_run_id()
@@ -126,6 +128,8 @@ def _start(
         "base_url": options.get("base_url"),
         "max_iterations": options.get("max_iterations"),
         "commit": bool(options.get("commit")),
+        "executor": options.get("executor") or "local",
+        "sync_remote": options.get("sync_remote"),
         "workdir": str(workdir),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -170,6 +174,7 @@ def _drive(
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
+        executor=_executor_factory(invocation) if template.each_task is not None else None,
     )
     _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
@@ -197,8 +202,33 @@ def _drive(
     return _emit(result, as_json, ws)
 
 
+def _executor_spec(option: str | None) -> str:
+    """Where sub-loops run: ``--executor`` > ``LOOPRUN_EXECUTOR`` > local threads."""
+    import os
+
+    spec = option or os.environ.get("LOOPRUN_EXECUTOR") or "local"
+    if spec != "local" and spec.partition(":")[0] != "ray":
+        raise UsageError(f"--executor {spec}: expected local, ray or ray:ADDRESS")
+    return spec
+
+
+def _executor_factory(invocation: Mapping[str, Any]) -> Any:
+    spec = invocation.get("executor") or "local"
+    if spec == "local":
+        return None
+    from looprun.remote.ray_executor import RaySettings
+
+    return RaySettings.parse(spec, remote=invocation.get("sync_remote")).factory()
+
+
 def resume_from_cli(
-    *, run_id: str, workdir: str | None, approve: bool, reject: bool, as_json: bool
+    *,
+    run_id: str,
+    workdir: str | None,
+    approve: bool,
+    reject: bool,
+    as_json: bool,
+    executor: str | None = None,
 ) -> int:
     """``looprun resume RUN_ID``: continue from the last completed step."""
     if approve and reject:
@@ -229,6 +259,8 @@ def resume_from_cli(
         elif approval is not None:
             raise UsageError(f"run {journal.run_id} is not waiting for an approval")
         state.stop = None
+        if executor is not None:  # sub-loops may resume elsewhere than they started
+            invocation = {**invocation, "executor": _executor_spec(executor)}
         template = _load(invocation["template"])
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}

@@ -6,8 +6,10 @@ wire formats; the loop never sees HTTP.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -48,6 +50,21 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None  # role == "tool": which call this answers
     is_error: bool = False  # role == "tool": the tool failed or was refused
+
+    @cached_property
+    def size_chars(self) -> int:
+        """Characters this message puts on the wire (text, ids, names, call arguments).
+
+        Computed once per message (it is immutable): a long act turn sizes the same
+        messages for every request it builds.
+        """
+        size = len(self.content) + len(self.tool_call_id or "")
+        for call in self.tool_calls:
+            args = call.raw_arguments
+            if not args and call.arguments is not None:
+                args = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+            size += len(call.id) + len(call.name) + len(args)
+        return size
 
 
 @dataclass(frozen=True)

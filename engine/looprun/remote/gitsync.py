@@ -1,0 +1,179 @@
+"""The git transport of remote sub-loops: what crosses between the outer loop and a worker.
+
+Repository content, checkpoints and the (redacted) journal of a sub-loop travel as git
+objects through a remote both sides reach. Per sub-loop run ``R`` the remote holds:
+
+- ``refs/looprun-sync/R/start``: the commit the sub-loop starts from (pushed by the outer);
+- ``refs/looprun/R/*``: the sub-loop's checkpoints, as in a local run (``final`` at the end);
+- ``refs/looprun-sync/R/journal``: a commit of the sub-loop's run directory;
+- ``refs/looprun-sync/R/lease``: the fence. Each lease commit names an execution token.
+
+Fencing is compare-and-swap on the lease ref: every push a worker makes moves the lease
+from the commit it last saw to a new one, atomically with the checkpoints and journal
+(``git push --atomic --force-with-lease``), so a push from an execution that lost the
+lease is refused as a whole, and of two executions claiming one lease exactly one wins.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tarfile
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from looprun.errors import LooprunError
+from looprun.gitutil import EMPTY_TREE, Git
+
+SYNC_PREFIX = "refs/looprun-sync/"
+_TOKEN = re.compile(r"^token: (\S+)$", re.MULTILINE)
+_EXECUTION = re.compile(r"^execution: (\S+)$", re.MULTILINE)
+
+
+class LeaseLost(LooprunError):
+    """Another execution holds the sub-loop's lease: this one must stop, its work unsent."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One lease commit: who may push, and when it was last moved (for the watchdog)."""
+
+    sha: str
+    token: str
+    execution: str
+    time: int  # committer time, seconds since the epoch
+
+
+def sync_ref(run_id: str, name: str) -> str:
+    return f"{SYNC_PREFIX}{run_id}/{name}"
+
+
+def checkpoint_refs(run_id: str) -> str:
+    return f"refs/looprun/{run_id}/*"
+
+
+class Remote:
+    """Pushes and fetches between one local repository and the shared remote ``url``."""
+
+    def __init__(self, git: Git, url: str):
+        self.git, self.url = git, url
+
+    # -- plain transfers ----------------------------------------------------------------
+
+    def fetch(self, *refspecs: str) -> None:
+        """Fetch ``refspecs`` (missing source refs are not an error: nothing was pushed)."""
+        for spec in refspecs:
+            src = spec.lstrip("+").split(":", 1)[0]
+            if self.ls(src):
+                self.git.run("fetch", "-q", "--no-tags", self.url, spec)
+
+    def ls(self, pattern: str) -> dict[str, str]:
+        """Refs on the remote matching ``pattern`` (a ref or a glob), name -> sha."""
+        out = self.git.run("ls-remote", "--refs", self.url, pattern, check=False)
+        refs: dict[str, str] = {}
+        for line in out.splitlines():
+            sha, _, name = line.partition("\t")
+            if name:
+                refs[name] = sha
+        return refs
+
+    def push(self, refspecs: Sequence[str], *, lease: tuple[str, str] | None = None) -> bool:
+        """Push ``refspecs`` atomically; with ``lease`` (ref, expected sha, "" for absent)
+        the remote must still hold that value. False when the remote refused the lease."""
+        args = ["push", "-q", "--atomic", "--no-verify"]
+        if lease is not None:
+            args.append(f"--force-with-lease={lease[0]}:{lease[1]}")
+        code, _, err = self.git.run_status(*args, self.url, *refspecs)
+        if code == 0:
+            return True
+        if lease is not None and ("stale info" in err or "fetch first" in err or "rejected" in err):
+            return False
+        raise LooprunError(f"git push to {self.url} failed: {err.strip()}")
+
+    # -- the lease ----------------------------------------------------------------------
+
+    def lease(self, run_id: str) -> Lease | None:
+        """The lease as the remote holds it now, or None before the first grant."""
+        ref = sync_ref(run_id, "lease")
+        sha = self.ls(ref).get(ref)
+        if sha is None:
+            return None
+        self.git.run("fetch", "-q", "--no-tags", self.url, ref)
+        return self._read(sha)
+
+    def _read(self, sha: str) -> Lease:
+        text = self.git.run("cat-file", "commit", sha)
+        token = _TOKEN.search(text)
+        execution = _EXECUTION.search(text)
+        stamp = self.git.run("log", "-1", "--format=%ct", sha).strip()
+        return Lease(
+            sha,
+            token.group(1) if token else "",
+            execution.group(1) if execution else "",
+            int(stamp or 0),
+        )
+
+    def _lease_commit(self, token: str, execution: str, parent: str | None, note: str) -> str:
+        self.git.run("hash-object", "-t", "tree", "-w", "--stdin", input=b"")
+        body = f"looprun lease: {note}\n\ntoken: {token}\nexecution: {execution}\n"
+        parents = ["-p", parent] if parent else []
+        return self.git.run("commit-tree", EMPTY_TREE, *parents, "-m", body).strip()
+
+    def grant(self, run_id: str, token: str) -> Lease:
+        """The outer loop hands the sub-loop to a new execution token (fencing out every
+        earlier one). Compare-and-swap against what it read, retried if a worker moved it."""
+        ref = sync_ref(run_id, "lease")
+        for _ in range(20):
+            current = self.lease(run_id)
+            parent = current.sha if current else None
+            sha = self._lease_commit(token, "-", parent, "granted")
+            if self.push([f"{sha}:{ref}"], lease=(ref, parent or "")):
+                return self._read(sha)
+        raise LooprunError(f"could not grant the lease of {run_id}: it keeps moving")
+
+    def claim(self, run_id: str, token: str, execution: str) -> Lease:
+        """A worker takes the lease granted to ``token`` for its own ``execution``;
+        of two executions of one job exactly one gets it."""
+        current = self.lease(run_id)
+        if current is None or current.token != token:
+            raise LeaseLost(f"{run_id}: the lease belongs to another attempt")
+        if current.execution != "-":
+            raise LeaseLost(f"{run_id}: execution {current.execution} already holds the lease")
+        ref = sync_ref(run_id, "lease")
+        sha = self._lease_commit(token, execution, current.sha, "claimed")
+        if not self.push([f"{sha}:{ref}"], lease=(ref, current.sha)):
+            raise LeaseLost(f"{run_id}: another execution claimed the lease first")
+        return self._read(sha)
+
+    def publish(self, run_id: str, held: Lease, refspecs: Sequence[str], note: str) -> Lease:
+        """Push ``refspecs`` together with a moved lease, all or nothing; LeaseLost if the
+        lease moved under us (the outer loop gave the sub-loop to another execution)."""
+        ref = sync_ref(run_id, "lease")
+        sha = self._lease_commit(held.token, held.execution, held.sha, note)
+        if not self.push([f"{sha}:{ref}", *refspecs], lease=(ref, held.sha)):
+            raise LeaseLost(f"{run_id}: the lease was taken over; this execution's work is void")
+        return self._read(sha)
+
+
+# -- run directories as git trees -------------------------------------------------------------
+
+
+def commit_directory(git: Git, directory: Path, message: str) -> str:
+    """A commit of every file under ``directory`` (outside any work tree of ``git``)."""
+    with tempfile.TemporaryDirectory(prefix="looprun-sync-") as tmp:
+        env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+        git.run("--work-tree", str(directory), "add", "-A", "--force", ".", env=env)
+        tree = git.run("write-tree", env=env).strip()
+    return git.run("commit-tree", tree, "-m", message).strip()
+
+
+def extract_commit(git: Git, commit: str, directory: Path) -> None:
+    """Write the files of ``commit`` into ``directory`` (a run directory coming back)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="looprun-sync-") as tmp:
+        archive = os.path.join(tmp, "run.tar")
+        git.run("archive", "--format=tar", "-o", archive, commit)
+        with tarfile.open(archive) as tar:
+            tar.extractall(directory, filter="data")

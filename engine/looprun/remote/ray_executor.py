@@ -1,0 +1,452 @@
+"""Sub-loops on a Ray cluster, behind the ``Executor`` protocol.
+
+Each sub-loop attempt is one Ray task with engine-level retries off (``max_retries=0``):
+looprun, not Ray, decides what happens to a lost worker. The job is small JSON
+(``RemoteJob``); repository content, checkpoints and journals travel through git (see
+``gitsync``). A lost worker (killed, its node gone) or a stuck one (the watchdog saw no
+pushed step for ``watchdog_s``) is fenced out by a new execution token and its sub-loop
+resumed from the last step it pushed, never re-run from scratch. Only the current
+token's result is accepted; what a discarded execution spent still counts.
+
+Stopping is cooperative first (each worker stops at its next model call and kills its
+running checks), then, after ``grace_s``, ``ray.cancel(force=True)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from looprun import __version__
+from looprun.errors import LooprunError, UsageError
+from looprun.gitutil import Git
+from looprun.loop.executor import Report, SubloopJob, SubloopResult
+from looprun.remote.gitsync import Remote, checkpoint_refs, extract_commit, sync_ref
+from looprun.remote.job import RemoteJob, describe_template, secret_names
+from looprun.remote.worker import result_from_dict
+
+_TICK_S = 0.2
+_LEASE_POLL_S = 5.0
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """Where and how: ``address`` of an existing cluster (None: a local one on
+    127.0.0.1), ``remote`` git URL workers reach (None: the outer repository itself, for
+    workers that share this file system), and the failure policy."""
+
+    address: str | None = None
+    remote: str | None = None
+    grace_s: float = 5.0
+    watchdog_s: float | None = None
+    max_losses: int = 3
+    num_cpus: int | None = None
+
+    @classmethod
+    def parse(cls, spec: str, *, remote: str | None = None) -> RaySettings:
+        """``ray`` or ``ray:ADDRESS`` (``--executor``, ``LOOPRUN_EXECUTOR``)."""
+        import importlib.util
+
+        name, _, address = spec.partition(":")
+        if name != "ray":
+            raise UsageError(f"--executor {spec}: expected local, ray or ray:ADDRESS")
+        if importlib.util.find_spec("ray") is None:
+            raise UsageError("--executor ray needs Ray: pip install 'looprun[ray]' (on every node)")
+        watchdog = os.environ.get("LOOPRUN_RAY_WATCHDOG_S")
+        grace = os.environ.get("LOOPRUN_RAY_GRACE_S")
+        try:
+            return cls(
+                address=address or None,
+                remote=remote,
+                watchdog_s=float(watchdog) if watchdog else None,
+                grace_s=float(grace) if grace else cls.grace_s,
+            )
+        except ValueError as exc:
+            raise UsageError(f"LOOPRUN_RAY_WATCHDOG_S / LOOPRUN_RAY_GRACE_S: {exc}") from None
+
+    def factory(self) -> Any:
+        """An ``ExecutorFactory``: (parallel, report) -> executor."""
+
+        def make(parallel: int, report: Report) -> RayExecutor:
+            return RayExecutor(parallel, report, self)
+
+        return make
+
+
+@dataclass
+class _Attempt:
+    job: SubloopJob
+    remote_job: RemoteJob
+    remote: Remote
+    ref: Any
+    future: Future[SubloopResult]
+    submitted: float
+    losses: int = 0
+    watchdog_cancelled: bool = False
+    last_progress: float = 0.0
+    last_poll: float = 0.0
+    seen_lease: str = ""
+    discarded: dict[str, float] = field(default_factory=dict)
+
+
+class RayExecutor:
+    """Runs sub-loop jobs as Ray tasks; one monitor thread turns them into futures."""
+
+    def __init__(self, parallel: int, report: Report, settings: RaySettings | None = None):
+        self.settings = settings or RaySettings()
+        self._report = report
+        self._ray = _connect(self.settings)
+        self._board = _board_class(self._ray).remote()
+        self._fn = _task_function(self._ray, self.settings)
+        self._attempts: dict[str, _Attempt] = {}  # by task id
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._closed = threading.Event()
+        self._monitor = threading.Thread(target=self._watch, name="looprun-ray", daemon=True)
+        self._monitor.start()
+
+    # -- the Executor protocol --------------------------------------------------------------
+
+    def submit(self, job: SubloopJob) -> Future[SubloopResult]:
+        outer = _outer_git(job.repository)
+        url = self.settings.remote or str(_git_dir(outer))
+        remote = Remote(outer, url)
+        start = sync_ref(job.run_id, "start")
+        if not remote.push([f"+{job.commit}:{start}"]):
+            raise LooprunError(f"could not push the start of {job.run_id} to {url}")
+        future: Future[SubloopResult] = Future()
+        future.set_running_or_notify_cancel()
+        attempt = _Attempt(job, self._remote_job(job, url, ""), remote, None, future, 0.0)
+        self._launch(attempt, resume=job.resume)
+        with self._lock:
+            self._attempts[job.task_id] = attempt
+        return future
+
+    def stop(self) -> None:
+        """Cooperative stop, then, after the grace period, force-cancel what still runs."""
+        self._stopping.set()
+        self._ray.get(self._board.stop.remote())
+        deadline = time.monotonic() + self.settings.grace_s
+        while time.monotonic() < deadline and self._open():
+            time.sleep(_TICK_S)
+        for a in self._open():
+            self._ray.cancel(a.ref, force=True)
+            self._resolve(a, _interrupted(a.job, "stopped: force-cancelled after the grace period"))
+
+    def shutdown(self) -> None:
+        self._closed.set()
+        self._monitor.join(timeout=10)
+        self._drain()
+        for a in self._open():  # never leave a task running behind the outer loop
+            self._ray.cancel(a.ref, force=True)
+            self._resolve(a, _interrupted(a.job, "stopped: the executor shut down"))
+        with contextlib.suppress(Exception):  # the actor may be gone with its node
+            self._ray.kill(self._board)
+        # The connection stays for the next outer iteration; Ray ends it at exit.
+
+    # -- attempts -------------------------------------------------------------------------
+
+    def _remote_job(self, job: SubloopJob, url: str, token: str) -> RemoteJob:
+        models = {
+            "act": job.model,
+            "plan": job.plan_model,
+            "cli_models": dict(job.cli_models),
+            "base_url": job.base_url,
+            "script_key": [list(k) for k in job.script_key],
+        }
+        return RemoteJob(
+            version=__version__,
+            token=token,
+            remote=url,
+            commit=job.commit,
+            run_id=job.run_id,
+            task_id=job.task_id,
+            attempt=job.attempt,
+            template=describe_template(job.template, job.repository),
+            inputs=dict(job.inputs),
+            limits=dict(job.limits),
+            models=models,
+            secret_names=secret_names(job.model, job.plan_model),
+            resume=job.resume,
+            depth=job.depth,
+        )
+
+    def _launch(self, a: _Attempt, *, resume: bool) -> None:
+        """A new execution token fences out every earlier execution, then the task starts."""
+        token = uuid.uuid4().hex
+        a.remote.grant(a.job.run_id, token)
+        a.remote_job = replace(a.remote_job, token=token, resume=resume)
+        a.ref = self._fn.remote(a.remote_job.to_json(), self._board)
+        a.submitted = a.last_progress = time.monotonic()
+        a.watchdog_cancelled = False
+
+    def _open(self) -> list[_Attempt]:
+        with self._lock:
+            return [a for a in self._attempts.values() if not a.future.done()]
+
+    def _watch(self) -> None:
+        ray = self._ray
+        while not self._closed.is_set():
+            self._drain()
+            running = {a.ref: a for a in self._open()}
+            if not running:
+                time.sleep(_TICK_S)
+                continue
+            ready, _ = ray.wait(list(running), num_returns=len(running), timeout=_TICK_S)
+            for ref in ready:
+                self._finished(running[ref])
+            self._watchdog([a for r, a in running.items() if r not in ready])
+
+    def _drain(self) -> None:
+        try:
+            lines = self._ray.get(self._board.take.remote(), timeout=10)
+        except Exception:  # progress lines are best effort; results are not
+            return
+        for line in lines:
+            self._report(line)
+
+    def _finished(self, a: _Attempt) -> None:
+        ray = self._ray
+        try:
+            data = ray.get(a.ref)
+        except ray.exceptions.TaskCancelledError:
+            if a.watchdog_cancelled and not self._stopping.is_set():
+                self._relaunch(a, "no progress within the watchdog period")
+            else:
+                self._resolve(a, _interrupted(a.job, "stopped: cancelled"))
+            return
+        except ray.exceptions.RayTaskError as exc:  # the worker's own code failed
+            self._resolve(a, _error(a.job, f"worker error: {_first_line(exc)}"))
+            return
+        except ray.exceptions.RayError as exc:  # the worker or its node was lost
+            if self._stopping.is_set():
+                self._resolve(a, _interrupted(a.job, "stopped while its worker was lost"))
+            else:
+                a.losses += 1
+                if a.losses > self.settings.max_losses:
+                    self._resolve(a, _error(a.job, f"worker lost {a.losses} times: {exc}"))
+                else:
+                    self._relaunch(a, f"worker lost ({type(exc).__name__})")
+            return
+        self._accept(a, data)
+
+    def _relaunch(self, a: _Attempt, why: str) -> None:
+        self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
+        try:
+            self._launch(a, resume=True)
+        except LooprunError as exc:
+            self._resolve(a, _error(a.job, f"could not resume after {why}: {exc}"))
+
+    def _accept(self, a: _Attempt, data: dict[str, Any]) -> None:
+        """Only the current token's result counts, and only if its final push holds."""
+        if data.get("token") != a.remote_job.token or data.get("outcome") == "superseded":
+            for k in ("prompt_tokens", "completion_tokens", "cost_usd"):
+                a.discarded[k] = a.discarded.get(k, 0.0) + float(data.get(k) or 0)
+            if not a.future.done() and data.get("token") == a.remote_job.token:
+                self._relaunch(a, "its execution was superseded")
+            return
+        job = a.job
+        if data.get("outcome") == "interrupted":
+            self._sync_back(a)
+            self._resolve(a, _interrupted(job, data.get("reason", "")))
+            return
+        lease = a.remote.lease(job.run_id)
+        if data.get("lease") and (lease is None or lease.sha != data["lease"]):
+            self._relaunch(a, "its final push was overtaken")
+            return
+        self._sync_back(a)
+        result = result_from_dict(data, job.run_dir)
+        if result.commit and job.workdir != job.repository and Path(job.workdir).is_dir():
+            from looprun.workspace import Workspace
+
+            # the local worktree shows the sub-loop's final tree, as with local workers
+            Workspace.open(Path(job.workdir), state_dir=Path(job.workdir) / ".looprun").restore(
+                result.commit
+            )
+        self._resolve(a, result)
+
+    def _sync_back(self, a: _Attempt) -> None:
+        """Fetch the sub-loop's checkpoints and journal, and lay its run dir out locally."""
+        job, remote = a.job, a.remote
+        own = checkpoint_refs(job.run_id)
+        journal = sync_ref(job.run_id, "journal")
+        if _same_repository(remote):
+            sha = remote.git.run("rev-parse", "-q", "--verify", journal, check=False).strip()
+        else:
+            remote.fetch(f"+{own}:{own}", f"+{journal}:{journal}")
+            sha = remote.git.run("rev-parse", "-q", "--verify", journal, check=False).strip()
+        if sha:
+            extract_commit(remote.git, sha, Path(job.run_dir))
+
+    def _resolve(self, a: _Attempt, result: SubloopResult) -> None:
+        if a.future.done():
+            return
+        if a.discarded:  # spent by executions whose results were thrown away
+            result = replace(
+                result,
+                prompt_tokens=result.prompt_tokens + int(a.discarded.get("prompt_tokens", 0)),
+                completion_tokens=result.completion_tokens
+                + int(a.discarded.get("completion_tokens", 0)),
+                cost_usd=result.cost_usd + a.discarded.get("cost_usd", 0.0),
+            )
+        a.future.set_result(result)
+
+    def _watchdog(self, waiting: list[_Attempt]) -> None:
+        limit = self.settings.watchdog_s
+        if limit is None or self._stopping.is_set():
+            return
+        now = time.monotonic()
+        for a in waiting:
+            if a.watchdog_cancelled:
+                continue
+            if now - a.last_poll >= min(_LEASE_POLL_S, limit / 2):
+                a.last_poll = now
+                lease = a.remote.lease(a.job.run_id)
+                if lease is not None and lease.sha != a.seen_lease:
+                    a.seen_lease, a.last_progress = lease.sha, now
+            if now - a.last_progress > limit:
+                a.watchdog_cancelled = True
+                self._report(f"[{a.job.task_id}] no pushed step for {limit:g} s: cancelling")
+                self._ray.cancel(a.ref, force=True)
+
+
+# -- Ray wiring ---------------------------------------------------------------------------------
+
+
+def _connect(settings: RaySettings) -> Any:
+    """Import Ray and join the cluster (or start a local one bound to 127.0.0.1)."""
+    if settings.address is None or _is_loopback(settings.address):
+        # A local cluster stays on the loopback interface (Ray's own switch for it).
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if settings.address is not None:
+        _reachable(settings.address)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+    except ImportError as exc:
+        raise UsageError(
+            "--executor ray needs Ray: pip install 'looprun[ray]' (on every node)"
+        ) from exc
+    if not ray.is_initialized():
+        options: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "configure_logging": False,
+        }
+        if settings.address is not None:
+            options["address"] = settings.address
+        elif settings.num_cpus is not None:
+            options["num_cpus"] = settings.num_cpus
+        try:
+            ray.init(**options)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UsageError(f"--executor ray: cannot reach the cluster: {exc}") from exc
+    return ray
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Ray retries an unreachable cluster for minutes; say so at once instead."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--executor ray:{address}: cannot reach the cluster: {exc}") from exc
+
+
+_BOARDS: dict[int, Any] = {}
+
+
+def _board_class(ray: Any) -> Any:
+    """An actor the workers poll for a stop and push progress lines into."""
+    if id(ray) not in _BOARDS:
+
+        class Board:
+            def __init__(self) -> None:
+                self.stopped = False
+                self.lines: list[str] = []
+
+            def stop(self) -> None:
+                self.stopped = True
+
+            def is_stopped(self) -> bool:
+                return self.stopped
+
+            def say(self, line: str) -> None:
+                self.lines.append(line)
+
+            def take(self) -> list[str]:
+                out, self.lines = self.lines, []
+                return out
+
+        _BOARDS[id(ray)] = ray.remote(num_cpus=0, max_restarts=0)(Board)
+    return _BOARDS[id(ray)]
+
+
+def _task_function(ray: Any, settings: RaySettings) -> Any:
+    def execute(job_json: str, board: Any) -> dict[str, Any]:
+        import ray as worker_ray
+        from looprun.remote.worker import run_remote_job
+
+        def report(line: str) -> None:
+            board.say.remote(line)
+
+        def should_stop() -> bool:
+            return bool(worker_ray.get(board.is_stopped.remote(), timeout=30))
+
+        return run_remote_job(job_json, report, should_stop)
+
+    return ray.remote(max_retries=0, retry_exceptions=False, num_cpus=1)(execute)
+
+
+def _outer_git(repository: str) -> Git:
+    path = Path(repository)
+    git = Git(path)
+    if git.is_repo():
+        return git
+    private = path / ".looprun" / "git"  # a work tree without git of its own
+    if private.is_dir():
+        return Git(path, private)
+    raise UsageError(f"{repository}: sub-loops on Ray need a git repository to travel through")
+
+
+def _git_dir(git: Git) -> Path:
+    if git.git_dir is not None:
+        return git.git_dir
+    return Path(git.run("rev-parse", "--absolute-git-dir").strip())
+
+
+def _same_repository(remote: Remote) -> bool:
+    try:
+        return Path(remote.url).resolve() == _git_dir(remote.git).resolve()
+    except (OSError, LooprunError):
+        return False
+
+
+def _interrupted(job: SubloopJob, reason: str) -> SubloopResult:
+    return SubloopResult(job.task_id, job.attempt, Path(job.template).stem, "interrupted", reason)
+
+
+def _error(job: SubloopJob, reason: str) -> SubloopResult:
+    return SubloopResult(
+        job.task_id, job.attempt, Path(job.template).stem, "error", reason, code="error"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__

@@ -1,0 +1,184 @@
+"""What a remote worker does with one job, whatever runs it (Ray today).
+
+1. Refuse a job from another looprun version, or one whose model keys are not in this
+   worker's own environment (secrets never travel with the job).
+2. Claim the lease for the job's execution token; an execution that loses the claim
+   (a duplicate of the same attempt, or an attempt the outer loop already replaced) does
+   nothing and reports ``superseded``.
+3. Clone the start commit into a scratch directory; when resuming, restore the
+   sub-loop's run directory and checkpoints from the refs its last execution pushed.
+4. Run the sub-loop with the usual engine. After every completed step its checkpoints and
+   its (redacted) run directory are pushed with the lease moved, all or nothing: a lost
+   worker is resumed from there, and a fenced one stops at its next step.
+5. Push the final state, report the result as plain data, remove the scratch directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from looprun.errors import LooprunError
+from looprun.gitutil import Git
+from looprun.loop.executor import Stopped, SubloopJob, SubloopResult, run_subloop
+from looprun.remote.gitsync import (
+    Lease,
+    LeaseLost,
+    Remote,
+    commit_directory,
+    extract_commit,
+    sync_ref,
+)
+from looprun.remote.job import JobRefused, RemoteJob, locate_template
+
+Report = Callable[[str], None]
+_POLL_S = 0.25
+
+
+class Fenced(Stopped):
+    """The lease moved to another execution: stop here, nothing more is published."""
+
+
+def run_remote_job(
+    job_json: str,
+    report: Report,
+    should_stop: Callable[[], bool] = lambda: False,
+    scratch_root: str | None = None,
+) -> dict[str, Any]:
+    """Run one ``RemoteJob`` to its end; returns the result as plain data (see
+    ``result_from_dict``), never raising for a sub-loop's own failure."""
+    job = RemoteJob.from_json(job_json)
+    execution = uuid.uuid4().hex
+    base = {"token": job.token, "execution": execution, "host": socket.gethostname()}
+    try:
+        job.check_version()
+        missing = [n for n in job.secret_names if not os.environ.get(n)]
+        if missing:
+            raise JobRefused(f"this worker's environment has no {', '.join(missing)}")
+    except JobRefused as exc:
+        return base | _plain(job, "error", str(exc), code="job_refused")
+    scratch = Path(tempfile.mkdtemp(prefix="looprun-worker-", dir=scratch_root))
+    try:
+        return base | _run(job, execution, scratch, report, should_stop)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(
+    job: RemoteJob,
+    execution: str,
+    scratch: Path,
+    report: Report,
+    should_stop: Callable[[], bool],
+) -> dict[str, Any]:
+    tree, run_dir = scratch / "tree", scratch / "run"
+    tree.mkdir()
+    git = Git(tree)
+    git.run("init", "-q")
+    remote = Remote(git, job.remote)
+    try:
+        held = remote.claim(job.run_id, job.token, execution)
+    except LeaseLost as exc:
+        return _plain(job, "superseded", str(exc))
+    report(f"[{job.task_id}] worker {execution[:8]} on {socket.gethostname()} pid {os.getpid()}")
+    own = f"refs/looprun/{job.run_id}"
+    remote.fetch(
+        f"+{sync_ref(job.run_id, 'start')}:{sync_ref(job.run_id, 'start')}",
+        f"+{own}/*:{own}/*",
+        f"+{sync_ref(job.run_id, 'journal')}:{sync_ref(job.run_id, 'journal')}",
+    )
+    git.run("checkout", "-q", "--detach", job.commit)
+    pushed = git.run("rev-parse", "-q", "--verify", sync_ref(job.run_id, "journal"), check=False)
+    if job.resume and pushed.strip():
+        extract_commit(git, pushed.strip(), run_dir)  # continue after the last pushed step
+    try:
+        template = locate_template(job.template, tree)
+    except JobRefused as exc:
+        return _plain(job, "error", str(exc), code="job_refused")
+
+    state: dict[str, Any] = {"lease": held, "fenced": False}
+
+    def publish(note: str) -> None:
+        journal = commit_directory(git, run_dir, f"looprun journal of {job.run_id}: {note}")
+        specs = [f"+{own}/*:{own}/*", f"+{journal}:{sync_ref(job.run_id, 'journal')}"]
+        try:
+            state["lease"] = remote.publish(job.run_id, state["lease"], specs, note)
+        except LeaseLost as exc:
+            state["fenced"] = True
+            raise Fenced(str(exc)) from exc
+
+    stop = threading.Event()
+    done = threading.Event()
+    me = threading.get_ident()
+
+    def watch() -> None:  # cooperative stop: next model call, and kill running checks
+        from looprun.proc import kill_groups
+
+        while not done.wait(_POLL_S):
+            if should_stop():
+                stop.set()
+                kill_groups({me})
+                return
+
+    watcher = threading.Thread(target=watch, name="looprun-stop-watch", daemon=True)
+    watcher.start()
+    local = SubloopJob(
+        task_id=job.task_id,
+        attempt=job.attempt,
+        template=template,
+        inputs=dict(job.inputs),
+        workdir=str(tree),
+        repository=job.remote,
+        commit=job.commit,
+        run_id=job.run_id,
+        run_dir=str(run_dir),
+        model=job.models["act"],
+        plan_model=job.models.get("plan", ""),
+        cli_models=dict(job.models.get("cli_models") or {}),
+        script_key=tuple(tuple(k) for k in job.models.get("script_key") or ()),  # type: ignore[misc]
+        base_url=job.models.get("base_url"),
+        limits=dict(job.limits),
+        resume=job.resume,
+        depth=job.depth,
+    )
+    try:
+        result = run_subloop(local, stop, report, after_save=lambda: publish("step"))
+    finally:
+        done.set()
+    if state["fenced"]:
+        return _usage(_plain(job, "superseded", result.reason), result)
+    if result.outcome == "interrupted":
+        return _usage(_plain(job, "interrupted", result.reason), result)
+    try:
+        publish(f"ended {result.outcome}")
+    except (Fenced, LooprunError) as exc:
+        return _usage(_plain(job, "superseded", str(exc)), result)
+    lease: Lease = state["lease"]
+    return asdict(result) | {"lease": lease.sha, "run_dir": ""}
+
+
+def _plain(job: RemoteJob, outcome: str, reason: str, code: str = "") -> dict[str, Any]:
+    return asdict(SubloopResult(job.task_id, job.attempt, "", outcome, reason, code=code))
+
+
+def _usage(row: dict[str, Any], result: SubloopResult) -> dict[str, Any]:
+    """A discarded execution's spending still counts against the outer budget."""
+    for k in ("prompt_tokens", "completion_tokens", "cost_usd", "iterations"):
+        row[k] = getattr(result, k)
+    return row
+
+
+def result_from_dict(data: dict[str, Any], run_dir: str) -> SubloopResult:
+    """The worker's plain result as the outer loop's ``SubloopResult``."""
+    fields = {k: data[k] for k in SubloopResult.__dataclass_fields__ if k in data}
+    fields["changed"] = tuple(fields.get("changed") or ())
+    fields["run_dir"] = run_dir
+    return SubloopResult(**fields)

@@ -1,0 +1,293 @@
+"""Sub-loops on a real local Ray cluster through the real CLI: the same result as local
+threads, a killed worker resumed (never re-run), Ctrl-C and kill -9 of the outer run,
+the watchdog, and no secret on the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import yaml
+from ray_helpers import busy_workers
+from tests.support.cli import cli_env, looprun, scripted_run, start_looprun
+from tests.support.git_repos import git_repo
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+STEPS = """\
+looprun: 1
+name: steps
+inputs:
+  intent: {type: string, required: true}
+plan: {mode: none}
+act:
+  prompt: "{{ intent }}"
+  tools: [write_file]
+  max_steps: 3
+observe:
+  third: {run: "test -f c.txt", parser: exit_code}
+exit: [third.ok]
+refine:
+  - else: {retry: "not yet"}
+limits: {max_iterations: 5}
+"""
+ONE = """\
+looprun: 1
+name: one
+inputs:
+  intent: {type: string, required: true}
+plan:
+  mode: static
+  tasks:
+    - {id: one, goal: "write a, b and c"}
+each_task:
+  uses: ./steps.yaml
+  with: {intent: "{{ task.goal }}"}
+  isolation: worktree
+  parallel: 1
+exit: ["subloops.all_done"]
+refine:
+  - else: {escalate: "the sub-loop did not finish"}
+limits: {max_iterations: 1}
+"""
+
+
+def _turns(delay_s: float = 0.0) -> list[dict]:
+    turns: list[dict] = []
+    for i, name in enumerate(("a.txt", "b.txt", "c.txt")):
+        call: dict = {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": name, "content": f"{name}\n"}}
+            ]
+        }
+        if i == 1 and delay_s:
+            call["delay_s"] = delay_s
+        turns += [call, {"text": f"wrote {name}"}]
+    return turns
+
+
+def _one(tmp: Path, delay_s: float) -> tuple[Path, Path]:
+    work = tmp / "proj"
+    work.mkdir()
+    (work / "steps.yaml").write_text(STEPS)
+    (work / "one.yaml").write_text(ONE)
+    git_repo(work)
+    script = tmp / "script.yaml"
+    script.write_text(yaml.safe_dump({"tasks": {"one": _turns(delay_s)}}))
+    return work, script
+
+
+def _shapes(tmp: Path, name: str) -> Path:
+    work = tmp / name
+    shutil.copytree(SAMPLES / "feature_shapes", work, ignore=shutil.ignore_patterns(".looprun"))
+    return git_repo(work)
+
+
+def _files(tree: Path) -> dict[str, str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return {p: (tree / p).read_text() for p in listed if not p.startswith(".looprun")}
+
+
+def _records(summary: dict) -> dict[str, tuple[str, int, int]]:
+    data = json.loads((Path(summary["run_dir"]) / "subloops.json").read_text())["records"]
+    return {k: (v["outcome"], v["attempt"], v["iterations"]) for k, v in data.items()}
+
+
+def _wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: float) -> str:
+    """Read stderr lines until one matches; returns it (the lines read are kept)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if re.search(pattern, line):
+            return line
+    raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(lines)}")
+
+
+def _exchanges_per_iteration(run_dir: Path) -> Counter:
+    rows = [json.loads(x) for x in (run_dir / "exchanges.jsonl").read_text().splitlines()]
+    return Counter(r["iteration"] for r in rows)
+
+
+def test_the_feature_sample_on_ray_ends_as_it_does_locally(
+    tmp_path: Path, ray_address: str
+) -> None:
+    sentinel = "sk-ray-sentinel-93b1d7c2"
+    results = {}
+    for name, extra in (("local", []), ("ray", ["--executor", f"ray:{ray_address}"])):
+        work = _shapes(tmp_path, name)
+        proc = looprun(
+            *scripted_run(
+                "feature",
+                intent=(work / "intent.txt").read_text(),
+                workdir=work,
+                script=work / "script.yaml",
+            ),
+            *extra,
+            "--json",
+            cwd=work,
+            env={"OPENAI_API_KEY": sentinel},
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr
+        results[name] = (json.loads(proc.stdout), _files(work), proc.stderr, work)
+    (local, local_tree, _, _), (remote, ray_tree, stderr, work) = results["local"], results["ray"]
+    assert remote["outcome"] == local["outcome"] == "done"
+    assert _records(remote) == _records(local)
+    assert ray_tree == local_tree  # the same merged tree
+    # progress came back while the sub-loops ran, not only with their results
+    lines = stderr.splitlines()
+    first_step = next(i for i, x in enumerate(lines) if x.startswith("[square] #1 "))
+    result = next(i for i, x in enumerate(lines) if x.startswith("[square] sub-loop result"))
+    assert first_step < result
+    assert re.search(r"\[square\] worker \w+ on \S+ pid \d+", stderr)
+    # each sub-loop's journal came back into the outer run directory
+    run_dir = Path(remote["run_dir"])
+    assert (run_dir / "subloops" / "square-1" / "summary.json").is_file()
+    # no secret in anything git carried (jobs travel as Ray arguments: see the worker tests)
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=work,
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert sentinel.encode() not in objects
+    assert not busy_workers()
+
+
+def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
+    tmp_path: Path, ray_address: str
+) -> None:
+    work, script = _one(tmp_path, delay_s=60)
+    proc = start_looprun(
+        *scripted_run(str(work / "one.yaml"), intent="abc", workdir=work, script=script),
+        "--executor",
+        f"ray:{ray_address}",
+        "--json",
+        cwd=work,
+        text=True,
+    )
+    lines: list[str] = []
+    worker = _wait_for(proc, r"\[one\] worker \w+ on \S+ pid \d+", lines, 300)
+    _wait_for(proc, r"\[one\] #1 ", lines, 300)
+    script.write_text(yaml.safe_dump({"tasks": {"one": _turns()}}))  # the next one is quick
+    time.sleep(2)  # the step's push follows its progress line
+    os.kill(int(worker.rsplit("pid", 1)[1]), signal.SIGKILL)
+    _wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, "".join(lines) + err
+    summary = json.loads(out) if out else None
+    run_dir = next((work / ".looprun" / "runs").iterdir())
+    sub = run_dir / "subloops" / "one-1"
+    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # iteration 1 played once
+    events = [json.loads(x) for x in (sub / "journal.jsonl").read_text().splitlines()]
+    assert [e["iteration"] for e in events if e["event"] == "resumed"] == [1]
+    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+    assert summary is None or summary["outcome"] == "done"
+
+
+def test_ctrl_c_stops_the_outer_run_and_its_workers_within_ten_seconds(
+    tmp_path: Path, ray_address: str
+) -> None:
+    work, script = _one(tmp_path, delay_s=120)
+    proc = start_looprun(
+        *scripted_run(str(work / "one.yaml"), intent="abc", workdir=work, script=script),
+        "--executor",
+        f"ray:{ray_address}",
+        cwd=work,
+        text=True,
+    )
+    lines: list[str] = []
+    _wait_for(proc, r"\[one\] #1 ", lines, 300)
+    time.sleep(1)
+    assert busy_workers()
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - started
+    assert proc.returncode == 130, "".join(lines) + err
+    assert took < 10, f"exit after {took:.1f} s"
+    deadline = time.monotonic() + 5
+    while busy_workers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not busy_workers()
+    # the sub-loop can be resumed: its record still says running
+    run_dir = next((work / ".looprun" / "runs").iterdir())
+    records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    assert records["one"]["outcome"] == "running"
+
+
+def test_kill_9_of_the_outer_run_then_resume_finishes_without_rerunning(
+    tmp_path: Path, ray_address: str
+) -> None:
+    work, script = _one(tmp_path, delay_s=120)
+    proc = start_looprun(
+        *scripted_run(str(work / "one.yaml"), intent="abc", workdir=work, script=script),
+        "--executor",
+        f"ray:{ray_address}",
+        cwd=work,
+        text=True,
+    )
+    lines: list[str] = []
+    _wait_for(proc, r"\[one\] #1 ", lines, 300)
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30  # the worker dies with its owner
+    while busy_workers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not busy_workers()
+    script.write_text(yaml.safe_dump({"tasks": {"one": _turns()}}))
+    run_id = next((work / ".looprun" / "runs").iterdir()).name
+    resumed = looprun(
+        "resume", run_id, "--executor", f"ray:{ray_address}", "--json", cwd=work, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["outcome"] == "done"
+    sub = work / ".looprun" / "runs" / run_id / "subloops" / "one-1"
+    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}
+    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+
+
+def test_the_watchdog_resumes_a_sub_loop_that_stopped_making_progress(
+    tmp_path: Path, ray_address: str
+) -> None:
+    work, script = _one(tmp_path, delay_s=120)
+    proc = subprocess.Popen(
+        [
+            *["python", "-m", "looprun"],
+            *scripted_run(str(work / "one.yaml"), intent="abc", workdir=work, script=script),
+            *["--executor", f"ray:{ray_address}", "--json"],
+        ],
+        cwd=work,
+        env=cli_env({"LOOPRUN_RAY_WATCHDOG_S": "10"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    _wait_for(proc, r"\[one\] #1 ", lines, 300)
+    script.write_text(yaml.safe_dump({"tasks": {"one": _turns()}}))  # the stuck one is not
+    _wait_for(proc, r"\[one\] no pushed step for 10 s: cancelling", lines, 120)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, "".join(lines) + err
+    assert json.loads(out)["outcome"] == "done"
+    assert "resuming from its last pushed step" in "".join(lines) + err
+    sub = next((work / ".looprun" / "runs").iterdir()) / "subloops" / "one-1"
+    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}
