@@ -78,10 +78,24 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print problems only, not the OK lines.")
 @_boundary
 def validate_cmd(paths: tuple[str, ...], quiet: bool) -> None:
-    """Validate template files; exit 0 if all are valid, 2 if any is not."""
+    """Validate template files; exit 0 if all are valid, 2 if any is not.
+
+    In GitHub Actions (GITHUB_ACTIONS=true) each problem is also written as an
+    `::error file=...,line=...,col=...::` annotation."""
+    import os
+
     from looprun.template.commands import validate
 
-    sys.exit(validate(paths, quiet=quiet, echo=click.echo))
+    in_actions = os.environ.get("GITHUB_ACTIONS") == "true"  # annotate the pull request
+    sys.exit(
+        validate(
+            paths,
+            quiet=quiet,
+            echo=click.echo,
+            annotate=in_actions,
+            workspace=os.environ.get("GITHUB_WORKSPACE"),
+        )
+    )
 
 
 @main.command("explain")
@@ -213,6 +227,11 @@ def observe_cmd(
 @main.command("run", context_settings={"ignore_unknown_options": False})
 @click.argument("template")
 @click.option("--intent", help="What you want done, in words.")
+@click.option(
+    "--intent-file",
+    metavar="FILE",
+    help="Read the intent from FILE (UTF-8; - for stdin): long or untrusted text.",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Set an input.")
 @click.option("--workdir", default=".", show_default=True, help="The repository to work in.")
 @click.option("--model", help="Model for every role, e.g. openai:gpt-4o-mini, script:FILE.")
@@ -221,7 +240,15 @@ def observe_cmd(
 @click.option(
     "--max-iterations", type=click.IntRange(min=1), help="Override limits.max_iterations."
 )
-@click.option("--commit", is_flag=True, help="Commit the result to the current branch when done.")
+@click.option(
+    "--commit",
+    is_flag=True,
+    help="When done, commit the files the run changed to the current branch (the message "
+    "holds the intent and the run id; the repository's hooks run).",
+)
+@click.option(
+    "--no-verify", is_flag=True, help="With --commit: skip the pre-commit and commit-msg hooks."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @click.option(
     "--executor",
@@ -250,11 +277,17 @@ def run_cmd(**options: Any) -> None:
 
 
 @main.command("resume")
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--workdir", default=".", show_default=True, help="The repository of the run.")
 @click.option("--approve", is_flag=True, help="Approve the changes a paused run waits on.")
 @click.option("--reject", is_flag=True, help="Reject them: roll back and let the loop retry.")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option(
+    "--bundle",
+    "bundle",
+    metavar="FILE",
+    help="Resume a run bundled in another clone (`looprun bundle`): unpack it here first.",
+)
 @click.option(
     "--executor",
     metavar="local|ray[:ADDRESS]",
@@ -262,11 +295,31 @@ def run_cmd(**options: Any) -> None:
 )
 @_boundary
 def resume_cmd(
-    run_id: str, workdir: str, approve: bool, reject: bool, as_json: bool, executor: str | None
+    run_id: str | None,
+    workdir: str,
+    approve: bool,
+    reject: bool,
+    as_json: bool,
+    bundle: str | None,
+    executor: str | None,
 ) -> None:
     """Continue a run after a crash, a kill or an approval pause, from its last step."""
+    from pathlib import Path
+
     from looprun.loop.runner import resume_from_cli
 
+    if bundle is not None:
+        from looprun.bundle import import_bundle
+
+        if approve and reject:
+            raise click.UsageError("--approve and --reject exclude each other")
+        unpacked = import_bundle(Path(workdir).resolve(), Path(bundle))
+        if run_id is not None and run_id != unpacked:
+            raise click.UsageError(f"the bundle holds run {unpacked}, not {run_id}")
+        click.echo(f"unpacked run {unpacked} from {bundle}", err=True)
+        run_id = unpacked
+    elif run_id is None:
+        raise click.UsageError("name the run to resume: looprun resume RUN_ID (or --bundle FILE)")
     sys.exit(
         resume_from_cli(
             run_id=run_id,
@@ -288,6 +341,77 @@ def runs_cmd(workdir: str, as_json: bool) -> None:
     from looprun.loop.runner import runs_from_cli
 
     sys.exit(runs_from_cli(workdir=workdir, as_json=as_json))
+
+
+@main.command("report")
+@click.argument("run_id")
+@click.option("--workdir", default=".", show_default=True, help="The repository of the run.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "html", "json"]),
+    default="md",
+    show_default=True,
+    help="md: for a PR comment or a CI summary; html: one self-contained file; json.",
+)
+@click.option("--output", "-o", metavar="FILE", help="Write the report here, not to stdout.")
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=2000),
+    help="md only: the bound on its length (default 60000); what is cut is said.",
+)
+@_boundary
+def report_cmd(
+    run_id: str, workdir: str, fmt: str, output: str | None, max_chars: int | None
+) -> None:
+    """Write a run's report: intent, plan, each iteration (tools, files, checks, the rule
+    that fired, the decision, the diff), tokens and cost, limits, outcome."""
+    from pathlib import Path
+
+    from looprun.atomic import write_atomic
+    from looprun.report import render, report_for
+
+    text = render(report_for(Path(workdir), run_id), fmt, max_chars=max_chars)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_atomic(Path(output), text)
+    click.echo(f"wrote {output}", err=True)
+
+
+@main.command("gc")
+@click.option("--workdir", default=".", show_default=True, help="The repository to clean.")
+@click.option("--dry-run", is_flag=True, help="Say what would be pruned; change nothing.")
+@_boundary
+def gc_cmd(workdir: str, dry_run: bool) -> None:
+    """Prune the checkpoint refs (refs/looprun/...) of runs whose directory was deleted."""
+    from pathlib import Path
+
+    from looprun.gc import prune_refs
+
+    done = prune_refs(Path(workdir), dry_run=dry_run)
+    verb = "would prune" if dry_run else "pruned"
+    click.echo(
+        f"{verb} {len(done.refs)} ref(s) of {len(done.runs)} deleted run(s)"
+        + (f": {', '.join(done.runs)}" if done.runs else "")
+        + f"; {done.kept} ref(s) kept"
+    )
+
+
+@main.command("bundle")
+@click.argument("run_id")
+@click.option("--workdir", default=".", show_default=True, help="The repository of the run.")
+@click.option("--output", "-o", metavar="FILE", help="Where to write it (default RUN_ID.looprun).")
+@_boundary
+def bundle_cmd(run_id: str, workdir: str, output: str | None) -> None:
+    """Pack a run (its directory and checkpoint refs) so another clone can resume it:
+    `looprun resume --bundle FILE` there."""
+    from pathlib import Path
+
+    from looprun.bundle import create_bundle
+
+    path = create_bundle(Path(workdir).resolve(), run_id, Path(output) if output else None)
+    click.echo(str(path))
 
 
 def entry() -> None:  # pragma: no cover - console script shim

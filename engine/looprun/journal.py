@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -176,6 +177,19 @@ class RunJournal:
 
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
         self._save(Path("observe") / f"{number}.json", record)
+        self._keep_artifacts(number)
+
+    def _keep_artifacts(self, number: int) -> None:
+        """Copy what the observers wrote this iteration (reports, output logs) to
+        ``artifacts/<n>/``: the next iteration overwrites ``artifacts/`` itself, which
+        templates name as ``run.artifacts``."""
+        files = [p for p in self.artifacts.iterdir() if p.is_file() and not p.is_symlink()]
+        if not files:
+            return
+        keep = self.artifacts / str(number)
+        keep.mkdir(exist_ok=True)
+        for path in files:
+            shutil.copyfile(path, keep / path.name)
 
     def save_summary(self, summary: Mapping[str, Any]) -> None:
         self._save(Path("summary.json"), summary)
@@ -291,6 +305,9 @@ class RunInfoRow:
     outcome: str
     iterations: int
     reason: str
+    duration_s: float = 0.0
+    tokens: int = 0
+    cost_usd: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -316,6 +333,10 @@ def list_runs(workdir: Path) -> list[RunInfoRow]:
             outcome, reason = "interrupted", str(summary.get("reason", ""))
         else:
             outcome, reason = "interrupted", "no outcome recorded (resume it)"
+        usage = (summary or {}).get("usage") or {}
+        tokens = int(usage.get("prompt_tokens", state.get("prompt_tokens", 0)) or 0) + int(
+            usage.get("completion_tokens", state.get("completion_tokens", 0)) or 0
+        )
         rows.append(
             RunInfoRow(
                 d.name,
@@ -324,6 +345,9 @@ def list_runs(workdir: Path) -> list[RunInfoRow]:
                 outcome,
                 int(state.get("iterations", 0)),
                 reason,
+                round(float((summary or {}).get("duration_s", state.get("elapsed_s", 0)) or 0), 3),
+                tokens,
+                round(float(usage.get("cost_usd", state.get("cost_usd", 0.0)) or 0.0), 6),
             )
         )
     return rows

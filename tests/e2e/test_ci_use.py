@@ -272,7 +272,7 @@ def test_commit_takes_only_the_runs_changes_and_leaves_the_users_work_alone(
     proc = looprun(*run_args(repo, template, script, "--commit"))
     assert proc.returncode == 0, proc.stderr
     subject, *files = _git(repo, "show", "--name-only", "--format=%s", "HEAD").split("\n")
-    assert subject == "looprun mini: exit conditions hold"
+    assert subject == "looprun mini: add() must add"
     assert sorted(f for f in files if f) == ["src/calc.py", "tests/test_more.py"], files
     # the user's work: still staged, still modified, still untracked, unchanged
     status = _git(repo, "status", "--porcelain").splitlines()

@@ -37,7 +37,12 @@ def test_wrong_first_attempt_then_feedback_leads_to_done(rig: Rig) -> None:
     second = json.loads((run_dir / "observe" / "2.json").read_text())
     assert second["exit"][0]["value"] is True
     assert second["next"]["action"] == "done"
-    assert rig.lines[-1] == "→ done after 2 iteration(s): exit conditions hold"
+    # the progress lines name what decided; the verdict gives tokens and cost
+    assert rig.lines[-3].endswith("→ retry (no rule matched)"), rig.lines
+    assert rig.lines[-2].endswith("→ done (exit conditions hold)"), rig.lines
+    assert rig.lines[-1] == (
+        "→ done after 2 iteration(s): exit conditions hold [418 tokens, $0.0000]"
+    )
 
 
 def test_feedback_of_a_failed_check_reaches_the_next_prompt(rig: Rig) -> None:

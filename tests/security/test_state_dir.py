@@ -125,5 +125,5 @@ def test_runs_lists_where_the_runs_are_kept(tmp_path: Path) -> None:
     proc = looprun(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     listed = looprun("runs", "--workdir", str(work), cwd=tmp_path)
-    assert f"runs under {work.resolve() / '.looprun' / 'runs'}" in listed.stdout
+    assert f"runs under {work.resolve() / '.looprun' / 'runs'}" in listed.stderr
     assert (work / ".looprun").stat().st_mode & 0o077 == 0  # private to the user

@@ -281,9 +281,17 @@ class Engine:
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
         )
-        self.ports.journal.event("run_finished", **stop.to_dict(), iterations=st.iterations)
+        self.ports.journal.event(
+            "run_finished",
+            **stop.to_dict(),
+            iterations=st.iterations,
+            limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
+        )
         self.ports.journal.save_summary(result.summary())
-        self.ports.report(f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}")
+        self.ports.report(
+            f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}"
+            f" [{result.usage.describe()}]"
+        )
         return result
 
     def _task_results(self, stop: Stop) -> tuple[TaskResult, ...]:
@@ -347,7 +355,9 @@ class Engine:
         )
         st.attempts.append(line)
         self._record(task, step, decision, stop, task_iteration)
-        self.ports.report(line)
+        # the progress line names what decided: the rule that fired, or the cap
+        why = decision.fired() if stop is None or stop.code == "refine" else stop.code
+        self.ports.report(f"{line} ({why})" if why else line)
         st.model_positions = self._positions()
         self._save()
         return stop
@@ -454,7 +464,10 @@ class Engine:
 
     def _resume_approval(self, approve: bool) -> Stop | None:
         task = self._task()
+        paths = list((self.state.pending or {}).get("paths") or [])
         decision = self.resolve_approval(approve)
+        # the person's answer is part of the record, like the question
+        self.ports.journal.event("approval", paths=paths, answer=approve)
         stop = self._apply(task, decision) if task is not None else None
         self.ports.report(f"approval: {'approved' if approve else 'rejected'} → {decision.kind}")
         self._save()

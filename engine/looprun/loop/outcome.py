@@ -68,6 +68,11 @@ class UsageTotals:
     completion_tokens: int = 0
     cost_usd: float = 0.0
 
+    def describe(self) -> str:
+        """``2,607 tokens, $0.0123`` for the verdict line."""
+        tokens = self.prompt_tokens + self.completion_tokens
+        return f"{tokens:,} tokens, ${self.cost_usd:.4f}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "prompt_tokens": self.prompt_tokens,

@@ -53,6 +53,7 @@ def record_iteration(
     st = state
     n = st.iterations
     nxt = stop.to_dict() if stop else d.to_dict()
+    usage = {"tokens": step.turn.tokens, "cost_usd": round(step.turn.cost_usd, 6)}
     record = {
         "iteration": n,
         "task_iteration": st.task_iteration if task_iteration is None else task_iteration,
@@ -67,6 +68,10 @@ def record_iteration(
         "decision": d.to_dict(),
         "next": nxt,
         "checkpoint": st.current,
+        # the tree this iteration's act turn started from; its own tree is the checkpoint
+        # ref <run_id>/<n>, so a report can show what this iteration changed
+        "start": st.previous,
+        "usage": usage,
     }
     journal.save_observation(n, record)
     journal.event(
@@ -79,6 +84,7 @@ def record_iteration(
         decision=d.to_dict(),
         stop=stop.to_dict() if stop else None,
         checkpoint=st.current,
+        usage=usage,
     )
 
 

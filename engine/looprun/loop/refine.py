@@ -26,10 +26,22 @@ class Decision:
     target: str | None = None  # rollback: last_green | base | previous
     rule: str = DEFAULT_RULE  # where the rule that fired sits, for journal and explain
     path: str = ""  # its position in the tree, numbered as `looprun explain` does: "4.2"
+    condition: str = ""  # why it fired: the rule's condition as written, or "else"
 
     @property
     def stops(self) -> bool:
         return self.kind in ("escalate", "abort")
+
+    def fired(self) -> str:
+        """Which rule decided, for a progress line: ``rule 3: progress.repeats == 2``."""
+        if self.rule == "exit":
+            return "exit conditions hold"
+        if self.path:
+            why = " ".join(self.condition.split())
+            return f"rule {self.path}: " + (why if len(why) <= 60 else why[:59] + "…")
+        if self.rule == DEFAULT_RULE:
+            return "no rule matched"
+        return self.rule
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -37,6 +49,8 @@ class Decision:
             "message": self.message,
             "target": self.target,
             "rule": self.rule,
+            "path": self.path,
+            "condition": self.condition,
         }
 
 
@@ -74,7 +88,8 @@ def decide(rules: Sequence[Rule], context: Mapping[str, Any], default_feedback: 
     else:
         message = _render(action, context, f"refine rule {action.kind}")
     target = action.target or ("last_green" if action.kind == "rollback" else None)
-    return Decision(action.kind, message, target, where, path)
+    why = str(rule.condition) if rule.condition is not None else "else"
+    return Decision(action.kind, message, target, where, path, why)
 
 
 def check_exit(
@@ -99,5 +114,7 @@ def judge(
     """
     failed = [src for src, ok in exit_values if not ok]
     if not failed:
-        return Decision("done", "exit conditions hold", rule="exit")
+        return Decision(
+            "done", "exit conditions hold", rule="exit", condition="all exit conditions hold"
+        )
     return decide(rules, {**facts, "exit": {"ok": False, "failed": failed}}, default_feedback)

@@ -8,6 +8,7 @@ or an approval pause, ``runs_from_cli`` lists them. Progress goes to stderr; wit
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from typing import Any
 
 import click
 
-from looprun.errors import UsageError
+from looprun.errors import EXIT_ERROR, UsageError
 from looprun.journal import RunJournal, list_runs, new_run_id, runs_root
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
@@ -27,6 +28,8 @@ from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import where_it_stands
 from looprun.models.base import Model
+from looprun.proc import secret_values
+from looprun.redact import Redactor
 from looprun.template.model import Template
 
 
@@ -66,23 +69,80 @@ def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
     return result.exit_code
 
 
-def _finish(result: RunResult, ws: Any, commit: bool, template: Template) -> None:
-    if commit and result.finished:
+def _finish(result: RunResult, ws: Any, invocation: Mapping[str, Any], template: Template) -> bool:
+    """``--commit`` after a done run; False when git or a hook refused the commit."""
+    from looprun.commit import CommitRefused, commit_message, commit_paths
+
+    if invocation.get("commit") and result.finished:
         # Only what the run changed: the user's own uncommitted work stays uncommitted.
         changed = ws.changed_files()
         if not changed:
             _err("nothing changed: no commit made")
-            return
-        sha = ws.commit_to_branch(f"looprun {template.name}: {result.reason}", only=changed)
+            return True
+        message = Redactor(secret_values()).text(
+            commit_message(
+                template.name,
+                str(invocation.get("intent") or ""),
+                result.run_id,
+                iterations=result.iterations,
+                reason=result.reason,
+            )
+        )
+        try:
+            sha = commit_paths(ws.workdir, message, changed, verify=not invocation.get("no_verify"))
+        except CommitRefused as exc:
+            _err(f"looprun: {exc}")
+            return False
         _err(f"committed {sha[:12]} to the current branch ({len(changed)} file(s))")
+    return True
 
 
 # -- the commands ---------------------------------------------------------------------------
 
 
+MAX_INTENT_CHARS = 200_000
+
+
+def read_intent(intent: str | None, intent_file: str | None) -> str | None:
+    """The intent from ``--intent`` or ``--intent-file`` (``-``: stdin). The text is a
+    value: it reaches prompts as data, never as a template or a command."""
+    if intent_file is None:
+        return intent
+    if intent is not None:
+        raise UsageError("give the intent once: --intent or --intent-file")
+    where = "stdin" if intent_file == "-" else intent_file
+    try:
+        if intent_file == "-":
+            text = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            text = Path(intent_file).expanduser().read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--intent-file {where}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--intent-file {where}: a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"--intent-file {where}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
+    text = text.strip()
+    if not text:
+        raise UsageError(f"--intent-file {where}: the intent is empty")
+    if len(text) > MAX_INTENT_CHARS:
+        raise UsageError(
+            f"--intent-file {where}: {len(text):,} characters; an intent may have at most "
+            f"{MAX_INTENT_CHARS:,}"
+        )
+    return text
+
+
 def run_from_cli(**options: Any) -> int:
     """``looprun TEMPLATE --intent ...``: returns the outcome's exit code."""
+    options = {**options, "intent": read_intent(options.get("intent"), options.get("intent_file"))}
     workdir = _workdir(options.get("workdir") or ".")
+    if options.get("commit"):  # refuse before spending a token, not after the work
+        from looprun.commit import current_branch
+
+        current_branch(workdir)
     ref = _resolve_ref(options["template"])
     template = _load(ref)
     sets = parse_sets(options.get("sets") or ())
@@ -128,6 +188,7 @@ def _start(
         "base_url": options.get("base_url"),
         "max_iterations": options.get("max_iterations"),
         "commit": bool(options.get("commit")),
+        "no_verify": bool(options.get("no_verify")),
         "executor": options.get("executor") or "local",
         "sync_remote": options.get("sync_remote"),
         "workdir": str(workdir),
@@ -196,16 +257,33 @@ def _drive(
                 engine, ws, journal, exc, elapsed0 + time.monotonic() - started
             )
             report(f"→ interrupted after {result.iterations} iteration(s): {result.reason}")
+        _step_summary(journal.dir)
         _emit(result, as_json, ws)
         return result.exit_code
-    _finish(result, ws, bool(invocation.get("commit")), template)
-    return _emit(result, as_json, ws)
+    committed = _finish(result, ws, invocation, template)
+    _step_summary(journal.dir)
+    code = _emit(result, as_json, ws)
+    return code if committed else EXIT_ERROR
+
+
+def _step_summary(run_dir: Path) -> None:
+    """In GitHub Actions, append the run's Markdown report to the job's summary page."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    from looprun.errors import LooprunError
+    from looprun.report import build_report, render
+
+    try:
+        text = render(build_report(run_dir), "md")
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except (OSError, LooprunError) as exc:  # the run's outcome stands; say so and go on
+        _err(f"warning: could not append the report to GITHUB_STEP_SUMMARY ({path}): {exc}")
 
 
 def _executor_spec(option: str | None) -> str:
     """Where sub-loops run: ``--executor`` > ``LOOPRUN_EXECUTOR`` > local threads."""
-    import os
-
     spec = option or os.environ.get("LOOPRUN_EXECUTOR") or "local"
     if spec != "local" and spec.partition(":")[0] != "ray":
         raise UsageError(f"--executor {spec}: expected local, ray or ray:ADDRESS")
@@ -297,9 +375,31 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
     if not rows:
         click.echo(f"no runs under {runs_root(wd)}")
         return 0
-    click.echo(f"runs under {runs_root(wd)}:")
+    from looprun.report.text import duration
+
+    click.echo(f"runs under {runs_root(wd)}:", err=True)  # stdout: the table alone
+
+    table = [("RUN", "STARTED", "DURATION", "ITER", "TOKENS", "COST", "OUTCOME", "TEMPLATE")]
     for r in rows:
-        click.echo(
-            f"{r.run_id}  {r.outcome:<11} {r.iterations:>3} it  {Path(r.template).name}  {r.reason}"
+        table.append(
+            (
+                r.run_id,
+                r.started.replace("T", " ") or "?",
+                duration(r.duration_s),
+                str(r.iterations),
+                f"{r.tokens:,}",
+                f"${r.cost_usd:.4f}",
+                r.outcome,
+                Path(r.template).name,
+            )
         )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    right = {2, 3, 4, 5}  # numbers line up on the right
+    for n, row in enumerate(table):
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        reason = "" if n == 0 else rows[n - 1].reason
+        click.echo(("  ".join(cells) + ("  " + reason if reason else "")).rstrip())
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -72,8 +73,19 @@ def check_file(ref: str) -> list[Problem]:
     return []
 
 
-def validate(paths: Iterable[str], *, quiet: bool = False, echo: Echo = print) -> int:
-    """Validate each file; print `path: OK` or each problem as `path:line:col: message`."""
+def validate(
+    paths: Iterable[str],
+    *,
+    quiet: bool = False,
+    echo: Echo = print,
+    annotate: bool = False,
+    workspace: str | None = None,
+) -> int:
+    """Validate each file; print `path: OK` or each problem as `path:line:col: message`.
+
+    With ``annotate`` (in GitHub Actions) each problem is also printed as an ``::error``
+    workflow command, which GitHub shows on the file's line in the pull request; paths
+    are made relative to ``workspace`` (the checkout) when they are inside it."""
     refs = list(paths)
     bad_files = 0
     count = 0
@@ -87,9 +99,30 @@ def validate(paths: Iterable[str], *, quiet: bool = False, echo: Echo = print) -
         count += len(problems)
         for problem in sorted(problems, key=_order):
             echo(str(problem))
+            if annotate:
+                echo(annotation(problem, workspace))
     if count and len(refs) > 1:
         echo(f"{count} problem{'s' if count != 1 else ''} in {bad_files} of {len(refs)} files")
     return EXIT_INVALID if count else EXIT_DONE
+
+
+def _escape(text: str, prop: bool = False) -> str:
+    """GitHub workflow-command escaping: data escapes %, CR, LF; properties also : and ,."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def annotation(problem: Problem, workspace: str | None = None) -> str:
+    """``::error file=loops/x.yaml,line=12,col=5::message`` for one problem."""
+    loc = problem.location
+    file = loc.file
+    if workspace:
+        with contextlib.suppress(ValueError):
+            file = Path(file).resolve().relative_to(Path(workspace).resolve()).as_posix()
+    props = [f"file={_escape(file, True)}"]
+    if loc.line:
+        props += [f"line={loc.line}", f"col={loc.col or 1}"]
+    return f"::error {','.join(props)}::{_escape(problem.message)}"
 
 
 def _order(problem: Problem) -> tuple[str, int, int]:
