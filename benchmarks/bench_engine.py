@@ -1,189 +1,71 @@
-"""Engine overhead per iteration, excluding subprocess time.
+"""Engine cost per iteration on a real git work tree, in fresh processes.
 
-    python benchmarks/bench_engine.py [--iterations 100]
+    python benchmarks/bench_engine.py [--iterations 100] [--runs 3]
 
-Runs a loop of N iterations (an exit condition that never holds) with the scripted model,
-the real toolbox (one read_file per turn, no subprocess) and an in-process trivial
-observer behind the observer port. The workspace port is an in-memory one, so no git
-subprocess runs inside the measured loop; git checkpoint cost is measured on its own.
-Each iteration's time is the gap between consecutive progress lines. A baseline in the
-same run does the same model and tool calls without the engine; the difference of the
-medians is the engine's own overhead per iteration.
+Each iteration is one act turn in which the scripted model writes one file, then one
+observer that reads a JSON file (no subprocess), through the real CLI: a real git
+repository, the real journal, the real toolbox. Printed: ms per iteration (median gap
+between the journal's ``iteration`` events) against the minimal agent loop of
+``bench_loop.py`` measured in the same run, and, when ``strace`` is installed, the git
+processes and fsync calls per iteration, counted as the difference between a run of 2N
+and a run of N iterations (so start-up and the end of the run do not count).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import re
+import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from looprun.act.policy import Policy
-from looprun.act.tools import Toolbox
-from looprun.errors import Location
-from looprun.journal import RunJournal
-from looprun.loop.engine import RunInfo, run_loop
-from looprun.loop.ports import KeepRecent, NullJournal, Ports
-from looprun.models.base import Message
-from looprun.models.scripted import ScriptedModel
-from looprun.observe.base import Observation
-from looprun.template.expressions import compile_condition, compile_text
-from looprun.template.model import ActSpec, Constraints, Limits, ObserverSpec, Template
-
-HERE = Location("bench", 1, 1)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_loop import baseline_run, gaps, looprun_run, ms
 
 
-class MemoryWorkspace:
-    """Checkpoints as labels; nothing leaves the process."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def base(self) -> str:
-        return "base"
-
-    def checkpoint(self, ref: str) -> str:
-        self.n += 1
-        return f"cp{self.n}"
-
-    def restore(self, ref_or_sha: str) -> None:
-        pass
-
-    def diff(self, base: str | None = None) -> str:
-        return ""
-
-    def changed_files(self, base: str | None = None) -> list[str]:
-        return []
-
-
-class TrivialObserver:
-    def observe(
-        self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
-    ) -> Observation:
-        return Observation(
-            "exit_code", ok=False, exit_code=1, signature="same", feedback="still failing"
-        )
-
-
-class NoGuard:
-    def check_diff(self, diff_text: str) -> list[Any]:
-        return []
-
-    def needs_approval(self, rel_paths: Iterable[str]) -> list[str]:
-        return []
-
-
-def turns(n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for i in range(n):
-        out.append({"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]})
-        out.append({"text": f"attempt {i}"})
-    return out
-
-
-def template(n: int) -> Template:
-    return Template(
-        name="bench",
-        source="bench",
-        act=ActSpec(
-            prompt=compile_text("Task {{ task.goal }} #{{ iteration }}", HERE), tools=("read_file",)
-        ),
-        observe={"check": ObserverSpec("check", "exit_code")},
-        exit=(compile_condition("check.ok", HERE),),
-        limits=Limits(max_iterations=n),
-    )
-
-
-def engine_iterations(workdir: Path, n: int, journal: Any) -> list[float]:
-    stamps: list[float] = []
-    tpl = template(n)
-
-    def toolbox(c: Constraints, tools: Sequence[str], *, deadline: float | None) -> Toolbox:
-        return Toolbox(workdir, c, tools, deadline=deadline)
-
-    ports = Ports(
-        model=ScriptedModel(turns(n)),
-        toolbox=toolbox,
-        workspace=MemoryWorkspace(),
-        guard=NoGuard(),
-        observer=TrivialObserver(),
-        journal=journal,
-        context=KeepRecent(0, 3),
-        report=lambda line: stamps.append(time.perf_counter()),
-    )
-    info = RunInfo("bench", str(workdir), str(workdir), str(workdir))
-    result = run_loop(tpl, ports, inputs={"intent": "bench"}, run=info)
-    assert result.outcome == "exhausted" and result.iterations == n, result
-    return [b - a for a, b in itertools.pairwise(stamps)][: n - 1]
-
-
-def baseline_iterations(workdir: Path, n: int) -> list[float]:
-    """The same model and tool calls, no engine."""
-    model = ScriptedModel(turns(n))
-    box = Toolbox(workdir, Constraints(), ("read_file",))
-    specs = box.specs()
-    out = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        msgs = [Message("system", "s"), Message("user", f"Task #{i}")]
-        reply = model.complete(msgs, specs)
-        for call in reply.message.tool_calls:
-            res = box.call(call)
-            msgs += [reply.message, Message("tool", res.content, tool_call_id=call.id)]
-        model.complete(msgs, specs)
-        TrivialObserver().observe(ObserverSpec("check", "exit_code"), {}, deadline=None, base="")
-        out.append(time.perf_counter() - t0)
-    return out
-
-
-def git_checkpoint_times(workdir: Path, n: int) -> list[float]:
-    from looprun.workspace import Workspace
-
-    subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
-    ws = Workspace.open(workdir, state_dir=workdir / ".looprun")
-    ws.base()
-    out = []
-    for i in range(n):
-        (workdir / "a.txt").write_text(f"line {i}\n")
-        t0 = time.perf_counter()
-        ws.checkpoint(f"bench/{i}")
-        out.append(time.perf_counter() - t0)
-    return out
-
-
-def ms(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1000:8.3f} ms"
+def syscalls(root: Path, iterations: int) -> tuple[int, int]:
+    """(git processes, fsync calls) of one looprun run, counted by strace."""
+    log = root / "strace.log"
+    wrap = ["strace", "-f", "-qq", "-z", "-e", "trace=execve,fsync,fdatasync", "-o", str(log)]
+    looprun_run(root, "iterations", iterations, 24_000, wrap=wrap)
+    text = log.read_text(errors="replace")
+    git = len(re.findall(r'execve\("[^"]*/git", \[', text))
+    fsync = len(re.findall(r"\b(?:fsync|fdatasync)\(", text))
+    return git, fsync
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=100)
-    n = ap.parse_args(argv).iterations
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args(argv)
+    n = args.iterations
+    ours: list[float] = []
+    base: list[float] = []
     with tempfile.TemporaryDirectory(prefix="looprun-bench-") as tmp:
-        work = Path(tmp)
-        (work / "a.txt").write_text("hello\n")
-        _ = Policy(work, Constraints())  # warm imports before timing
-        engine_iterations(work, 5, NullJournal())
-        base = baseline_iterations(work, n)
-        bare = engine_iterations(work, n + 1, NullJournal())
-        with RunJournal.create(work) as journal:
-            journaled = engine_iterations(work, n + 1, journal)
-        git = git_checkpoint_times(work, min(n, 20))
-    print(f"iterations measured: {len(bare)} (median per iteration)")
-    print(f"baseline (model + tool + observer calls, no engine): {ms(base)}")
-    print(f"engine, null journal, in-memory workspace:           {ms(bare)}")
-    print(f"engine, real journal (fsync per event):              {ms(journaled)}")
-    over = statistics.median(bare) - statistics.median(base)
-    over_j = statistics.median(journaled) - statistics.median(base)
-    print(f"engine overhead per iteration:                       {over * 1000:8.3f} ms")
-    print(f"engine + journal overhead per iteration:             {over_j * 1000:8.3f} ms")
-    print(f"git checkpoint (subprocess, not in the figures above): {ms(git)}")
+        for r in range(args.runs):
+            events, _ = looprun_run(Path(tmp) / f"l{r}", "iterations", n, 24_000)
+            ours.append(
+                statistics.median(gaps([e["ts"] for e in events if e["event"] == "iteration"]))
+            )
+            stamps, _ = baseline_run(Path(tmp) / f"b{r}", "iterations", n)
+            base.append(statistics.median(gaps(stamps)))
+        counted = None
+        if shutil.which("strace"):
+            short = syscalls(Path(tmp) / "s1", n)
+            long = syscalls(Path(tmp) / "s2", 2 * n)
+            counted = ((long[0] - short[0]) / n, (long[1] - short[1]) / n)
+    looprun_ms, base_ms = statistics.median(ours), statistics.median(base)
+    print(f"{n} iterations, one write_file each, real git work tree (median of {args.runs})")
+    print(f"  looprun  per iteration {ms(looprun_ms)}")
+    print(f"  baseline per iteration {ms(base_ms)}  (a minimal agent loop, same calls)")
+    print(f"  ratio looprun / baseline: {looprun_ms / base_ms:.1f}x")
+    if counted is None:
+        print("  (strace not installed: git processes and fsyncs per iteration not counted)")
+    else:
+        print(f"  git processes per iteration: {counted[0]:.2f}; fsync calls: {counted[1]:.2f}")
     return 0
 
 

@@ -1,10 +1,12 @@
 """Observe benchmarks: JUnit parsing at scale, and feedback size from a huge pytest log.
 
-    python benchmarks/bench_observe.py [--cases 100000] [--runs 5]
+    python benchmarks/bench_observe.py [--cases 100000] [--runs 5] [--every 50] [--frames 40]
 
-1. Generates a JUnit file with N test cases (1% failing with pytest-style tracebacks) and
-   times looprun's junit parser against junitparser alone reading the same file
-   (medians of several runs, their ratio, and peak Python memory via tracemalloc).
+1. Generates a JUnit file with N test cases (one in ``--every`` failing, each with a
+   traceback of ``--frames`` frames) and times ``looprun observe junit FILE`` against
+   junitparser alone reading the same file, each in a fresh process (medians of several
+   runs, interleaved; their ratio; peak RSS of each process), then in-process (peak
+   Python memory via tracemalloc).
 2. Generates a ~10 MB failing pytest log and checks that the pytest-text fallback's
    feedback stays under 4 KB while naming every failing test id and the first assertion.
 """
@@ -12,7 +14,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -26,7 +31,26 @@ from looprun.observe.junit import JUnitParser
 from looprun.observe.regex import RegexParser
 
 
-def make_junit(path: Path, cases: int) -> int:
+def _traceback(n: int, frames: int) -> str:
+    """A long pytest-style traceback: library frames, then the test's own."""
+    lines = []
+    for f in range(frames):
+        lines.append(
+            f"/usr/lib/python3/site-packages/lib{f % 7}/core.py:{100 + f}: in call_{f}\n"
+            f"    return self._inner_{f}(value, *args, **kwargs)\n"
+        )
+    lines.append(
+        f"tests/test_mod{n // 1000}.py:{n % 500 + 3}: in test_{n}\n"
+        f"    assert f({n}) == {n}\n"
+        f"E       AssertionError: expected {n}, got {n + 1}\n"
+        f"E       assert {n + 1} == {n}\n"
+    )
+    return "".join(lines).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def make_junit(path: Path, cases: int, every: int = 100, frames: int = 0) -> int:
+    """N cases, one in ``every`` failing; ``frames`` > 0 gives each failure a traceback
+    of that many frames (long text, as a real suite's failures have)."""
     failing = 0
     with path.open("w", encoding="utf-8") as fh:
         fh.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n')
@@ -35,21 +59,61 @@ def make_junit(path: Path, cases: int) -> int:
             fh.write(f'<testsuite name="pytest" tests="{per_suite}">\n')
             for n in range(s, min(cases, s + per_suite)):
                 cls = f"tests.test_mod{n // per_suite}"
-                if n % 100 == 7:
+                if n % every == 7 % every:
                     failing += 1
+                    text = (
+                        _traceback(n, frames)
+                        if frames
+                        else f"def test_{n}():\n&gt;       assert f({n}) == {n}\n"
+                        f"E       AssertionError: expected {n}, got {n + 1}\n\n"
+                        f"tests/test_mod{n // per_suite}.py:{n % 500 + 3}: AssertionError"
+                    )
                     fh.write(
                         f'<testcase classname="{cls}" name="test_{n}" time="0.01">'
                         f'<failure message="AssertionError: expected {n}, got {n + 1}">'
-                        f"def test_{n}():\n&gt;       assert f({n}) == {n}\n"
-                        f"E       AssertionError: expected {n}, got {n + 1}\n\n"
-                        f"tests/test_mod{n // per_suite}.py:{n % 500 + 3}: AssertionError"
-                        "</failure></testcase>\n"
+                        f"{text}</failure></testcase>\n"
                     )
                 else:
                     fh.write(f'<testcase classname="{cls}" name="test_{n}" time="0.001"/>\n')
             fh.write("</testsuite>\n")
         fh.write("</testsuites>\n")
     return failing
+
+
+ALONE = """
+import sys
+from junitparser import JUnitXml
+tests = failed = 0
+for suite in JUnitXml.fromfile(sys.argv[1]):
+    for case in suite:
+        tests += 1
+        failed += not case.is_passed and not case.is_skipped
+print(tests, failed)
+"""
+
+
+def fresh(cmd: list[str]) -> tuple[float, float]:
+    """Seconds and peak RSS (MB) of one fresh process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) not in (0, 1):  # observe exits 1: tests failed
+        raise SystemExit(f"{cmd[:4]} failed")
+    return took, usage.ru_maxrss / 1024
+
+
+def compare_fresh(report: Path, runs: int) -> None:
+    ours, alone = [], []
+    for _ in range(runs):
+        ours.append(fresh([sys.executable, "-m", "looprun", "observe", "junit", str(report)]))
+        alone.append(fresh([sys.executable, "-c", ALONE, str(report)]))
+    o_s, a_s = statistics.median(t for t, _ in ours), statistics.median(t for t, _ in alone)
+    o_mb, a_mb = max(m for _, m in ours), max(m for _, m in alone)
+    print("  fresh processes (interpreter start-up included):")
+    print(f"    looprun observe junit : median {o_s:.2f} s, peak RSS {o_mb:.0f} MB")
+    print(f"    junitparser alone     : median {a_s:.2f} s, peak RSS {a_mb:.0f} MB")
+    print(f"    ratio (ours / alone)  : time {o_s / a_s:.2f}x")
 
 
 def junitparser_alone(path: Path) -> tuple[int, int]:
@@ -118,12 +182,16 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--failures", type=int, default=40)
+    ap.add_argument("--every", type=int, default=50, help="one case in N fails (50: 2%%)")
+    ap.add_argument("--frames", type=int, default=40, help="frames per failure's traceback")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="looprun-bench-") as tmp:
         root = Path(tmp)
         report = root / "junit.xml"
-        failing = make_junit(report, args.cases)
+        failing = make_junit(report, args.cases, args.every, args.frames)
         size_mb = report.stat().st_size / 1e6
+        print(f"junit: {args.cases} cases ({failing} failing), {size_mb:.1f} MB file")
+        compare_fresh(report, args.runs)
         parser = JUnitParser()
         data = ParseInput(workdir=root, file=report)
         obs = parser.parse(data)
@@ -131,7 +199,7 @@ def main() -> None:
         assert junitparser_alone(report) == (args.cases, failing)
         ours, ours_mb = timed(lambda: parser.parse(data), args.runs)
         alone, alone_mb = timed(lambda: junitparser_alone(report), args.runs)
-        print(f"junit: {args.cases} cases ({failing} failing), {size_mb:.1f} MB file")
+        print("  in-process (after imports):")
         print(f"  looprun junit parser : median {ours:.3f} s, peak {ours_mb:.1f} MB")
         print(f"  junitparser alone    : median {alone:.3f} s, peak {alone_mb:.1f} MB")
         print(

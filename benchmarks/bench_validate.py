@@ -40,11 +40,11 @@ def bench_subprocess(runs: int) -> float:
 
 def _clear_caches() -> None:
     """Parse and compile from scratch each run, as a fresh process would."""
-    from looprun.template import build, yamlpos
+    from looprun.template import compile_cache, yamlpos
 
     yamlpos._CACHE.clear()
-    build._compile_text_cached.cache_clear()
-    build._compile_condition_cached.cache_clear()
+    compile_cache._compile_text_cached.cache_clear()
+    compile_cache._compile_condition_cached.cache_clear()
 
 
 def bench_in_process(runs: int) -> float:

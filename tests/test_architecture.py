@@ -29,6 +29,9 @@ FORBIDDEN = (
     "looprun.models.http",
     "looprun.models.openai",
     "looprun.models.anthropic",
+    "looprun.sandbox",
+    "looprun.sandbox.bwrap",
+    "looprun.sandbox.landlock",
 )
 
 

@@ -45,7 +45,17 @@ BASE: dict[str, Any] = {
     "refine": [{"else": "retry"}],
     "limits": {"max_iterations": 3},
 }
-TEMPLATE_KEYS = {"inputs", "act", "observe", "refine", "limits", "plan", "each_task", "exit"}
+TEMPLATE_KEYS = {
+    "inputs",
+    "act",
+    "observe",
+    "refine",
+    "limits",
+    "plan",
+    "each_task",
+    "exit",
+    "sandbox",
+}
 
 
 def _fenced(path: Path) -> list[tuple[str, str]]:

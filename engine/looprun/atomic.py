@@ -24,8 +24,15 @@ def _open_parent(path: Path, nofollow: bool) -> int:
     return os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def write_atomic(path: Path, data: str | bytes, *, nofollow: bool = False) -> None:
+def write_atomic(
+    path: Path, data: str | bytes, *, nofollow: bool = False, sync: str = "all"
+) -> None:
     """Write via a temp file in the same directory, fsync, rename, fsync the directory.
+
+    ``sync`` says what survives a machine crash: ``"all"`` (the content and the rename),
+    ``"content"`` (no directory fsync: after a machine crash the file is whole, old or
+    new; the next fsync on the file system usually carries the rename), ``"none"``
+    (whole for any reader and after a process crash; the OS writes it back later).
 
     The temp file is created exclusively and renamed over the name, so an existing link
     at ``path`` is replaced, never written through. ``nofollow`` (the engine's own state)
@@ -54,12 +61,14 @@ def write_atomic(path: Path, data: str | bytes, *, nofollow: bool = False) -> No
                 fh.write(payload)
                 fh.flush()
                 os.fchmod(fh.fileno(), mode)
-                os.fsync(fh.fileno())
+                if sync != "none":
+                    os.fsync(fh.fileno())
             os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=dfd)
             raise
-        _fsync_dir(dfd)
+        if sync == "all":
+            _fsync_dir(dfd)
     finally:
         os.close(dfd)

@@ -76,9 +76,15 @@ def main() -> None:
 @main.command("validate")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-q", "--quiet", is_flag=True, help="Print problems only, not the OK lines.")
+@click.option(
+    "--skip-other",
+    is_flag=True,
+    help="Skip YAML files that are not looprun's (no `looprun:` key, not a case file).",
+)
 @_boundary
-def validate_cmd(paths: tuple[str, ...], quiet: bool) -> None:
-    """Validate template files; exit 0 if all are valid, 2 if any is not.
+def validate_cmd(paths: tuple[str, ...], quiet: bool, skip_other: bool) -> None:
+    """Validate templates, fragments and case files; a directory: the looprun files in
+    it. Exit 0 if all are valid, 2 if any is not.
 
     In GitHub Actions (GITHUB_ACTIONS=true) each problem is also written as an
     `::error file=...,line=...,col=...::` annotation."""
@@ -92,6 +98,7 @@ def validate_cmd(paths: tuple[str, ...], quiet: bool) -> None:
             paths,
             quiet=quiet,
             echo=click.echo,
+            skip_other=skip_other,
             annotate=in_actions,
             workspace=os.environ.get("GITHUB_WORKSPACE"),
         )
@@ -127,12 +134,16 @@ def test_cmd(args: tuple[str, ...]) -> None:
     the refine rule that fires (its position, as `looprun explain` numbers it),
     the action, its rendered message, whether the exit conditions hold.
     With one argument, the case file names its template (`template:`).
+    With case files only, each names its own template (`template:`).
     Exit 0 when every case passes, 1 when one fails, 2 for an invalid file.
     """
-    from looprun.template.cases import run_cases
+    from looprun.template.cases import run_case_files
+    from looprun.template.commands import is_case_file
 
+    if all(is_case_file(a) for a in args):
+        sys.exit(run_case_files(args, echo=click.echo))
     template, cases = (None, args) if len(args) == 1 else (args[0], args[1:])
-    sys.exit(run_cases(template, cases, echo=click.echo))
+    sys.exit(run_case_files(cases, template, echo=click.echo))
 
 
 @main.command("init")
@@ -148,7 +159,11 @@ def test_cmd(args: tuple[str, ...]) -> None:
 @click.option("--name", help="The template's name (default: from the file name).")
 @click.option("--cases", is_flag=True, help="Also write NAME.cases.yaml for `looprun test`.")
 @click.option("--force", is_flag=True, help="Overwrite existing files.")
-@click.option("--schema", metavar="REF", help="The $schema reference to write (path or URL).")
+@click.option(
+    "--schema",
+    metavar="REF",
+    help="The $schema reference: a URL, or a schema file (written relative to PATH).",
+)
 @_boundary
 def init_cmd(
     path: str, base: str, name: str | None, cases: bool, force: bool, schema: str | None
@@ -171,15 +186,27 @@ def init_cmd(
 
 
 @main.command("schema")
-@click.option("--observation", is_flag=True, help="Print the observation schema instead.")
+@click.option("--observation", is_flag=True, help="The observation schema instead.")
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="Write it to FILE (for editors; point `--schema` of `looprun init` at it).",
+)
 @_boundary
-def schema_cmd(observation: bool) -> None:
-    """Print the JSON Schema for templates (for editors and CI)."""
+def schema_cmd(observation: bool, output: str | None) -> None:
+    """Print (or write) the JSON Schema for templates, for editors and CI."""
+    from pathlib import Path
+
+    from looprun.atomic import write_atomic
     from looprun.resources import schema_path
 
-    click.echo(
-        schema_path("observation" if observation else "template").read_text("utf-8"), nl=False
-    )
+    text = schema_path("observation" if observation else "template").read_text("utf-8")
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_atomic(Path(output), text)
+    click.echo(f"wrote {output}")
 
 
 @main.command("observe")
@@ -198,6 +225,14 @@ def schema_cmd(observation: bool) -> None:
 @click.option("--workdir", default=".", show_default=True, help="Where to run and resolve paths.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds for --run.")
 @click.option("--base", help="git_diff: the commit or tree to diff against (default HEAD).")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "required", "off"]),
+    default="auto",
+    show_default=True,
+    help="Run --run in an OS sandbox (the workdir and a private temp dir writable).",
+)
+@click.option("--network", is_flag=True, help="Let the sandboxed command use the network.")
 @_boundary
 def observe_cmd(
     parser: str,
@@ -208,6 +243,8 @@ def observe_cmd(
     workdir: str,
     timeout: float,
     base: str | None,
+    sandbox: str,
+    network: bool,
 ) -> None:
     """Parse a report (or a command's output) and print the observation as JSON.
 
@@ -218,7 +255,15 @@ def observe_cmd(
     if file and file_opt and file != file_opt:
         raise click.UsageError("give the report once: FILE or --file")
     text, code = observe(
-        parser, file or file_opt, run, options, workdir=workdir, timeout_s=timeout, base=base
+        parser,
+        file or file_opt,
+        run,
+        options,
+        workdir=workdir,
+        timeout_s=timeout,
+        base=base,
+        sandbox=sandbox,
+        network=network,
     )
     click.echo(text)
     sys.exit(code)
@@ -248,6 +293,11 @@ def observe_cmd(
 )
 @click.option(
     "--no-verify", is_flag=True, help="With --commit: skip the pre-commit and commit-msg hooks."
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "required", "off"]),
+    help="Run observers and model commands in an OS sandbox; overrides the template's sandbox.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
 @click.option(

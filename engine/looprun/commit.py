@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from looprun.atomic import write_atomic
+from looprun.crashpoint import crash_point
 from looprun.errors import LooprunError, UsageError
 from looprun.proc import scrubbed_env
 
@@ -144,6 +145,7 @@ def _commit(workdir: Path, message: str, spec: bytes, literal: dict[str, str], v
             + (" (a hook failed; --no-verify skips pre-commit and commit-msg)" if verify else "")
             + f": {_said(proc)}. The changes stay in the working tree"
         )
+    crash_point("commit.made")  # test-only: HEAD moved, nothing recorded yet
     return _git(workdir, "rev-parse", "HEAD").stdout.decode().strip()
 
 

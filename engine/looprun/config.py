@@ -12,7 +12,8 @@ Example::
     anthropic_base_url: https://api.anthropic.com
     api_key_env: {openai: OPENROUTER_API_KEY, anthropic: ANTHROPIC_API_KEY}
     retry: {max_attempts: 5, timeout_s: 120, backoff_max_s: 30, retry_after_max_s: 120}
-    max_output_tokens: 8192
+    max_output_tokens: 8192                  # for every model
+    output_limits: {"qwen2.5-coder:7b": 4096}   # a model's own maximum (beside the built-ins)
     prices: {"qwen2.5-coder:7b": {input: 0, output: 0}}
 """
 
@@ -35,7 +36,7 @@ from looprun.models.pricing import Price
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _KEYS = {
     "models", "base_url", "anthropic_base_url", "api_key_env", "retry",
-    "max_output_tokens", "prices",
+    "max_output_tokens", "output_limits", "prices",
 }  # fmt: skip
 _RETRY_KEYS = {"max_attempts", "timeout_s", "backoff_base_s", "backoff_max_s", "retry_after_max_s"}
 _PRICE_KEYS = {"input", "output", "cached_input", "cache_write"}
@@ -51,6 +52,7 @@ class Config:
     api_key_env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # scheme -> var
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_output_tokens: int | None = None
+    output_limits: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # model -> max
     prices: Mapping[str, Price] = field(default_factory=lambda: _EMPTY)
     source: str = ""  # the file it came from, for messages
 
@@ -159,6 +161,12 @@ def parse_config(text: str, path: Path) -> Config:
     max_out = top.get("max_output_tokens")
     if max_out is not None:
         max_out = int(r.number(max_out, ("max_output_tokens",), integer=True))
+    output_limits: dict[str, int] = {}
+    for name, value in r.mapping(top.get("output_limits", {}), ("output_limits",)).items():
+        at = ("output_limits", str(name))
+        output_limits[str(name)] = int(r.number(value, at, integer=True))
+        if output_limits[str(name)] < 1:
+            raise r.fail(at, "must be at least 1")
     return Config(
         models=MappingProxyType(models),
         base_url=r.text(top["base_url"], ("base_url",)) if "base_url" in top else None,
@@ -170,6 +178,7 @@ def parse_config(text: str, path: Path) -> Config:
         api_key_env=MappingProxyType(key_env),
         retry=RetryPolicy(**retry_values),  # type: ignore[arg-type]
         max_output_tokens=max_out or None,
+        output_limits=MappingProxyType(output_limits),
         prices=MappingProxyType(prices),
         source=str(path),
     )

@@ -14,6 +14,13 @@ EXIT_ESCALATED = 5
 EXIT_ABORTED = 6
 
 
+def one_line(text: str) -> str:
+    """A message on one line (a verdict, a row of ``looprun runs``, a git failure): git's
+    ``hint:`` lines dropped, the other lines joined."""
+    lines = [ln.strip() for ln in text.splitlines()]
+    return "; ".join(ln for ln in lines if ln and not ln.startswith("hint:"))
+
+
 class LooprunError(Exception):
     """Root of every error looprun raises on purpose. Never shown with a traceback."""
 

@@ -18,11 +18,14 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, one_line
 from looprun.proc import scrubbed_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -48,6 +51,33 @@ class GitError(LooprunError):
     """A git command failed; carries the command and what git said."""
 
 
+_UNKNOWN: Any = object()
+
+
+class SnapshotFacts:
+    """What a snapshot needs to know besides the files: HEAD, and whether the state
+    directory is ignored. Asked once, then remembered until ``forget``."""
+
+    def __init__(self) -> None:
+        self._head: str | None = _UNKNOWN
+        self._ignored: dict[str, bool] = {}
+
+    def forget(self) -> None:
+        self._head = _UNKNOWN
+        self._ignored.clear()
+
+    def head(self, git: Git) -> str | None:
+        if self._head is _UNKNOWN:
+            self._head = git.head()
+        return self._head
+
+    def ignored(self, git: Git, path: str) -> bool:
+        if path not in self._ignored:
+            code, _, _ = git.run_status("check-ignore", "-q", path.rstrip("/") + "/")
+            self._ignored[path] = code == 0
+        return self._ignored[path]
+
+
 @dataclass(frozen=True)
 class Git:
     """Runs git for one working tree, optionally against a private repository."""
@@ -55,7 +85,10 @@ class Git:
     workdir: Path
     git_dir: Path | None = None  # a private repository for a work tree that has none
 
-    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    @cached_property
+    def _base_env(self) -> dict[str, str]:
+        """The environment of every git call, scrubbed once per ``Git`` (it is the same
+        for every call; scrubbing it each time cost more than some of the calls)."""
         env = {k: v for k, v in scrubbed_env().items() if not k.startswith("GIT_")}
         env.update(
             {
@@ -70,9 +103,10 @@ class Git:
         if self.git_dir is not None:
             env["GIT_DIR"] = str(self.git_dir)
             env["GIT_WORK_TREE"] = str(self.workdir)
-        if extra:
-            env.update(extra)
         return env
+
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {**self._base_env, **extra} if extra else self._base_env
 
     def run(
         self,
@@ -84,7 +118,7 @@ class Git:
         """Run git with ``args`` in the work tree; return stdout as text."""
         code, out, err = self.run_status(*args, env=env, input=input)
         if check and code != 0:
-            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {err.strip()}")
+            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {one_line(err)}")
         return out
 
     def run_status(
@@ -158,6 +192,8 @@ class Git:
         exclude: str = ".looprun",
         *,
         rules: str | None = None,
+        facts: SnapshotFacts | None = None,
+        also: Sequence[str] = (),
     ) -> str:
         """A tree object of the working tree as it is now (tracked + untracked, not ignored).
 
@@ -165,25 +201,42 @@ class Git:
         keeps a private index between calls, so git's stat cache spares re-hashing.
         ``rules`` (from :func:`base_ignore_rules`) decides what is ignored instead of the
         ignore files in the tree now, so a ``.gitignore`` written since hides nothing.
+        ``facts`` remembers HEAD and whether ``exclude`` is ignored between calls (the
+        caller forgets them when something may have changed them).
         """
+        facts = facts if facts is not None else SnapshotFacts()
         if index_file is not None:
-            return self._snapshot_with({"GIT_INDEX_FILE": str(index_file)}, exclude, rules)
+            return self._snapshot_with(
+                {"GIT_INDEX_FILE": str(index_file)}, exclude, facts, also, rules
+            )
         with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
             env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
-            return self._snapshot_with(env, exclude, rules)
+            return self._snapshot_with(env, exclude, facts, also, rules)
 
-    def _snapshot_with(self, env: Mapping[str, str], exclude: str, rules: str | None) -> str:
+    def _snapshot_with(
+        self,
+        env: Mapping[str, str],
+        exclude: str,
+        facts: SnapshotFacts,
+        also: Sequence[str] = (),
+        rules: str | None = None,
+    ) -> str:
         # Start a new index from HEAD, so tracked files matching an ignore rule count too.
-        if not os.path.exists(env["GIT_INDEX_FILE"]) and self.head():
+        if not os.path.exists(env["GIT_INDEX_FILE"]) and facts.head(self):
             self.run("read-tree", "HEAD", env=env)
         spec = ["."]
-        if exclude and not exclude.startswith(".."):
-            spec.append(f":(exclude){exclude.rstrip('/')}")
+        # Other excluded paths (observers' reports): out of the snapshot whatever they are;
+        # one tracked at HEAD keeps HEAD's content, so it never shows as a change.
+        others = [f":(exclude,literal){p}" for p in also]
         if rules is None:
             # git refuses an exclude pathspec naming an ignored path; ignored is excluded.
-            code, _, _ = self.run_status("check-ignore", "-q", exclude.rstrip("/") + "/")
-            self.run("add", "-A", "--", *(spec if code != 0 else spec[:1]), env=env)
+            if exclude and not exclude.startswith("..") and not facts.ignored(self, exclude):
+                spec.append(f":(exclude){exclude}")
+            self.run("add", "-A", "--", *spec, *others, env=env)
             return self.run("write-tree", env=env).strip()
+        if exclude and not exclude.startswith(".."):
+            spec.append(f":(exclude){exclude.rstrip('/')}")
+        spec += others
         # Tracked (and earlier snapshotted) paths, then untracked files not ignored by the
         # base's rules, added with --force so the ignore files in the tree have no say.
         self.run("add", "-u", "--", *spec, env=env)
@@ -215,6 +268,24 @@ class Git:
                     "--", *spec, env=env,
                 )  # fmt: skip
         return {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
+
+    def hold_index_lock(self, index_file: Path) -> subprocess.Popen[bytes]:
+        """Test-only (a crash point): a real ``git add`` that holds ``index_file``'s lock
+        while it waits for pathspecs on stdin, returned once the lock exists."""
+        proc = subprocess.Popen(
+            ["git", *_GIT_OPTIONS, "add", "--pathspec-from-file=-"],
+            cwd=self.workdir,
+            env=self._env({"GIT_INDEX_FILE": str(index_file)}),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        lock = Path(f"{index_file}.lock")
+        for _ in range(500):
+            if lock.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        return proc
 
     def diff(self, base: str, target: str, *args: str) -> str:
         """``git diff`` between two tree-ish objects (no rename detection: stable output).

@@ -1,12 +1,19 @@
 """A run's durable record under ``.looprun/runs/<run_id>/``.
 
-- ``journal.jsonl``: append-only events, each flushed and fsynced before the call returns
-  (schema: ``schemas/journal-event.schema.json``); a torn last line is tolerated on read
-  and cut off before appending again;
+- ``journal.jsonl``: append-only events, each flushed before the call returns (schema:
+  ``schemas/journal-event.schema.json``); a torn last line is tolerated on read and cut
+  off before appending again;
 - ``state.json``: the resumable loop state, replaced atomically (temp file, fsync, rename);
 - ``run.json``: how the run was invoked, so ``looprun resume`` can rebuild it;
 - ``observe/<n>.json``: one structured observation per iteration;
 - ``exchanges.jsonl``: the model exchanges; ``summary.json``: the result at the end.
+
+A killed process loses nothing: every write reaches the operating system before the call
+returns. For a machine crash, saving the state is the durable point, at two fsyncs per
+step: the journal first (so the events of every saved state survive with it), then the
+new state's content; the rename rides on the next fsync. A machine crash may so lose the
+last step (a resumed run redoes it, as after a kill before the save) and the OS-buffered
+tail of the exchanges and observations; both are fsynced when the journal closes.
 
 Every string written is redacted first: values of secret-looking environment variables
 never reach these files.
@@ -27,6 +34,7 @@ from typing import Any
 
 from looprun import safefs
 from looprun.atomic import write_atomic
+from looprun.crashpoint import crash_point
 from looprun.errors import UsageError
 from looprun.proc import secret_values
 from looprun.redact import Redactor
@@ -62,24 +70,33 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=False, default=str)
 
 
-def _repair_tail(path: Path) -> int:
-    """Cut a torn last line (a crash mid-write); return the last complete event's seq."""
+def _repair_tail(path: Path) -> bytes:
+    """Cut a torn last line (a crash mid-write); return the complete lines."""
     data = safefs.read_bytes(path)
     if data is None:
-        return 0
+        return b""
     end = data.rfind(b"\n") + 1
     if end < len(data):
         with os.fdopen(safefs.open_file(path, os.O_RDWR), "r+b") as fh:
             fh.truncate(end)
             fh.flush()
             os.fsync(fh.fileno())
-    last = 0
-    for line in data[:end].splitlines()[-1:]:
+    return data[:end]
+
+
+def _last_seq(data: bytes) -> int:
+    for line in data.splitlines()[-1:]:
         try:
-            last = int(json.loads(line).get("seq", 0))
+            return int(json.loads(line).get("seq", 0))
         except (ValueError, AttributeError):
-            last = 0
-    return last
+            return 0
+    return 0
+
+
+def _write_durably(fh: Any, text: str) -> None:
+    fh.write(text)
+    fh.flush()
+    os.fsync(fh.fileno())
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -101,6 +118,16 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield obj
 
 
+@dataclass(frozen=True)
+class UnsavedUsage:
+    """Usage recorded after the last saved state (see ``RunJournal.unsaved_usage``)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+
 class RunJournal:
     """The files of one run. Implements the loop's Journal port."""
 
@@ -111,9 +138,14 @@ class RunJournal:
         for sub in ("observe", "artifacts"):
             os.close(safefs.open_dir(self.dir / sub, create=True))
         self._events_path = self.dir / "journal.jsonl"
-        self._seq = _repair_tail(self._events_path)
+        self._seq = _last_seq(_repair_tail(self._events_path))
+        self._exchanges_path = self.dir / "exchanges.jsonl"
+        self._exchange_count = _repair_tail(self._exchanges_path).count(b"\n")
+        # what earlier processes wrote: the usage a state saved before it does not hold
+        self._opened = (self._seq, self._exchange_count)
         self._events = _append_handle(self._events_path)
-        self._exchanges = _append_handle(self.dir / "exchanges.jsonl")
+        self._exchanges = _append_handle(self._exchanges_path)
+        self._unsynced: set[int] = set()  # descriptors written since their last fsync
 
     @classmethod
     def create(cls, workdir: Path, run_id: str | None = None) -> RunJournal:
@@ -137,12 +169,18 @@ class RunJournal:
         return self._seq
 
     @property
+    def exchange_count(self) -> int:
+        """How many model exchanges ``exchanges.jsonl`` holds."""
+        return self._exchange_count
+
+    @property
     def artifacts(self) -> Path:
         return self.dir / "artifacts"
 
     def close(self) -> None:
         for fh in (self._events, self._exchanges):
             if not fh.closed:
+                self._sync(fh)
                 fh.close()
 
     def __enter__(self) -> RunJournal:
@@ -151,10 +189,18 @@ class RunJournal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _append(self, fh: Any, obj: Mapping[str, Any]) -> None:
-        fh.write(_dumps(self.redact.data(bounded(obj))) + "\n")
+    def _append(self, fh: Any, obj: Mapping[str, Any], point: str) -> None:
+        line = _dumps(self.redact.data(bounded(obj))) + "\n"
+        crash_point(f"torn:{point}", lambda: _write_durably(fh, line[: len(line) // 2]))
+        fh.write(line)
         fh.flush()
-        os.fsync(fh.fileno())
+        self._unsynced.add(fh.fileno())
+        crash_point(f"after:{point}")
+
+    def _sync(self, fh: Any) -> None:
+        if fh.fileno() in self._unsynced:
+            os.fsync(fh.fileno())
+            self._unsynced.discard(fh.fileno())
 
     # -- the Journal port -------------------------------------------------------------------
 
@@ -167,16 +213,22 @@ class RunJournal:
             "event": kind,
             **data,
         }
-        self._append(self._events, record)
+        crash_point(f"before:event:{kind}")
+        self._append(self._events, record, f"event:{kind}")
 
     def exchange(self, record: Mapping[str, Any]) -> None:
-        self._append(self._exchanges, {"ts": round(time.time(), 3), **record})
+        self._append(self._exchanges, {"ts": round(time.time(), 3), **record}, "exchange")
+        self._exchange_count += 1
 
     def save_state(self, state: Mapping[str, Any]) -> None:
-        write_atomic(self.dir / "state.json", _dumps(self.redact.data(state)), nofollow=True)
+        crash_point("before:state")
+        text = _dumps(self.redact.data(state))
+        self._sync(self._events)  # the events this state has seen, durable before it
+        write_atomic(self.dir / "state.json", text, nofollow=True, sync="content")
+        crash_point("after:state")
 
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
-        self._save(Path("observe") / f"{number}.json", record)
+        self._save(Path("observe") / f"{number}.json", record, sync="none")
         self._keep_artifacts(number)
 
     def _keep_artifacts(self, number: int) -> None:
@@ -192,14 +244,15 @@ class RunJournal:
             shutil.copyfile(path, keep / path.name)
 
     def save_summary(self, summary: Mapping[str, Any]) -> None:
+        crash_point("before:summary")
         self._save(Path("summary.json"), summary)
 
     def save_invocation(self, invocation: Mapping[str, Any]) -> None:
         self._save(Path("run.json"), invocation)
 
-    def _save(self, name: Path, record: Mapping[str, Any]) -> None:
+    def _save(self, name: Path, record: Mapping[str, Any], sync: str = "all") -> None:
         text = json.dumps(self.redact.data(record), indent=2, ensure_ascii=False, default=str)
-        write_atomic(self.dir / name, text, nofollow=True)
+        write_atomic(self.dir / name, text, nofollow=True, sync=sync)
 
     # -- reading back ---------------------------------------------------------------------
 
@@ -209,6 +262,37 @@ class RunJournal:
     def current_events(self) -> list[dict[str, Any]]:
         """The events without the superseded ones (see :func:`current_events`)."""
         return current_events(self.events())
+
+    def unsaved_usage(self, journal_seq: int, exchanges: int) -> UnsavedUsage:
+        """What the model calls after a saved state cost, as recorded before this process
+        opened the run (a killed iteration was paid for): tokens and cost from
+        ``exchanges.jsonl`` past its first ``exchanges`` lines, and the time from the
+        state's last event (``journal_seq``) to the last record written after it."""
+        seq_at_open, count_at_open = self._opened
+        prompt = completion = 0
+        cost = 0.0
+        stamps: list[float] = []
+        for i, rec in enumerate(read_jsonl(self._exchanges_path)):
+            if i >= count_at_open:
+                break
+            if i < exchanges:
+                continue
+            usage = rec.get("usage") or {}
+            prompt += int(usage.get("prompt_tokens") or 0)
+            completion += int(usage.get("completion_tokens") or 0)
+            cost += float(usage.get("cost_usd") or 0.0)
+            stamps.append(float(rec.get("ts") or 0.0))
+        anchor: float | None = None
+        for e in self.events():
+            seq = int(e.get("seq", 0))
+            if seq > seq_at_open:
+                break
+            if anchor is None and (seq == journal_seq or journal_seq == 0):
+                anchor = float(e.get("ts") or 0.0)
+            elif anchor is not None and seq > journal_seq:
+                stamps.append(float(e.get("ts") or 0.0))
+        seconds = max(0.0, max(stamps) - anchor) if stamps and anchor is not None else 0.0
+        return UnsavedUsage(prompt, completion, cost, seconds)
 
     def load_state(self) -> dict[str, Any] | None:
         return _load_json(self.dir / "state.json")
@@ -223,6 +307,7 @@ class RunJournal:
 # Events that describe a step; when the step is redone after a resume they are superseded.
 STEP_EVENTS = frozenset(
     {
+        "run_started",  # a run killed before its first state save is started again
         "plan",
         "tool_call",
         "policy_violation",
@@ -296,8 +381,71 @@ def find_run(workdir: Path, run_id: str) -> Path:
 
 
 @dataclass(frozen=True)
+class RunStatus:
+    """Where a run stands and what ``looprun resume`` would do with it: the one reading
+    of a run's files that both ``looprun runs`` and ``looprun resume`` use.
+
+    ``state.json`` is the source of truth (``summary.json`` only says whether the end
+    was fully written down); ``resume`` is empty when nothing is left to do."""
+
+    outcome: str
+    reason: str
+    iterations: int
+    resume: str
+    state: dict[str, Any] | None = None
+    summary_missing: bool = False
+    commit_pending: bool = False
+
+
+def run_status(run_dir: Path) -> RunStatus:
+    """Read a run's files into a :class:`RunStatus`."""
+    inv = _load_json(run_dir / "run.json")
+    state = _load_json(run_dir / "state.json")
+    summary = _load_json(run_dir / "summary.json")
+    if inv is None:
+        why = "killed before it was set up (no run.json); nothing to resume: start it again"
+        return RunStatus("interrupted", why, int((state or {}).get("iterations", 0)), "")
+    if state is None:
+        why = "killed before its first step was saved"
+        return RunStatus("interrupted", why, 0, "start it again from the beginning", state)
+    n = int(state.get("iterations", 0))
+    stop = state.get("stop") or {}
+    if state.get("pending"):
+        paths = ", ".join(state["pending"].get("paths") or [])
+        return RunStatus(
+            "escalated", f"waiting for approval of {paths}", n, "--approve or --reject", state
+        )
+    if not stop:
+        if (
+            summary is not None
+            and summary.get("outcome") == "interrupted"
+            and (
+                summary.get("iterations") == n  # not a later crash
+            )
+        ):
+            why = str(summary.get("reason", ""))
+        else:
+            why = f"killed after iteration {n}; no outcome recorded"
+        return RunStatus("interrupted", why, n, f"continue after iteration {n}", state)
+    outcome, why = str(stop.get("outcome", "?")), str(stop.get("reason", ""))
+    missing = summary is None or summary.get("outcome") != outcome or summary.get("iterations") != n
+    commit = state.get("commit") or {}
+    pending = (
+        outcome == "done"
+        and bool(inv.get("commit"))
+        and not (commit.get("sha") or commit.get("skipped"))
+    )
+    todo = [
+        *(["write the missing summary"] if missing else []),
+        *(["make the --commit commit"] if pending else []),
+        *(["continue after the error"] if outcome == "error" else []),
+    ]
+    return RunStatus(outcome, why, n, " and ".join(todo), state, missing, pending)
+
+
+@dataclass(frozen=True)
 class RunInfoRow:
-    """One row of ``looprun runs``: a run and how it ended."""
+    """One row of ``looprun runs``: a run, how it ended, and what resume would do."""
 
     run_id: str
     template: str
@@ -308,9 +456,14 @@ class RunInfoRow:
     duration_s: float = 0.0
     tokens: int = 0
     cost_usd: float = 0.0
+    resume: str = ""
+
+    @property
+    def resumable(self) -> bool:
+        return bool(self.resume)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dict(self.__dict__) | {"resumable": self.resumable}
 
 
 def list_runs(workdir: Path) -> list[RunInfoRow]:
@@ -318,21 +471,9 @@ def list_runs(workdir: Path) -> list[RunInfoRow]:
     rows = []
     for d in _run_dirs(runs_root(workdir)):
         inv = _load_json(d / "run.json") or {}
+        status = run_status(d)
         summary = _load_json(d / "summary.json")
-        state = _load_json(d / "state.json") or {}
-        stop = state.get("stop") or {}
-        if summary is not None and stop:
-            outcome, reason = summary.get("outcome", "?"), summary.get("reason", "")
-        elif state.get("pending"):
-            outcome, reason = "escalated", "waiting for approval"
-        elif (
-            summary is not None
-            and summary.get("outcome") == "interrupted"
-            and summary.get("iterations") == state.get("iterations")  # not a later crash
-        ):
-            outcome, reason = "interrupted", str(summary.get("reason", ""))
-        else:
-            outcome, reason = "interrupted", "no outcome recorded (resume it)"
+        state = status.state or {}
         usage = (summary or {}).get("usage") or {}
         tokens = int(usage.get("prompt_tokens", state.get("prompt_tokens", 0)) or 0) + int(
             usage.get("completion_tokens", state.get("completion_tokens", 0)) or 0
@@ -342,12 +483,13 @@ def list_runs(workdir: Path) -> list[RunInfoRow]:
                 d.name,
                 str(inv.get("template", "?")),
                 str(inv.get("started", "")),
-                outcome,
-                int(state.get("iterations", 0)),
-                reason,
+                status.outcome,
+                status.iterations,
+                status.reason,
                 round(float((summary or {}).get("duration_s", state.get("elapsed_s", 0)) or 0), 3),
                 tokens,
                 round(float(usage.get("cost_usd", state.get("cost_usd", 0.0)) or 0.0), 6),
+                status.resume,
             )
         )
     return rows

@@ -16,6 +16,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from looprun.sandbox import Sandbox
 
 # Environment variable names that look like credentials are never passed to children.
 _SECRET_NAME = re.compile(
@@ -125,11 +129,13 @@ def run_process(
     max_output_bytes: int = 64_000,
     on_output: Callable[[bytes], None] | None = None,
     deadline: float | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ProcResult:
     """Run ``command`` to completion or timeout. ``shell=True`` only for trusted commands.
 
     ``deadline`` (a ``time.monotonic()`` value) bounds the run too, so a run-wide wall
-    clock limit also stops a hung child.
+    clock limit also stops a hung child. With a ``sandbox`` the command runs confined;
+    a missing or non-executable program raises as it would without one.
     """
     start = time.monotonic()
     limit = start + timeout_s if timeout_s is not None else None
@@ -138,15 +144,64 @@ def run_process(
     args: str | list[str] = command if isinstance(command, str) else list(command)
     if shell and not isinstance(args, str):
         raise ValueError("shell commands are strings")
-    proc = subprocess.Popen(
-        args if not shell else ["/bin/sh", "-c", args],  # type: ignore[list-item]
-        cwd=str(cwd),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=dict(scrubbed_env() if env is None else env),
-        start_new_session=True,
+    argv: list[str] = (
+        ["/bin/sh", "-c", args] if shell else [args] if isinstance(args, str) else args
     )
+    child_env = dict(scrubbed_env() if env is None else env)
+    cleanup: Callable[[], None] = _nothing
+    if sandbox is not None:
+        _check_program(argv[0], Path(cwd), child_env)
+        wrapped = sandbox.wrap(argv, cwd=Path(cwd), env=child_env)
+        argv, child_env, cleanup = wrapped.argv, wrapped.env, wrapped.cleanup
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(cwd),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            start_new_session=True,
+        )
+    except BaseException:
+        cleanup()
+        raise
+    try:
+        return _supervise(proc, start, limit, max_output_bytes, on_output)
+    finally:
+        cleanup()
+
+
+def _nothing() -> None:
+    return None
+
+
+def _check_program(program: str, cwd: Path, env: Mapping[str, str]) -> None:
+    """Raise as ``Popen`` would for a program that is missing or not executable, so a
+    sandboxed command fails the same way as an unconfined one."""
+    import shutil
+
+    search = env.get("PATH", os.defpath)
+    if os.sep in program:
+        path = cwd / program
+        exists, runnable = path.exists(), path.is_file() and os.access(path, os.X_OK)
+    else:
+        runnable = shutil.which(program, path=search) is not None
+        exists = runnable or shutil.which(program, mode=os.F_OK, path=search) is not None
+    if not exists:
+        raise FileNotFoundError(2, "No such file or directory", program)
+    if not runnable:
+        raise PermissionError(13, "Permission denied", program)
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    start: float,
+    limit: float | None,
+    max_output_bytes: int,
+    on_output: Callable[[bytes], None] | None,
+) -> ProcResult:
+    """Read the capped output until exit or the limit; kill the group on a timeout."""
     with _live_lock:
         _live[proc.pid] = threading.get_ident()
     buf = _CappedBuffer(max_output_bytes)

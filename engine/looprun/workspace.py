@@ -13,27 +13,38 @@ directory itself is never part of a snapshot.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from looprun import safefs
 from looprun.atomic import write_atomic
+from looprun.changes import FileChange
+from looprun.crashpoint import crash_point
 from looprun.errors import LooprunError, UsageError
 from looprun.gitutil import (
+    EMPTY_TREE,
     Git,
     GitError,
+    SnapshotFacts,
     base_ignore_rules,
     current_ignore_rules,
     remember_ignore_rules,
 )
 
 REF_PREFIX = "refs/looprun/"
+LOCK_GRACE_S = 1.0
 _GITLINK = "160000"
+_HEX = frozenset("0123456789abcdef")
+# Ref names made only of these parts are valid for git; others are asked of git.
+_SAFE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
 
 
 @dataclass(frozen=True)
@@ -49,16 +60,34 @@ class MergeResult:
 class Workspace:
     """Snapshots and rollback of one working tree, on private refs."""
 
-    def __init__(self, workdir: Path, git: Git, state_dir: Path, *, private: bool):
+    def __init__(
+        self, workdir: Path, git: Git, state_dir: Path, *, private: bool, watched: bool = False
+    ):
         self.workdir = workdir
         self.git = git
         self.state_dir = state_dir
         self.private = private
         self._base: str | None = None
+        self._excluded: tuple[str, ...] = ()
+        # Watched: whoever writes to the tree calls ``touched``, so a snapshot is taken
+        # once and reused until then (diff, changed files and checkpoint of one iteration
+        # share it; an iteration that wrote nothing costs no git call at all).
+        self.watched = watched
+        self._tree: str | None = None
+        self._facts = SnapshotFacts()
+        self._trees: dict[str, str] = {}  # object id -> its tree (never changes)
+        self._diff: tuple[tuple[str, str], str, list[str]] | None = None
+        self._last_checkpoint: tuple[str, str | None, str] | None = None  # tree, parent, commit
 
     @classmethod
-    def open(cls, workdir: Path, *, state_dir: Path, base: str | None = None) -> Workspace:
-        """Open ``workdir``; ``base`` adopts a base recorded earlier (when resuming)."""
+    def open(
+        cls, workdir: Path, *, state_dir: Path, base: str | None = None, watched: bool = False
+    ) -> Workspace:
+        """Open ``workdir``; ``base`` adopts a base recorded earlier (when resuming).
+
+        ``watched``: the caller calls :meth:`touched` after anything that may have
+        written to the working tree (tools, observers' commands), so snapshots are reused.
+        """
         workdir = Path(os.path.realpath(workdir))
         if not workdir.is_dir():
             raise UsageError(f"{workdir}: the working directory does not exist")
@@ -66,9 +95,10 @@ class Workspace:
         plain = Git(workdir)
         top = plain.run("rev-parse", "--show-toplevel", check=False).strip()
         if top and Path(os.path.realpath(top)) == workdir:
-            ws = cls(workdir, plain, state_dir, private=False)
+            ws = cls(workdir, plain, state_dir, private=False, watched=watched)
         else:
-            ws = cls(workdir, _private_repo(workdir, state_dir / "git"), state_dir, private=True)
+            private = _private_repo(workdir, state_dir / "git")
+            ws = cls(workdir, private, state_dir, private=True, watched=watched)
             if top:  # a subdirectory: keep the state out of the enclosing repo's status too
                 outer_dir = Path(os.path.realpath(top))
                 outer = cls(outer_dir, Git(outer_dir), state_dir, private=False)
@@ -93,18 +123,119 @@ class Workspace:
         ``gitutil.base_ignore_rules``): a ``.gitignore`` the run writes hides nothing.
         A persistent private index keeps git's stat cache, so unchanged files are not
         hashed again. It starts from HEAD, so tracked files that match an ignore rule
-        are part of the snapshot too.
+        are part of the snapshot too. A watched workspace reuses its last snapshot
+        until :meth:`touched`.
         """
+        if self._tree is not None and self.watched:
+            return self._tree
+        if not self.watched:
+            self._facts.forget()
         index = self.state_dir / "snapshot.index"
         if index.is_symlink():  # git would read through it; the index is ours to rebuild
             index.unlink()
-        rules = self._rules()
-        return self.git.snapshot(index, exclude=self._state_rel(), rules=rules)
+        crash_point("snapshot.index-lock", lambda: self.git.hold_index_lock(index))
+        self._tree = self.git.snapshot(
+            index,
+            exclude=self._state_rel(),
+            facts=self._facts,
+            also=self._excluded,
+            rules=self._rules(),
+        )
+        return self._tree
 
     def _rules(self) -> str:
         if self._base is None:  # the start state: the tree's own ignore files, as they are
             return current_ignore_rules(self.git, self._state_rel())
         return base_ignore_rules(self.git, self._base)
+
+    def touched(self, paths: Sequence[str] | None = None) -> None:
+        """The working tree may have changed: look again. ``paths``: only these files were
+        written (HEAD stays, and the ignore rules unless one is a ``.gitignore``); None:
+        anything may have changed (a command ran)."""
+        self._tree = None
+        if paths is None or any(PurePosixPath(p).name == ".gitignore" for p in paths):
+            self._facts.forget()
+
+    @property
+    def excluded(self) -> tuple[str, ...]:
+        """Workdir-relative paths kept out of every snapshot (observers' reports)."""
+        return self._excluded
+
+    def exclude(self, paths: Sequence[str]) -> None:
+        """Keep ``paths`` (workdir-relative or absolute; observers' report files) out of
+        every snapshot from now on, so they are never part of a diff, a rollback or a
+        commit. A path outside the working tree is ignored."""
+        state = self._state_rel().strip("/") + "/"
+        rel: list[str] = []
+        for path in paths:
+            full = Path(os.path.abspath(self.workdir / path))
+            try:
+                r = full.relative_to(self.workdir).as_posix()
+            except ValueError:
+                continue
+            if r in ("", ".") or r.startswith(("../", state)) or r in self._excluded:
+                continue
+            rel.append(r)
+        if rel:  # an ignored (untracked) path is never in a snapshot: git refuses to name it
+            data = b"".join(p.encode("utf-8") + b"\0" for p in rel)
+            out = self.git.run("check-ignore", "-z", "--stdin", input=data, check=False)
+            ignored = {p for p in out.split("\0") if p}
+            kept = [p for p in rel if p not in ignored]
+            if kept:
+                self._excluded = tuple(sorted({*self._excluded, *kept}))
+                self._tree = None  # the next snapshot leaves them out
+
+    def file_changes(
+        self, since: str, until: str | None = None, *, contents: bool = False
+    ) -> list[FileChange]:
+        """Each path that differs between ``since`` and ``until`` (default: now), with
+        its old and new text when ``contents`` (None for a binary or absent side)."""
+        a = self.tree_of(since)
+        b = self.tree_of(until) if until else self.snapshot()
+        out: list[FileChange] = []
+        for src_mode, dst_mode, status, path in self._raw_diff(a, b):
+            if _GITLINK in (src_mode, dst_mode):
+                continue
+            old = new = None
+            if contents:
+                old = None if status == "A" else self._text(f"{a}:{path}")
+                new = None if status == "D" else self._text(f"{b}:{path}")
+            out.append(FileChange(path, status, old, new))
+        return out
+
+    def _text(self, spec: str) -> str | None:
+        code, out, _ = self.git.run_status("cat-file", "blob", spec)
+        if code != 0 or "\0" in out:
+            return None
+        return out
+
+    def describe_base(self) -> str:
+        """What the start state holds besides HEAD: '' when it is exactly HEAD."""
+        head = self.git.head()
+        base = self.base()
+        if head:
+            start = self.tree_of(head)
+            label = f"HEAD ({head[:10]})"
+        else:
+            start, label = EMPTY_TREE, "an empty repository (no commit yet)"
+        changes = self._raw_diff(start, base)
+        by: dict[str, list[str]] = {"A": [], "M": [], "D": []}
+        for _, _, status, path in changes:
+            by.get(status, by["M"]).append(path)
+        if not any(by.values()):
+            return f"the run starts from {label}, with no uncommitted changes"
+        parts = []
+        for status, noun in (("M", "modified"), ("D", "deleted"), ("A", "untracked or added")):
+            paths = by[status]
+            if paths:
+                more = f" and {len(paths) - 5} more" if len(paths) > 5 else ""
+                shown = ", ".join(paths[:5]) + more
+                parts.append(f"{len(paths)} {noun} ({shown})")
+        return (
+            f"the run starts from {label} plus the working tree's "
+            + "; ".join(parts)
+            + ": these are part of the start, not of the run's changes"
+        )
 
     def base(self) -> str:
         """Tree of the start state (HEAD plus the dirty working tree), recorded once,
@@ -133,27 +264,52 @@ class Workspace:
         return self.state_dir / "bases" / f"{self.base()[:16]}.{kind}"
 
     def checkpoint(self, ref: str) -> str:
-        """Commit the working tree as it is to ``refs/looprun/<ref>``; returns the commit."""
+        """Commit the working tree as it is to ``refs/looprun/<ref>``; returns the commit.
+
+        A tree unchanged since the last checkpoint (same HEAD) gets that checkpoint's
+        commit back, already anchored by its ref: no new commit, and for an iteration's
+        checkpoint (a name ending in its number) no new ref either, so an iteration that
+        changed nothing costs no git call; other names get their ref.
+        """
         name = REF_PREFIX + ref
-        code, _, _ = self.git.run_status("check-ref-format", name)
-        if code != 0:
-            raise LooprunError(f"invalid checkpoint name {ref!r}")
-        return self._anchor(name, self.snapshot(), f"looprun checkpoint {ref}")
+        if not all(_SAFE_REF.fullmatch(p) and not p.endswith(".lock") for p in ref.split("/")):
+            code, _, _ = self.git.run_status("check-ref-format", name)
+            if code != 0:
+                raise LooprunError(f"invalid checkpoint name {ref!r}")
+        tree = self.snapshot()
+        last = self._last_checkpoint
+        if last is not None and last[:2] == (tree, self._head()):
+            if not ref.rsplit("/", 1)[-1].isdigit():
+                self.git.run("update-ref", "-m", f"looprun checkpoint {ref}", name, last[2])
+            return last[2]
+        return self._anchor(name, tree, f"looprun checkpoint {ref}")
+
+    def _head(self) -> str | None:
+        if not self.watched:
+            self._facts.forget()
+        return self._facts.head(self.git)
 
     def _anchor(self, ref: str, tree: str, message: str) -> str:
         parents: list[str] = []
-        head = self.git.head()
+        head = self._head()
         if head:
             parents = ["-p", head]
         commit = self.git.run("commit-tree", tree, *parents, "-m", message).strip()
         self.git.run("update-ref", "-m", message, ref, commit)
+        self._last_checkpoint = (tree, head, commit)
+        self._trees[commit] = tree
         return commit
 
     def tree_of(self, ref_or_sha: str) -> str:
         """The tree a checkpoint name, ref, commit or tree stands for."""
+        known = self._trees.get(ref_or_sha)
+        if known is not None:
+            return known
         for candidate in (REF_PREFIX + ref_or_sha, ref_or_sha):
             out = self.git.run("rev-parse", "--verify", "-q", f"{candidate}^{{tree}}", check=False)
             if out.strip():
+                if len(ref_or_sha) >= 40 and set(ref_or_sha) <= _HEX:  # an object id: fixed
+                    self._trees[ref_or_sha] = out.strip()
                 return out.strip()
         raise LooprunError(f"no such checkpoint or snapshot: {ref_or_sha}")
 
@@ -170,6 +326,7 @@ class Workspace:
         target = self.tree_of(ref_or_sha)
         self._apply(self.snapshot(), target)
         self._remove_new_ignored()
+        self.touched()
 
     def _remove_new_ignored(self) -> None:
         raw = safefs.read_bytes(self._base_file("ignored"))
@@ -232,8 +389,27 @@ class Workspace:
 
     def diff(self, base: str | None = None) -> str:
         """Unified diff of the working tree against ``base`` (default: the recorded base)."""
+        return self._diff_against(base)[0]
+
+    def _diff_against(self, base: str | None) -> tuple[str, list[str]]:
+        """The patch and the changed paths, from one git call; remembered for the pair of
+        trees (a diff of two trees never changes)."""
         start = self.tree_of(base) if base else self.base()
-        return self.git.diff(start, self.snapshot())
+        tree = self.snapshot()
+        if self._diff is not None and self._diff[0] == (start, tree):
+            return self._diff[1], list(self._diff[2])
+        out = self.git.diff(start, tree, "--patch-with-raw", "-z")
+        paths: list[str] = []
+        pos = 0
+        while out.startswith(":", pos):  # ":modes ids status\0path\0" per path, then "\0"
+            meta_end = out.index("\0", pos)
+            path_end = out.index("\0", meta_end + 1)
+            paths.append(out[meta_end + 1 : path_end])
+            pos = path_end + 1
+        if out.startswith("\0", pos):
+            pos += 1
+        self._diff = ((start, tree), out[pos:], paths)
+        return out[pos:], list(paths)
 
     def numstat(self, base: str | None = None) -> list[tuple[str, int | None, int | None]]:
         """``(path, added, removed)`` per changed file against ``base``; None for binary."""
@@ -250,11 +426,7 @@ class Workspace:
         return rows
 
     def changed_files(self, base: str | None = None) -> list[str]:
-        start = self.tree_of(base) if base else self.base()
-        out = self.git.run(
-            "diff-tree", "-r", "-z", "--no-renames", "--name-only", start, self.snapshot()
-        )
-        return [p for p in out.split("\0") if p]
+        return self._diff_against(base)[1]
 
     # -- commits and worktrees ----------------------------------------------------------
 
@@ -276,6 +448,12 @@ class Workspace:
         env = self._user_identity()
         commit = self.git.run("commit-tree", tree, *parents, "-m", message, env=env).strip()
         self.git.run("update-ref", "-m", f"looprun: {message}", "HEAD", commit, head or "")
+        self.touched()  # HEAD moved
+        self.reset_index(only)
+        return commit
+
+    def reset_index(self, only: Sequence[str] | None) -> None:
+        """The user's index entries of ``only`` (all with None) set to HEAD's."""
         if only is None:
             self.git.run("reset", "-q")
         elif only:
@@ -289,7 +467,19 @@ class Workspace:
                 env={"GIT_LITERAL_PATHSPECS": "1"},
                 input=data,
             )
-        return commit
+
+    def made_commit(self, parent: str, run_id: str) -> str | None:
+        """HEAD, when it is run ``run_id``'s ``--commit`` commit on top of ``parent`` (made
+        before a crash): its first parent is ``parent`` and its message carries the
+        ``Looprun-Run: <run_id>`` trailer; else None."""
+        head = self.git.head()
+        if head is None or head == parent:
+            return None
+        parents, _, body = self.git.run("log", "-1", "--format=%P%n%B", head).partition("\n")
+        if (parents.split() or [""])[0] != parent:
+            return None
+        trailer = f"Looprun-Run: {run_id}"
+        return head if any(ln.strip() == trailer for ln in body.splitlines()) else None
 
     def _tree_with(self, head: str | None, source: str, paths: Sequence[str]) -> str:
         """HEAD's tree with ``paths`` taken from tree ``source`` (absent there: removed)."""
@@ -329,10 +519,64 @@ class Workspace:
         if not commit.strip():
             raise LooprunError(f"no such commit to start a worktree from: {start}")
         path = Path(os.path.abspath(path))
-        self.git.run("worktree", "add", "-q", "-b", branch, str(path), commit.strip())
+        add = ("worktree", "add", "-q", "-b", branch, str(path), commit.strip())
+        # test-only: what a kill in the middle of `git worktree add` leaves (the branch
+        # made, the worktree registered but still locked, nothing checked out)
+        crash_point(
+            "worktree.half-made",
+            lambda: self.git.run(*add[:3], "--lock", "--no-checkout", *add[3:]),
+        )
+        self.git.run(*add)
         sub = Workspace.open(path, state_dir=path / ".looprun")
         sub._base = sub.tree_of(commit.strip())
         return sub
+
+    def ensure_worktree(self, path: Path, branch: str, start: str) -> bool:
+        """The worktree at ``path`` on ``branch``, made from ``start`` unless a sound one
+        is there already (a resumed sub-loop's). What a crash left half-made (a worktree
+        git still marks locked while initializing, a directory git does not know, a
+        branch without its worktree) is removed and made again; True when that
+        happened. The sub-loop's own state restores its content."""
+        path = Path(os.path.abspath(path))
+        entry = self._worktree_entry(path)
+        if entry is not None and "locked" not in entry and (path / ".git").exists():
+            return False
+        leftovers = entry is not None or path.exists() or self._has_branch(branch)
+        self.discard_worktree(path, branch)
+        self.add_worktree(path, branch, start)
+        return leftovers
+
+    def discard_worktree(self, path: Path, branch: str | None) -> None:
+        """Remove the worktree at ``path`` and its ``branch``, whatever state a crash left
+        them in (half made, half removed, or gone already)."""
+        path = Path(os.path.abspath(path))
+        if self._worktree_entry(path) is not None:
+            self.git.run("worktree", "unlock", str(path), check=False)
+            self.git.run("worktree", "remove", "--force", "--force", str(path), check=False)
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        self.git.run("worktree", "prune")
+        crash_point("worktree.removed")
+        if branch and self._has_branch(branch):
+            self.delete_branch(branch)
+
+    def _worktree_entry(self, path: Path) -> dict[str, str] | None:
+        """``git worktree list`` 's record of the worktree at ``path`` (None: unknown)."""
+        out = self.git.run("worktree", "list", "--porcelain", "-z")
+        for block in out.split("\0\0"):
+            entry: dict[str, str] = {}
+            for field in block.split("\0"):
+                key, _, value = field.partition(" ")
+                if key:
+                    entry[key] = value
+            wt = entry.get("worktree")
+            if wt and os.path.realpath(wt) == os.path.realpath(path):
+                return entry
+        return None
+
+    def _has_branch(self, branch: str) -> bool:
+        ref = f"refs/heads/{branch}"
+        return bool(self.git.run("rev-parse", "--verify", "-q", ref, check=False).strip())
 
     def remove_worktree(self, path: Path) -> None:
         self.git.run("worktree", "remove", "--force", str(Path(os.path.abspath(path))))
@@ -371,7 +615,34 @@ class Workspace:
             raise GitError(f"git merge-tree failed in {self.workdir}: {err.strip()}")
         merged = fields[0]
         changed = self._apply(ours_tree, merged)
+        self.touched()
         return MergeResult(True, tree=merged, changed=tuple(changed))
+
+    # -- crash recovery ----------------------------------------------------------------
+
+    def clear_stale_locks(self, run_id: str, *, grace_s: float = LOCK_GRACE_S) -> list[Path]:
+        """Remove the lock files a killed run left behind, so the tree is not blocked.
+
+        Call only while holding the run lock (:class:`RunLock`): holding it proves that
+        the run which took these locks is dead. Only the engine's own locks are touched:
+        the private index's, this run's private refs' and branches', and the index of a
+        worktree made for one of its sub-loops; never the user's index or branches. A
+        lock younger than ``grace_s`` gets that long to go away (a git command whose
+        parent was killed alone finishes on its own)."""
+        found = [self.state_dir / "snapshot.index.lock"]
+        common = self._git_path(self.git.run("rev-parse", "--git-common-dir").strip())
+        own = self._git_path(self.git.run("rev-parse", "--git-dir").strip())
+        if own != common and own.parent.name == "worktrees":  # a sub-loop's worktree
+            found.append(own / "index.lock")
+        rid = glob.escape(run_id)
+        found.extend((common / REF_PREFIX / "base").glob("*.lock"))  # same name, same value
+        for ns in (REF_PREFIX, "refs/heads/looprun/"):
+            for pattern in (f"{rid}/**/*.lock", f"{rid}.*/**/*.lock"):
+                found.extend((common / ns).glob(pattern))
+        return [p for p in dict.fromkeys(found) if _remove_stale(p, grace_s)]
+
+    def _git_path(self, text: str) -> Path:
+        return Path(os.path.realpath(text if os.path.isabs(text) else self.workdir / text))
 
     # -- setup -------------------------------------------------------------------------
 
@@ -453,6 +724,21 @@ def _private_repo(workdir: Path, git_dir: Path) -> Git:
         # No core.worktree: linked worktrees made for sub-loops must not inherit it.
         git.run("config", "--unset", "core.worktree", check=False)
     return git
+
+
+def _remove_stale(lock: Path, grace_s: float) -> bool:
+    """Remove ``lock`` once it is ``grace_s`` old; False if it was not there."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age < grace_s:
+        time.sleep(grace_s - age)
+    try:
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _prune_empty_dirs(directory: Path, root: Path) -> None:

@@ -288,8 +288,10 @@ def test_model_mistakes_become_error_results(
     result = toolbox(workdir, tools=("read_file", "write_file")).call(tool_call)
     assert result.is_error
     assert expected in result.content
-    if "tool" in expected or "enabled" in expected:
-        assert result.violation is not None and result.violation.rule == "tool.unknown"
+    if "enabled" in expected:  # a tool the template left out: a boundary
+        assert result.violation is not None and result.violation.rule == "tool.not_enabled"
+    else:  # a misspelt or invented tool is a mistake to correct, never a violation
+        assert result.violation is None
 
 
 def test_nothing_runs_after_the_deadline(workdir: Path) -> None:

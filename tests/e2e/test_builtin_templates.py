@@ -61,9 +61,10 @@ def test_refactor_refuses_test_edits_and_ends_green(tmp_path: Path) -> None:
     assert (summary["outcome"], summary["iterations"]) == ("done", 3)
     decisions = [e["decision"] for e in _events(summary, "iteration")]
     assert [d["action"] for d in decisions] == ["rollback", "retry", "done"]
-    # 1: the edit of a test was refused by the engine, and the model was told why
+    # 1: the edit of a (protected) test was found on the real diff and undone, and the
+    # model was told why
     (violation,) = _events(summary, "policy_violation")
-    assert violation["rule"] == "path.deny" and "tests/test_rates.py" in violation["message"]
+    assert violation["rule"] == "path.protected" and "tests/test_rates.py" in violation["message"]
     assert "undone" in decisions[0]["message"] and "tests/test_rates.py" in decisions[0]["message"]
     # 2: the broken refactoring came back as the failing tests and their assertions
     assert "Restore the behaviour" in decisions[1]["message"]

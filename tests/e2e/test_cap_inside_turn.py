@@ -177,7 +177,10 @@ def test_timeout_mid_turn_records_the_iteration_without_running_the_checks(
     tests = record["observers"]["tests"]
     assert (tests["ran"], tests["ok"]) == (False, False)
     assert tests["error"].startswith("not run: timeout reached")
-    assert not (run_dir / "artifacts" / "junit.xml").exists()  # the check never started
+    # the check ran once, for the baseline, and never in the timed-out iteration
+    (baseline,) = [e for e in events_of(run_dir) if e["event"] == "baseline"]
+    assert baseline["seq"] < min(e["seq"] for e in events_of(run_dir) if e["event"] == "iteration")
+    assert proc.stderr.count("tests: ") == 2, proc.stderr  # the baseline line and iteration 1
     assert limit_row(record, "timeout")["max"] == 3
     assert record["next"]["code"] == "timeout"
 

@@ -132,12 +132,14 @@ def test_a_test_command_that_does_not_exist_is_named_in_the_progress_line(
     tmp_path: Path,
 ) -> None:
     repo, template, script = project(tmp_path)
-    # a compound command: the preflight leaves it to the shell, which says 127 in the run
-    # (a plain `nosuchtool -q` is refused before any model call; see test_preflight.py)
+    # a compound command: the preflight leaves it to the shell, which says 127 at the
+    # baseline observation, before any model call (a plain `nosuchtool -q` is refused
+    # even earlier; see test_preflight.py)
     proc = looprun(*run_args(repo, template, script, "--set", "test_command=cd . && nosuchtool -q"))
     assert proc.returncode == 1, proc.stderr  # stops at once: no retry can fix it
     assert "the shell exited 127" in proc.stderr
-    (line,) = iteration_lines(proc.stderr)
+    assert iteration_lines(proc.stderr) == []  # no act turn was spent
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("baseline: ")]
     assert "tests: ERROR (" in line
     assert "exit 127" in line and "nosuchtool: not found" in line, line
     assert ".looprun/runs/" not in line  # the run directory is noise in a progress line
@@ -200,6 +202,10 @@ def test_a_signal_mid_run_is_recorded_and_the_run_resumes(
     assert resumed.returncode == 3, resumed.stderr
     assert json.loads(resumed.stdout)["iterations"] == 3
     assert [ln[:3] for ln in iteration_lines(resumed.stderr)] == ["#2 ", "#3 "]
+    # resume keeps the baseline the run recorded: it is observed once, before iteration 1
+    events = [json.loads(ln) for ln in (run_dir / "journal.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events].count("baseline") == 1
+    assert "baseline: " not in resumed.stderr
 
 
 def test_a_second_run_in_the_same_checkout_is_refused_while_the_first_runs(

@@ -64,8 +64,11 @@ def _repo(tmp_path: Path, limits: str, turns: list[Any], check: str = CHECK) -> 
     return work
 
 
-def _run(tmp_path: Path, work: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def _run(
+    tmp_path: Path, work: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     proc = looprun(
+        *extra,
         str(tmp_path / "t.yaml"),
         "--intent",
         "make value.txt good",
@@ -126,7 +129,8 @@ def test_a_run_one_iteration_short_is_exhausted_never_done(tmp_path: Path) -> No
 
 def test_saying_done_or_calling_no_tool_never_ends_a_loop(tmp_path: Path) -> None:
     turns = [{"text": "All done! The bug is fixed."}] * 3
-    work = _repo(tmp_path, "{max_iterations: 3}", turns)
+    # no-progress detection off, so only the iteration cap can stop it
+    work = _repo(tmp_path, "{max_iterations: 3, max_repeats: false}", turns)
     proc, summary = _run(tmp_path, work)
     assert (proc.returncode, summary["outcome"], summary["iterations"]) == (3, "exhausted", 3)
 
@@ -172,7 +176,10 @@ def test_a_timeout_mid_tool_kills_the_process_group_and_keeps_the_changes(
     ]
     work = _repo(tmp_path, "{max_iterations: 3, timeout: 3s}", turns)
     started = time.monotonic()
-    proc, summary = _run(tmp_path, work)
+    # unconfined: the process group is what stops it here (the pid file is outside the
+    # workdir, and host pids are what it records); tests/security/test_sandbox.py checks
+    # the same timeout inside the sandbox
+    proc, summary = _run(tmp_path, work, "run", "--sandbox", "off")
     assert time.monotonic() - started < 30
     assert (proc.returncode, summary["code"]) == (3, "timeout")
     grandchild = int(pidfile.read_text())
@@ -205,7 +212,9 @@ def test_each_iteration_leaves_one_structured_observation(tmp_path: Path) -> Non
     work = _repo(tmp_path, "{max_iterations: 3}", THREE_ATTEMPTS)
     _, summary = _run(tmp_path, work)
     files = sorted(p.name for p in (Path(summary["run_dir"]) / "observe").iterdir())
-    assert files == ["1.json", "2.json", "3.json"]
+    assert files == ["0.json", "1.json", "2.json", "3.json"]  # 0: the baseline
+    baseline = _observe(summary, 0)
+    assert baseline["baseline"] is True and baseline["observers"]["check"]["ok"] is False
     record = _observe(summary, 1)
     assert record["intent"] == "make value.txt good"
     assert record["task"]["id"] == "main"
@@ -216,6 +225,7 @@ def test_each_iteration_leaves_one_structured_observation(tmp_path: Path) -> Non
         "max_tokens",
         "max_cost_usd",
         "timeout",
+        "max_repeats",  # on by default
     }
     assert record["progress"]["repeats"] == 1
     assert record["policy"]["violations"] == 0

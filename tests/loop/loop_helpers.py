@@ -52,7 +52,7 @@ def rule(
     condition: str | None, kind: str, message: str | None = None, target: str | None = None
 ) -> Rule:
     action = Action(kind, text(message) if message else None, target)  # type: ignore[arg-type]
-    return Rule(cond(condition) if condition else None, action)
+    return Rule(cond(condition) if condition else None, action, location=HERE)
 
 
 CHECK = (

@@ -15,6 +15,7 @@ from looprun.journal import RunJournal, current_events
 from looprun.loop.state import LoopState
 from looprun.models.scripted import ScriptedModel
 from looprun.resources import schemas_dir
+from looprun.template.model import Limits
 
 
 class Killed(BaseException):
@@ -84,7 +85,7 @@ def test_journal_and_state_agree_after_a_crash_between_the_writes(rig: Rig, cras
 
 
 def test_the_saved_state_covers_every_event_written_before_it(rig: Rig) -> None:
-    template = make_template()
+    template = make_template(limits=Limits(max_iterations=4, max_repeats=None))
     journal = RunJournal.create(rig.workdir)
     run_id = journal.run_id
     first = rig.run(template, [FINISHED], journal=journal)  # no edit: retries until the cap

@@ -14,7 +14,9 @@ from looprun.template.model import Limits
 
 
 def test_claiming_done_without_a_fix_does_not_end_the_run(rig: Rig) -> None:
-    result = rig.run(make_template(limits=Limits(max_iterations=3)), [FINISHED, FINISHED])
+    # no-progress detection off: the iteration cap is what must stop it
+    limits = Limits(max_iterations=3, max_repeats=None)
+    result = rig.run(make_template(limits=limits), [FINISHED, FINISHED])
     assert result.outcome == "exhausted"
     assert result.code == "max_iterations"
     assert result.iterations == 3

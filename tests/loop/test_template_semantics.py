@@ -47,7 +47,11 @@ def run_template(
         timeout=120,
     )
     summary = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
-    records = sorted(repo.glob(".looprun/runs/*/observe/*.json"), key=lambda p: int(p.stem))
+    # observe/0.json is the baseline; the records of the iterations start at 1
+    records = sorted(
+        (p for p in repo.glob(".looprun/runs/*/observe/*.json") if p.stem != "0"),
+        key=lambda p: int(p.stem),
+    )
     return proc.returncode, summary, proc.stderr, [json.loads(p.read_text()) for p in records]
 
 

@@ -58,6 +58,7 @@ def _run(
     iterations: int = 1,
     setup: Any = None,
     configure: Any = None,
+    options: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
     work = tmp_path / "work"
     (work / "src").mkdir(parents=True)
@@ -73,7 +74,7 @@ def _run(
     script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": calls}, {"text": "ok"}]))
     proc = looprun(
         str(template), "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
-        "--json", cwd=tmp_path,
+        "--json", *options, cwd=tmp_path,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc, json.loads(proc.stdout), work
@@ -101,14 +102,15 @@ def test_forbidden_patterns_see_files_the_model_hid(tmp_path: Path, hide: dict[s
 
 
 def test_the_diff_limit_counts_files_hidden_by_an_info_exclude_line(tmp_path: Path) -> None:
-    """Code the model runs (an allowed command) appends to .git/info/exclude."""
+    """Code the model runs (an allowed command) appends to .git/info/exclude: possible
+    with the OS sandbox off (or under Landlock, where the workdir stays writable)."""
     hider = "import pathlib\npathlib.Path('.git/info/exclude').write_text('big.txt\\n')\n"
     calls = [
         write("tools/hide.py", hider),
         {"name": "run", "arguments": {"command": f"{PY} tools/hide.py"}},
         write("big.txt", "line\n" * 100),
     ]
-    proc, summary, work = _run(tmp_path, calls)
+    proc, summary, work = _run(tmp_path, calls, options=("--sandbox", "off"))
     assert "big.txt" in (work / ".git" / "info" / "exclude").read_text()  # the trick ran
     assert summary["outcome"] == "aborted", (summary, proc.stderr)
     assert "max_diff_lines" in summary["reason"] or "40" in summary["reason"], summary

@@ -106,9 +106,10 @@ def test_a_failing_case_shows_what_fired_instead(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = proc.stdout
     assert "FAIL wrong expectation (tiny.cases.yaml:3:" in out
-    assert "rule: expected 2.1, got 2.2" in out
+    # a rule is named the same everywhere: file:line (or its id), whether given by position
+    assert "rule: expected tiny.yaml:16, got tiny.yaml:18" in out
     assert "action: expected escalate, got retry" in out
-    assert "fired: rule 2.2 (" in out and "-> retry: '1 failing'" in out
+    assert "fired: rule tiny.yaml:18 (2.2)" in out and "-> retry: '1 failing'" in out
     assert "exit fails: tests.ok" in out
     assert "PASS right one" in out
     assert "1 passed, 1 failed" in out
@@ -152,7 +153,7 @@ def test_bad_case_files_get_located_errors(tmp_path: Path) -> None:
     assert "tiny.cases.yaml:6:15: observer 'tests' (parser junit) has no fact 'faild'" in err
     assert "tiny.cases.yaml:7:7: unknown name 'progres' (did you mean 'progress'?)" in err
     assert "tiny.cases.yaml:8:16: no input named 'limt' (did you mean 'limit'?)" in err
-    assert "tiny.cases.yaml:9:20: no rule with an action at 3 (rules: 1, 2.1, 2.2;" in err
+    assert "tiny.cases.yaml:9:20: no rule with an action named 3 (rules: tiny.yaml:12, " in err
     assert "tiny.cases.yaml:9:33: action is one of" in err
     assert "tiny.cases.yaml:10:11: case name 'typos' is used twice" in err
     assert "tiny.cases.yaml:10:5: a case needs an `expect` mapping" in err
@@ -186,4 +187,4 @@ def test_validate_checks_case_files_against_their_template(tmp_path: Path) -> No
     assert "tiny.cases.yaml:5:21: observer 'tests' (parser junit) has no fact 'failures'" in (
         bad.stdout
     )
-    assert "tiny.cases.yaml:6:20: no rule with an action at 2.3" in bad.stdout
+    assert "tiny.cases.yaml:6:20: no rule with an action named 2.3" in bad.stdout

@@ -65,4 +65,57 @@ def test_rule_descriptions_appear_in_the_text_explanation(tmp_path: Path) -> Non
         )
     )
     text = explain_text(load_template(str(source)))
-    assert "  # Give up after three tries; a person should look.\n  1. if iteration > 3" in text
+    described = "  # Give up after three tries; a person should look.\n"
+    assert described + "  1. [t.yaml:9] if iteration > 3" in text
+
+
+def test_goals_are_whole_and_mermaid_shows_each_tasks_done_when(tmp_path: Path) -> None:
+    """One rule name in every rendering; text keeps each goal whole; the chart draws
+    every task's own goal condition."""
+    import json as _json
+
+    from looprun.template.explain import explain_json, explain_text
+
+    goal = "Fix the rounding of every total. " * 6  # far wider than a line
+    source = tmp_path / "t.yaml"
+    source.write_text(
+        textwrap.dedent(
+            f"""
+            looprun: 1
+            name: tasks
+            observe:
+              t: {{parser: exit_code, run: "true"}}
+            plan:
+              mode: static
+              tasks:
+                - id: first
+                  goal: "{goal.strip()}"
+                  done_when: t.ok and iteration > 1 and t.output_tail == "a text to be cut"
+                - id: second
+                  goal: go
+                  done_when: t.ok
+            act: {{prompt: go}}
+            exit: [t.ok]
+            refine:
+              - id: give_up
+                if: iteration > 3
+                then: abort
+              - else: retry
+            """
+        )
+    )
+    template = load_template(str(source))
+    text = explain_text(template)
+    assert f"1. first: {goal.strip()}" in text
+    chart = explain_mermaid(template)
+    assert (
+        "first done when: t.ok and iteration #gt; 1 and t.output_tail == "
+        '#quot;a text to be cut#quot;"' in chart
+    )
+    assert '"second done when: t.ok"' in chart
+    # the same names everywhere: explain text, Mermaid and JSON
+    assert "1. [give_up] if iteration > 3 -> abort" in text
+    assert "2. [t.yaml:21] else -> retry" in text
+    assert '"give_up: iteration #gt; 3"' in chart and '"t.yaml:21: retry"' in chart
+    rules = _json.loads(explain_json(template))["refine"]
+    assert [r["id"] for r in rules] == ["give_up", "t.yaml:21"]

@@ -3,11 +3,12 @@ parent until edited, and is written atomically without clobbering anything."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 import pytest
 from click.testing import CliRunner
@@ -43,10 +44,10 @@ def test_cli_writes_a_template_and_cases_that_validate_and_pass(tmp_path: Path) 
     assert f"wrote {Path('loops/payments-bugfix.yaml')}" in proc.stdout
 
     first = template.read_text(encoding="utf-8").splitlines()[0]
-    assert first.startswith("# yaml-language-server: $schema=file://")
-    uri = first.split("$schema=", 1)[1]
-    assert uri == schema_path("template").resolve().as_uri()
-    assert Path(unquote(urlparse(uri).path)).is_file()
+    # outside a checkout of looprun: the schema's published $id, never a machine-local path
+    published = json.loads(schema_path("template").read_text("utf-8"))["$id"]
+    assert first == f"# yaml-language-server: $schema={published}"
+    assert urlparse(published).scheme == "https"
 
     loaded = load_template(template)
     parent = load_template("bugfix")
@@ -193,3 +194,24 @@ def test_an_explicit_schema_reference_is_written_as_given(tmp_path: Path) -> Non
     assert invoke("init", str(target), "--schema", "../schemas/looprun.json")[0] == 0
     first = target.read_text(encoding="utf-8").splitlines()[0]
     assert first == "# yaml-language-server: $schema=../schemas/looprun.json"
+
+
+def test_schema_output_writes_a_file_that_init_points_at_relatively(tmp_path: Path) -> None:
+    """`looprun schema --output` gives editors a file in the repository; `init --schema`
+    then points at it with a path relative to the new template, which works on every clone."""
+    proc = looprun("schema", "--output", "schemas/looprun.schema.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    written = tmp_path / "schemas" / "looprun.schema.json"
+    assert json.loads(written.read_text("utf-8")) == json.loads(
+        schema_path("template").read_text("utf-8")
+    )
+    proc = looprun(
+        "init", "loops/team/bugfix.yaml", "--schema", "schemas/looprun.schema.json", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    first = (tmp_path / "loops/team/bugfix.yaml").read_text("utf-8").splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../../schemas/looprun.schema.json"
+    assert (tmp_path / "loops/team" / "../../schemas/looprun.schema.json").is_file()
+    assert str(tmp_path) not in (tmp_path / "loops/team/bugfix.yaml").read_text("utf-8")
+    bad = looprun("schema", "--output", "schemas/looprun.schema.json/x", cwd=tmp_path)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,18 +47,33 @@ def test_validate_quiet_prints_only_problems() -> None:
     assert (result.exit_code, result.output) == (0, "")
 
 
-def test_validate_directory_argument_names_it() -> None:
+def test_validate_of_a_directory_validates_the_looprun_files_in_it(tmp_path: Path) -> None:
     result = invoke("validate", str(MALFORMED / "parts"))
     assert result.exit_code == 2
-    assert f"{MALFORMED / 'parts'}:1:1: is a directory" in result.output
+    assert "parts/bad_parent.yaml:5:3: unknown key 'max_step' in act" in result.output
+    assert "2 problems in 2 of 2 files" in result.output  # files with `looprun:` only
+    # a Helm chart's templates/ folder holds no looprun file: nothing is claimed valid
+    chart = tmp_path / "chart" / "templates"
+    chart.mkdir(parents=True)
+    (chart / "deployment.yaml").write_text("apiVersion: apps/v1\nkind: Deployment\n")
+    empty = invoke("validate", str(tmp_path / "chart"))
+    assert empty.exit_code == 2
+    assert "no looprun templates here" in empty.output
+    (tmp_path / "chart" / "loop.yaml").write_text(
+        (REPO / "samples/team/payments-bugfix.yaml").read_text()
+    )
+    ok = invoke("validate", str(tmp_path / "chart"))
+    assert ok.exit_code == 0, ok.output
+    assert "loop.yaml: OK" in ok.output and "deployment" not in ok.output
 
 
 def test_explain_text_shows_tree_and_limits() -> None:
     result = invoke("explain", "bugfix")
     assert result.exit_code == 0, result.output
     assert "refine (first matching rule decides):" in result.output
-    assert '4. if task.id == "reproduce":' in result.output
-    assert "4.3. else -> retry" in result.output
+    # every rule carries its one name (file:line, or its id) beside its position
+    assert re.search(r'\n  4\. \[bugfix\.yaml:\d+\] if task\.id == "reproduce":', result.output)
+    assert re.search(r"4\.3\. \[bugfix\.yaml:\d+\] else -> retry", result.output)
     assert "limits: max_iterations 12" in result.output
 
 

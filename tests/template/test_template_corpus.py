@@ -77,5 +77,7 @@ def test_cli_exits_invalid_without_traceback(case: str) -> None:
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+    if (CORPUS / case).is_dir():  # the CLI validates the looprun files in a directory
+        return
     first = _parse(CASES[case][0], case)
     assert f":{first[1]}:{first[2]}: " in result.output

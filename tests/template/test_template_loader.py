@@ -100,20 +100,32 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     t = load_template("bugfix")
     reproduce, fix = t.plan.tasks
     assert (reproduce.id, fix.id, fix.depends_on) == ("reproduce", "fix", ("reproduce",))
+    new = "tests/test_invoice.py::test_zero"
     facts = {
         "tests": {"failed": 1, "errors": 0, "ok": False},
+        "baseline": {"tests": {"errors": 0, "newly_failing": [new]}},
         "diff": {"files": ["tests/test_invoice.py"]},
         "inputs": {"tests_glob": "tests/**"},
     }
     assert reproduce.done_when.evaluate(facts) is True
     facts["diff"] = {"files": ["src/invoice.py"]}
     assert reproduce.done_when.evaluate(facts) is False
+    # a failure that was already there at the baseline is not a reproduction
+    facts["diff"] = {"files": ["tests/test_invoice.py"]}
+    facts["baseline"] = {"tests": {"errors": 0, "newly_failing": []}}
+    assert reproduce.done_when.evaluate(facts) is False
     assert "pytest.skip(" in t.act.constraints.forbidden_patterns
+    # while fixing, the tests (the new one included) and the doctests are read-only
+    assert "{{ inputs.tests_glob }}" in [g.source for g in fix.protect.paths]
+    assert fix.protect.doctests
+    assert "tests.passing" in fix.done_when.source
 
 
 def test_refactor_forbids_tests_and_limits_the_diff() -> None:
     t = load_template("refactor")
-    assert "tests/**" in t.act.constraints.paths.deny
+    protected = [g.source for g in t.act.constraints.protect.paths]
+    assert "tests/**" in protected and "tests/**" not in t.act.constraints.paths.deny
+    assert t.act.constraints.protect.doctests
     assert t.act.constraints.max_diff_lines
     assert any("diff.lines" in c.source for c in t.exit)
 
@@ -237,7 +249,7 @@ def test_observer_commands_quote_values_but_not_commands() -> None:
         }
     )
     assert rendered == (
-        "COVERAGE_FILE='arts dir; rm -rf ~'/coverage.data"
+        "COVERAGE_FILE='arts dir; rm -rf ~'/coverage.data PYTHONDONTWRITEBYTECODE=1"
         " python -m pytest -q --junitxml='arts dir; rm -rf ~'/junit.xml"
     )
 
@@ -280,10 +292,11 @@ def test_unknown_builtin_name_suggests_the_closest() -> None:
 
 
 def test_pre_commit_hook_matches_template_files() -> None:
-    (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text("utf-8"))
-    assert hook["id"] == "looprun-validate" and hook["entry"].startswith("looprun validate")
-    pattern = re.compile(hook["files"])
+    hooks = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    hook = hooks["looprun-validate"]
+    assert hook["entry"].startswith("looprun validate") and "--skip-other" in hook["entry"]
+    pattern = re.compile(hook["files"])  # every YAML file; the marker decides what is checked
     assert pattern.search("templates/bugfix.yaml")
     assert pattern.search("ci/loops/payments.looprun.yml")
-    assert not pattern.search("config/settings.yaml")
+    assert re.search(hooks["looprun-test"]["files"], "loops/payments.cases.yaml")
     assert builtin_template("observers/python") is not None

@@ -123,3 +123,18 @@ def added_lines(diff_text: str) -> Iterator[AddedLine]:
     for kind, path, line, text in walk(diff_text):
         if kind == "+":
             yield AddedLine(path, line, text)
+
+
+_GIT_HEADER = re.compile(r'^diff --git "?a/(.+?)"? "?b/(.+?)"?$')
+
+
+def changed_paths(diff_text: str) -> list[str]:
+    """Every path a git diff touches, old and new names, including files without line
+    changes (empty, binary, mode-only) that ``stats`` does not see."""
+    out: dict[str, None] = {}
+    for line in diff_text.splitlines():
+        match = _GIT_HEADER.match(line)
+        if match:
+            out[match.group(1)] = None
+            out[match.group(2)] = None
+    return list(out)

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 import pathspec
 
 from looprun.act import commandline, diffcheck
+from looprun.changes import DOCTEST_SUFFIXES, FileChange, lost_examples
 from looprun.errors import PolicyViolation
 from looprun.template.model import Constraints
 
@@ -57,7 +58,10 @@ def _forbidden_matcher(pattern: str) -> re.Pattern[str]:
 class Policy:
     """Checks paths, commands and diffs against one template's act constraints."""
 
-    def __init__(self, workdir: Path, constraints: Constraints):
+    def __init__(self, workdir: Path, constraints: Constraints, *, paths_on_diff: bool = False):
+        # paths_on_diff: the path rules are checked on the diff too, for actors (agent
+        # CLIs) whose writes looprun cannot refuse as they happen
+        self.paths_on_diff = paths_on_diff
         self.workdir = Path(os.path.realpath(workdir))
         self._given_workdir = Path(os.path.abspath(workdir))
         self.constraints = constraints
@@ -227,9 +231,27 @@ class Policy:
 
     # -- diffs -------------------------------------------------------------------------
 
+    def check_protected(
+        self, changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
+    ) -> list[Violation]:
+        """See ``check_protected``: protected paths and doctests on the real change."""
+        return check_protected(changes, globs, doctests, scope)
+
     def check_diff(self, diff_text: str) -> list[Violation]:
-        """Diff size and forbidden patterns in added lines, on the real git diff."""
+        """Diff size and forbidden patterns in added lines, on the real git diff (and with
+        ``paths_on_diff``, every changed path against the path rules)."""
         found: list[Violation] = []
+        if self.paths_on_diff:
+            for path in diffcheck.changed_paths(diff_text):
+                if self._deny.match_file(path) or not self._allow.match_file(path):
+                    found.append(
+                        Violation(
+                            "path.denied",
+                            f"{path} was changed, but act.constraints.paths do not allow it",
+                            "diff",
+                            detail=path,
+                        )
+                    )
         limit = self.constraints.max_diff_lines
         if limit is not None:
             stats = diffcheck.stats(diff_text)
@@ -260,6 +282,43 @@ class Policy:
                                 )
                             )
         return found
+
+
+def check_protected(
+    changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
+) -> list[Violation]:
+    """Changes to protected paths, and (with ``doctests``) doctest examples changed or
+    removed in any changed file; ``scope`` says since when ("in task fix")."""
+    spec = _spec(globs)
+    found: list[Violation] = []
+    verbs = {"A": "created", "D": "deleted"}
+    for ch in changes:
+        if spec.match_file(ch.path):
+            found.append(
+                Violation(
+                    "path.protected",
+                    f"{ch.path} is protected {scope} and may not be "
+                    f"{verbs.get(ch.status, 'changed')}",
+                    "diff",
+                    detail=ch.path,
+                )
+            )
+            continue
+        if not doctests or ch.old is None or not ch.path.endswith(DOCTEST_SUFFIXES):
+            continue
+        for source, want in lost_examples(ch.old, ch.new)[:_MAX_PATTERN_HITS]:
+            shown = source.splitlines()[0][:120] if source else ""
+            expect = f" (expected output {want[:80]!r})" if want else ""
+            found.append(
+                Violation(
+                    "doctest.protected",
+                    f"{ch.path}: the doctest example >>> {shown}{expect} was changed or "
+                    f"removed; existing doctests are protected {scope}",
+                    "diff",
+                    detail=ch.path,
+                )
+            )
+    return found
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprun.act.files import looks_binary, read_capped, walk_files
 from looprun.act.policy import Policy, Violation
@@ -28,9 +28,13 @@ from looprun.proc import run_process, scrubbed_env, secret_values
 from looprun.redact import SURROGATE, Redactor, escape_surrogates
 from looprun.template.model import BUILTIN_TOOLS, Constraints
 
+if TYPE_CHECKING:
+    from looprun.sandbox import Sandbox
+
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 200
 SEARCH_TIMEOUT_S = 20.0
+_WRITERS = frozenset({"write_file", "edit_file", "run"})  # tools that may change the tree
 MAX_WRITE_BYTES = 10_000_000  # one write_file/edit_file result; source files are far smaller
 
 
@@ -122,6 +126,8 @@ class Toolbox:
         *,
         deadline: float | None = None,
         env: Mapping[str, str] | None = None,
+        sandbox: Sandbox | None = None,
+        on_write: Callable[[Sequence[str] | None], None] | None = None,
     ):
         unknown = [t for t in tools if t not in BUILTIN_TOOLS]
         if unknown:
@@ -131,8 +137,13 @@ class Toolbox:
         self.constraints = constraints
         self.enabled: tuple[str, ...] = tuple(dict.fromkeys(tools))
         self.deadline = deadline
+        self.sandbox = sandbox  # model commands run confined to it (None: unconfined)
         self.search_timeout_s = SEARCH_TIMEOUT_S
         self.max_write_bytes = MAX_WRITE_BYTES
+        # told after every call that may have written to the tree: the paths written, or
+        # None after a command (it may write anything), so a workspace that reuses
+        # snapshots looks again
+        self.on_write = on_write
         base_env = dict(os.environ if env is None else env)
         self._env = scrubbed_env(base_env)
         secrets = [*secret_values(base_env), *secret_values()]
@@ -153,11 +164,18 @@ class Toolbox:
 
     def call(self, call: ToolCall) -> ToolResult:
         """Carry out one tool call; every failure becomes a result, never an exception."""
-        if call.name not in self._handlers or call.name not in self.enabled:
-            available = ", ".join(self.enabled) or "none"
-            what = "no tool named" if call.name not in self._handlers else "not enabled here:"
+        available = ", ".join(self.enabled) or "none"
+        if call.name not in self._handlers:
+            # a slip of the model's (a misspelt or invented name), not an attempt at
+            # anything the template forbids: an error it corrects, never a violation
+            return ToolResult(
+                self.redact(f"error: no tool named {call.name!r} (available: {available})"), True
+            )
+        if call.name not in self.enabled:
             return self._refused(
-                call.name, "tool.unknown", f"{what} {call.name!r} (available: {available})"
+                call.name,
+                "tool.not_enabled",
+                f"not enabled here: {call.name!r} (available: {available})",
             )
         if call.arguments is None:
             why = call.error or "they were not a JSON object"
@@ -169,6 +187,7 @@ class Toolbox:
             return ToolResult(f"error: {call.name}: {problem}", True)
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return ToolResult("error: the run's time limit has been reached", True)
+        result: ToolResult | None = None
         try:
             result = self._handlers[call.name](call.arguments)
         except PolicyViolation as exc:
@@ -179,6 +198,10 @@ class Toolbox:
             result = ToolResult(f"error: {exc.strerror or exc}", True)
         except (ValueError, UnicodeError) as exc:
             result = ToolResult(f"error: {exc}", True)
+        finally:
+            if self.on_write is not None and call.name in _WRITERS:
+                file_tool = call.name != "run" and result is not None
+                self.on_write(result.changed if file_tool and result else None)
         return self._redacted(result)
 
     def _refused(self, tool: str, rule: str, message: str) -> ToolResult:
@@ -232,7 +255,7 @@ class Toolbox:
         data = args["content"].encode("utf-8")
         self._check_size(rel, len(data))
         existed = path.exists()
-        write_atomic(path, data)
+        write_atomic(path, data, sync="none")  # as durable as any editor's save
         verb = "overwrote" if existed else "created"
         return ToolResult(f"{verb} {rel} ({len(data)} bytes)", changed=(rel,))
 
@@ -267,7 +290,7 @@ class Toolbox:
             raise ToolError(_match_problem(rel, text, old, count))
         updated = text.replace(old, new, 1).encode("utf-8")
         self._check_size(rel, len(updated))
-        write_atomic(path, updated)
+        write_atomic(path, updated, sync="none")
         line = text.count("\n", 0, text.index(old)) + 1
         return ToolResult(f"edited {rel} at line {line}", changed=(rel,))
 
@@ -340,6 +363,7 @@ class Toolbox:
                 env=self._env,
                 max_output_bytes=self.constraints.max_output_bytes,
                 deadline=self.deadline,
+                sandbox=self.sandbox,
             )
         except FileNotFoundError:
             raise ToolError(f"command not found: {argv[0]}") from None

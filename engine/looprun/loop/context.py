@@ -101,6 +101,8 @@ class ContextBudget:
         # Reported tokens / estimated tokens, learned from usage (1.0 until calibrated).
         self.correction = 1.0
         self._calibrated = False
+        # (round, its lead's end, up to where, assistant messages counted): see _steps_before
+        self._counted: tuple[Sequence[Message], int, int, int] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -248,13 +250,25 @@ class ContextBudget:
             chars += step_chars
             count += end - begin
             start = end = begin
-        roles = map(attrgetter("role"), islice(round_, lead_end, start))
-        dropped = countOf(roles, "assistant")
+        dropped = self._steps_before(round_, lead_end, start)
         kept = list(round_[:lead_end]) + list(round_[start:])
         if dropped and users:
             note = _STEPS_NOTE.format(n=dropped, s="" if dropped == 1 else "s")
             kept[users[-1]] = replace(kept[users[-1]], content=kept[users[-1]].content + note)
         return self._cut_texts(kept, room), dropped
+
+    def _steps_before(self, round_: Sequence[Message], lead_end: int, start: int) -> int:
+        """Assistant messages in ``round_[lead_end:start]``. A turn only grows, so the
+        count goes on from the last call's for the same round: each call counts only
+        the steps dropped since, not the whole turn again."""
+        known = self._counted
+        if known is not None and known[0] is round_ and known[1] == lead_end <= known[2] <= start:
+            begin, count = known[2], known[3]
+        else:
+            begin, count = lead_end, 0
+        count += countOf(map(attrgetter("role"), islice(round_, begin, start)), "assistant")
+        self._counted = (round_, lead_end, start, count)
+        return count
 
     @staticmethod
     def _least_chars(message: Message) -> int:

@@ -14,16 +14,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
+from looprun.loop.agent import AgentReport, agent_turn
+from looprun.loop.baseline import COMPARISONS, slim, unusable
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
-from looprun.loop.feedback import attempt_line, attempts_summary, compose
+from looprun.loop.feedback import (
+    ATTEMPTS_KEPT,
+    attempt_line,
+    attempts_summary,
+    compose,
+    observation_line,
+    observer_blocks,
+)
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
 from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
 from looprun.loop.ports import Ports
 from looprun.loop.preflight import cannot_run, preflight
 from looprun.loop.progress import fingerprint
-from looprun.loop.records import Step, record_iteration
+from looprun.loop.records import Step, obs_record, record_iteration
 from looprun.loop.refine import Decision, check_exit, judge
 from looprun.loop.state import LoopState
 from looprun.loop.turn import Turn, act_turn, record_reply
@@ -77,6 +86,15 @@ class Engine:
         self.state = state or LoopState()
         self._t0 = ports.clock.monotonic()
         self._elapsed0 = self.state.elapsed_s
+        # read-only globs for the whole run (act.constraints.protect), rendered once
+        protect = template.act.constraints.protect if template.act is not None else None
+        goal_ctx = {"intent": self.inputs.get("intent", ""), "inputs": self.inputs}
+        self.run_protect: tuple[str, ...] = tuple(
+            g for t in (protect.paths if protect else ()) if (g := t.render(goal_ctx).strip())
+        )
+        self.run_protect_doctests = bool(protect and protect.doctests)
+        self._observer_edit = ""  # an observer changed the tree during the last observation
+        self._observer_made: set[str] = set()  # files observers created (their caches)
         # -- sub-loops hook (issue 6): an outer template's act phase runs its sub-loops --
         self.outer: Any = None
         if template.each_task is not None:
@@ -120,11 +138,24 @@ class Engine:
         st = self.state
         n = st.iterations + 1
         ctx = self._context(task, st.last_facts)
+        report: AgentReport | None = None
         # sub-loops hook (issue 6): sub-loops instead of a model turn
-        turn = (
-            self.outer.act(task, n)
-            if self.outer is not None
-            else act_turn(
+        if self.t.act is not None and self.t.act.agent is not None:
+            turn, report = agent_turn(
+                self.ports,
+                self.t.act,
+                self.limits,
+                st,
+                self._pinned(ctx)[0].content,
+                self._prompt(ctx),
+                task_id=task.id,
+                elapsed=self._elapsed,
+                iteration=n,
+            )
+        elif self.outer is not None:
+            turn = self.outer.act(task, n)
+        else:
+            turn = act_turn(
                 self.ports,
                 self.t.act,
                 self.limits,
@@ -134,7 +165,6 @@ class Engine:
                 elapsed=self._elapsed,
                 iteration=n,
             )
-        )
         cap = turn.stop
         if cap is not None and not _ends_iteration(cap):
             return Step(turn, {}, (), {}, Decision("stop"), "")
@@ -148,11 +178,13 @@ class Engine:
             }
         else:
             observations = self._observe(task)
-        policy = self._policy(turn)
+        policy = self._policy(turn, task)
         facts = {
             **self._context(task, {k: o.to_facts() for k, o in observations.items()}),
             "policy": policy,
         }
+        if report is not None:
+            facts["agent"] = report.facts()
         exit_values = check_exit(self._exit_conditions(task), facts, policy["diff_violations"])
         progress = st.progress.next(
             fingerprint(turn.actions, observations, [v for _, v in exit_values])
@@ -160,14 +192,24 @@ class Engine:
         failed = [src for src, ok in exit_values if not ok]
         facts["progress"] = progress.facts()
         feedback = compose(observations, policy["summary"], failed)
+        blocks = observer_blocks(observations)
         try:
-            decision = judge(self.t.refine, facts, exit_values, feedback)
+            decision = judge(self.t.refine, facts, exit_values, feedback, blocks)
         except LooprunError as exc:
             if cap is None:
                 raise
             # the cap is the verdict; a rule that cannot be judged on these facts only
             # loses the record of what the refine tree would have done
             decision = Decision("retry", feedback, rule=f"(not judged: {exc})")
+        # an agent's turn that broke the policy is undone, whatever the refine tree says
+        if report is not None and policy["diff_violations"] and decision.kind == "retry":
+            decision = Decision(
+                "rollback",
+                "Your last turn broke a rule of this template and was undone:\n"
+                + policy["summary"],
+                "previous",
+                "(act.agent: a policy violation in the diff rolls the turn back)",
+            )
         unrunnable = next(
             (
                 why
@@ -176,8 +218,18 @@ class Engine:
             ),
             "",
         )
+        if not unrunnable and self.outer is not None:  # sub-loops hook (issue 6)
+            unrunnable = self.outer.cannot_run(n)
         return Step(
-            turn, observations, exit_values, policy, decision, feedback, progress, unrunnable
+            turn,
+            observations,
+            exit_values,
+            policy,
+            decision,
+            feedback,
+            progress,
+            unrunnable,
+            self._observer_edit,
         )
 
     # -- start, plan and finish -------------------------------------------------------------
@@ -188,6 +240,8 @@ class Engine:
             if model is not None and role in st.model_positions and hasattr(model, "seek"):
                 model.seek(st.model_positions[role])
         if st.tasks is not None:  # resuming: back to the last completed step
+            recovered = self._recover_usage(st.journal_seq, st.exchanges)
+            self._exclude_reports(self._task() or self._first_task())
             ws.restore(st.current)
             # Events written after the saved state (a crash or signal between an event and
             # the state save) describe a step that is redone now: mark them superseded.
@@ -198,11 +252,21 @@ class Engine:
                 else {}
             )
             self.ports.journal.event(
-                "resumed", iteration=st.iterations, task_index=st.task_index, **superseded
+                "resumed",
+                iteration=st.iterations,
+                task_index=st.task_index,
+                **superseded,
+                **self.ports.setup,
+                **recovered,
             )
             return self._preflight()
+        self._recover_usage(0, 0)  # a start killed before its first save (started again)
+        self._exclude_reports(self._first_task())
         st.base = st.current = st.previous = st.task_start = ws.base()
         st.last_green = st.base
+        said = ws.describe_base()
+        if said:
+            self.ports.report(f"start: {said}")
         self.ports.journal.event(
             "run_started",
             template=self.t.name,
@@ -210,13 +274,103 @@ class Engine:
             intent=self.inputs.get("intent", ""),
             base=st.base,
             limits=caps.limit_report(self.limits, self._spent()),
+            start=said,
+            **self.ports.setup,
         )
         stop = self._preflight()
+        if stop is None:
+            stop = self._baseline()
         if stop is not None:
             return stop
         st.tasks = self._plan([], [])
         self._save()
         return None
+
+    def _first_task(self) -> PlannedTask:
+        """The task the baseline and the preflight are rendered for: the first static task
+        (a model's plan is not made yet: the intent stands in for it)."""
+        if self.t.plan.mode != "model":
+            ctx = {"intent": self.inputs.get("intent", ""), "inputs": self.inputs}
+            tasks = static_tasks(self.t, {**ctx, "run": self.run_info.facts()})
+            if tasks:
+                return tasks[0]
+        return PlannedTask("", str(self.inputs.get("intent", "")))
+
+    def _baseline(self) -> Stop | None:
+        """Observe the starting tree once, before any model call: ``baseline.*`` facts,
+        and a stop when a check cannot run on this repository at all."""
+        st = self.state
+        # The baseline runs before the loop: only the observers' own timeouts bound it, and
+        # its time does not count against the run's `timeout`.
+        started = self.ports.clock.monotonic()
+        observations = self._observe(self._first_task(), bounded=False)
+        self._t0 += self.ports.clock.monotonic() - started
+        st.baseline = {name: slim(o.to_facts()) for name, o in observations.items()}
+        lines = {name: observation_line(name, o) for name, o in observations.items()}
+        self.ports.journal.event("baseline", observers=lines)
+        self.ports.journal.save_observation(
+            0,
+            {
+                "iteration": 0,
+                "baseline": True,
+                "observers": {n: obs_record(o) for n, o in observations.items()},
+            },
+        )
+        self.ports.report("baseline: " + ("; ".join(lines.values()) or "no observers"))
+        if self._observer_edit:
+            return Stop("error", self._observer_edit, "observer_changed_tree")
+        specs = self.t.observe
+        why = next((w for n, o in observations.items() if (w := cannot_run(n, specs[n], o))), "")
+        if why:
+            return Stop("error", why, "observer_cannot_run")
+        why = next((w for n, o in observations.items() if (w := unusable(n, specs[n], o))), "")
+        if why:
+            return Stop(
+                "error",
+                why + "\nNo model was called. Make the checks run on this repository "
+                "(install what they need, generate missing files), then start the run again.",
+                "baseline_unusable",
+            )
+        return None
+
+    def _exclude_reports(self, task: PlannedTask) -> None:
+        """Observers' report files are never part of the run's changes, wherever they are."""
+        ctx = self._context(task, {})
+        paths = []
+        for spec in self.t.observe.values():
+            if spec.file is None:
+                continue
+            try:
+                paths.append(spec.file.render(ctx).strip())
+            except LooprunError:
+                continue  # not renderable yet: the observer will say why when it runs
+        if paths:
+            self.ports.workspace.exclude(paths)
+
+    def _recover_usage(self, journal_seq: int, exchanges: int) -> dict[str, Any]:
+        """Charge what the model calls after the saved state cost (a killed iteration was
+        paid for: its exchanges are recorded) and the time it ran, so usage, caps and
+        ``duration_s`` hold them after a resume."""
+        unsaved = getattr(self.ports.journal, "unsaved_usage", None)
+        if unsaved is None or exchanges < 0:
+            return {}
+        u = unsaved(journal_seq, exchanges)
+        if not (u.prompt_tokens or u.completion_tokens or u.cost_usd or u.seconds):
+            return {}
+        st = self.state
+        st.prompt_tokens += u.prompt_tokens
+        st.completion_tokens += u.completion_tokens
+        st.cost_usd += u.cost_usd
+        st.elapsed_s += u.seconds
+        self._elapsed0 += u.seconds
+        return {
+            "recovered": {
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "cost_usd": round(u.cost_usd, 6),
+                "seconds": round(u.seconds, 3),
+            }
+        }
 
     def _preflight(self) -> Stop | None:
         """An observer whose program cannot start stops the run before any model call."""
@@ -253,10 +407,25 @@ class Engine:
         self.ports.report(f"plan: {len(tasks)} task(s): {', '.join(t.id for t in tasks)}")
         return tasks
 
-    def _finish(self, stop: Stop) -> RunResult:
+    def finish_recorded(self, *, summary: bool, event: bool) -> RunResult:
+        """The result of a run whose final state was saved (``state.stop``) but whose
+        end a kill left partly unwritten: write what is missing, the ``run_finished``
+        event (``event``) and ``summary.json`` (``summary``), never the state again."""
+        assert self.state.stop is not None
+        stop = Stop(**self.state.stop)
+        return self._finish(stop, save=False, event=event, summary=summary)
+
+    def save(self) -> None:
+        """Save the state now (a step outside the loop, such as the commit, changed it)."""
+        self._save()
+
+    def _finish(
+        self, stop: Stop, *, save: bool = True, event: bool = True, summary: bool = True
+    ) -> RunResult:
         st = self.state
         st.stop = stop.to_dict()
-        self._save()
+        if save:
+            self._save()
         ws = self.ports.workspace
         try:
             changed = tuple(ws.changed_files(st.base)) if st.base else ()
@@ -281,15 +450,17 @@ class Engine:
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
         )
-        self.ports.journal.event(
-            "run_finished",
-            **stop.to_dict(),
-            iterations=st.iterations,
-            limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
-        )
-        self.ports.journal.save_summary(result.summary())
+        if event:
+            self.ports.journal.event(
+                "run_finished",
+                **stop.to_dict(),
+                iterations=st.iterations,
+                limits=caps.limit_report(self.limits, self._spent(), st.progress.repeats),
+            )
+        if summary:
+            self.ports.journal.save_summary(result.summary())
         self.ports.report(
-            f"→ {stop.outcome} after {st.iterations} iteration(s): {stop.reason}"
+            f"→ {stop.outcome} after {st.iterations} iteration(s): {one_line(stop.reason)}"
             f" [{result.usage.describe()}]"
         )
         return result
@@ -336,6 +507,9 @@ class Engine:
         stop: Stop | None = cap
         if stop is not None:
             pass  # no approval, no refine action, no rollback: the changes stay as they are
+        elif step.observer_edit:
+            # the check's verdict is not about the model's tree: never let it pass
+            stop = Stop("error", step.observer_edit, "observer_changed_tree")
         elif step.cannot_run and decision.kind != "done":
             # no edit makes a missing program appear: stop rather than retry
             stop = Stop("error", step.cannot_run, "observer_cannot_run")
@@ -354,6 +528,9 @@ class Engine:
             decision.kind if stop is None else stop.outcome,
         )
         st.attempts.append(line)
+        if len(st.attempts) > ATTEMPTS_KEPT:  # state.json stays the same size however long
+            st.attempts_earlier += len(st.attempts) - ATTEMPTS_KEPT
+            del st.attempts[:-ATTEMPTS_KEPT]
         self._record(task, step, decision, stop, task_iteration)
         # the progress line names what decided: the rule that fired, or the cap
         why = decision.fired() if stop is None or stop.code == "refine" else stop.code
@@ -378,6 +555,17 @@ class Engine:
                 }
             )
             self.ports.journal.event("task_done", task=task.id, iterations=st.task_iteration)
+            ctx = self._context(task, st.last_facts)
+            st.done_facts = {
+                **st.done_facts,
+                task.id: {
+                    **{name: slim(st.last_facts.get(name) or ctx[name]) for name in self.t.observe},
+                    "baseline": {
+                        name: {k: ctx["baseline"][name][k] for k in COMPARISONS}
+                        for name in self.t.observe
+                    },
+                },
+            }
             st.task_index += 1
             st.task_iteration, st.task_attempt, st.feedback, st.rounds = 0, 1, "", []
             st.task_start = st.current
@@ -510,7 +698,7 @@ class Engine:
         act = self.t.act
         assert act is not None
         system = act.system.render(ctx).strip() if act.system is not None else DEFAULT_SYSTEM
-        summary = attempts_summary(self.state.attempts)
+        summary = attempts_summary(self.state.attempts, earlier=self.state.attempts_earlier)
         return [Message("system", system + ("\n\n" + summary if summary else ""))]
 
     def _prompt(self, ctx: Mapping[str, Any]) -> str:
@@ -522,12 +710,24 @@ class Engine:
             text += f"\n\nFeedback from the last check:\n{fb}"
         return text
 
-    def _policy(self, turn: Turn) -> dict[str, Any]:
+    def _protected(self, task: PlannedTask) -> list[Any]:
+        """Changes to what the task (since it started) or the run (since its base) protects."""
+        st, ws, found = self.state, self.ports.workspace, []
+        for since, globs, doctests, scope in (
+            (st.task_start, task.protect, task.protect_doctests, f"in task {task.id}"),
+            (st.base, self.run_protect, self.run_protect_doctests, "in this run"),
+        ):
+            if since and (globs or doctests):
+                changes = ws.file_changes(since, contents=doctests)
+                found.extend(self.ports.guard.check_protected(changes, globs, doctests, scope))
+        return found
+
+    def _policy(self, turn: Turn, task: PlannedTask) -> dict[str, Any]:
         ws, st = self.ports.workspace, self.state
         diff = ws.diff(st.base)
         diff_items = [
             {"rule": v.rule, "message": v.message, "tool": v.tool, "detail": v.detail}
-            for v in self.ports.guard.check_diff(diff)
+            for v in [*self.ports.guard.check_diff(diff), *self._protected(task)]
         ]
         for item in diff_items:
             self.ports.journal.event("policy_violation", iteration=st.iterations + 1, **item)
@@ -544,21 +744,57 @@ class Engine:
             "pending_approvals": self.ports.guard.needs_approval(ws.changed_files(st.base)),
         }
 
-    def _observe(self, task: PlannedTask) -> dict[str, Observation]:
+    def _observe(self, task: PlannedTask, *, bounded: bool = True) -> dict[str, Observation]:
         st = self.state
         # `when`, `run` and `file` see the engine names as they stand before this
         # iteration's decision, and the fresh facts of the observers declared above.
         ctx = self._context(task, {})
-        left = caps.remaining_time(self.limits, self._spent())
+        left = caps.remaining_time(self.limits, self._spent()) if bounded else None
         deadline = None if left is None else self.ports.clock.monotonic() + left
+        self._exclude_reports(task)
+        ws = self.ports.workspace
+        self._observer_edit = ""
+        before = ws.snapshot() if any(s.run is not None for s in self.t.observe.values()) else ""
         out: dict[str, Observation] = {}
         for name, spec in self.t.observe.items():
             try:
                 out[name] = self.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
             except LooprunError as exc:
                 out[name] = replace(unobserved(spec, str(exc)), ran=True)
+            if spec.run is not None and out[name].ran:
+                out[name], before = self._edits_by(name, spec, out[name], before)
             ctx[name] = out[name].to_facts()
         return out
+
+    def _edits_by(
+        self, name: str, spec: Any, obs: Observation, before: str
+    ) -> tuple[Observation, str]:
+        """An observer must not edit the tree it checks (``ruff`` with ``fix = true``):
+        its edits to existing files are undone, and it is reported as its problem."""
+        ws = self.ports.workspace
+        now = ws.snapshot()
+        if now == before:
+            return obs, before
+        changes = ws.file_changes(before, now)
+        edited = [
+            c
+            for c in changes
+            if c.status != "A" and c.path not in self._observer_made and not _is_cache(c.path)
+        ]
+        self._observer_made |= {c.path for c in changes if c.status == "A"}
+        if not edited:
+            return obs, now  # files it created (caches) are left as they are
+        ws.restore(before)
+        paths = ", ".join(c.path for c in edited[:10]) + (" ..." if len(edited) > 10 else "")
+        why = (
+            f"observer {name!r} ({spec.location}) changed the working tree it checks "
+            f"({paths}); its changes were undone. An observer must not edit files: run its "
+            "tool in check-only mode (e.g. `ruff check --no-fix`, `black --check`), or "
+            "remove the fixing option from the project's configuration"
+        )
+        if not self._observer_edit:
+            self._observer_edit = why
+        return replace(obs, ok=False, error=why, feedback=f"{why}\n{obs.feedback}"), before
 
     def _record(
         self, task: PlannedTask, step: Step, d: Decision, stop: Stop | None, task_iteration: int
@@ -606,7 +842,22 @@ class Engine:
         seq = getattr(self.ports.journal, "seq", None)
         if isinstance(seq, int):
             self.state.journal_seq = seq
+        count = getattr(self.ports.journal, "exchange_count", None)
+        if isinstance(count, int):
+            self.state.exchanges = count
         self.ports.journal.save_state(self.state.to_dict())
+
+
+# Caches the checks' own tools rewrite as they run (bytecode, pytest, coverage, linters):
+# never an observer editing the code.
+_CACHE_PARTS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
+)
+
+
+def _is_cache(path: str) -> bool:
+    parts = path.split("/")
+    return bool(_CACHE_PARTS.intersection(parts[:-1])) or parts[-1].startswith(".coverage")
 
 
 def _ends_iteration(stop: Stop) -> bool:

@@ -42,6 +42,7 @@ class SubloopJob:
     depth: int = 1
     plan_model: str = ""  # the plan model reference; empty: the act model
     cli_models: Mapping[str, str | None] = field(default_factory=dict)  # passed down
+    sandbox: str | None = None  # the command line's --sandbox, passed down
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,7 @@ def run_subloop(
                     "models": {"act": job.model, "plan": job.plan_model or job.model},
                     "cli_models": dict(job.cli_models),
                     "base_url": job.base_url,
+                    "sandbox": job.sandbox,
                 }
             )
             state = None
@@ -249,8 +251,12 @@ def run_subloop(
                 report=prefixed,
                 interactive=False,
                 base=job.commit,
+                sandbox_mode=job.sandbox,
             )
             ports = replace(ports, observer=StoppableObserver(ports.observer, stop))
+            if job.resume:  # the outer loop holds the run lock: these locks' owner is dead
+                for lock in ws.clear_stale_locks(job.run_id):
+                    prefixed(f"note: removed {lock}, left behind by a run that was killed")
             if job.resume and state is None:
                 ws.restore(job.commit)  # redo from the start, never on top of half an edit
             run = RunInfo(job.run_id, str(run_dir), str(journal.artifacts), str(ws.workdir))

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from looprun.errors import LooprunError
+from looprun.loop.agent import no_agent_facts
+from looprun.loop.baseline import baseline_facts
 from looprun.loop.plan import PlannedTask
 from looprun.loop.state import LoopState
 from looprun.observe.base import Observation
@@ -33,11 +35,12 @@ def loop_facts(
 ) -> dict[str, Any]:
     """Everything a condition, prompt or message may read in one iteration."""
     st = state
+    empty = {name: unobserved(spec).to_facts() for name, spec in observe.items()}
+    observed = {name: facts[name] if name in facts else empty[name] for name in observe}
     return {
-        **{
-            name: facts[name] if name in facts else unobserved(spec).to_facts()
-            for name, spec in observe.items()
-        },
+        **observed,
+        "baseline": baseline_facts(observe, st.baseline, observed, empty),
+        "tasks": st.done_facts,
         "intent": inputs.get("intent", ""),
         "inputs": inputs,
         "iteration": st.task_iteration + 1,
@@ -62,6 +65,7 @@ def loop_facts(
         "subloops": subloops,
         "feedback": st.feedback,
         "run": run,
+        "agent": no_agent_facts(),
     }
 
 

@@ -77,6 +77,29 @@ def observation_line(name: str, obs: Observation) -> str:
     return f"{name}: FAILED" + (f" ({detail})" if detail else "")
 
 
+def observer_blocks(observations: Mapping[str, Observation]) -> dict[str, str]:
+    """``[name]`` and its feedback, for each observer that failed or could not run."""
+    out: dict[str, str] = {}
+    for name, obs in observations.items():
+        if not obs.ran or (obs.ok and not obs.error):
+            continue
+        body = obs.feedback.strip() or obs.error or observation_line(name, obs)
+        out[name] = f"[{name}]\n{body}"
+    return out
+
+
+def with_unnamed(
+    message: str, named: Iterable[str], blocks: Mapping[str, str], limit: int = MAX_FEEDBACK_CHARS
+) -> str:
+    """A rule's retry message, followed by the feedback of every failing observer the
+    message does not read: a failing check reaches the model even if no rule names it."""
+    seen = set(named)
+    extra = [b for name, b in blocks.items() if name not in seen and b not in message]
+    if not extra:
+        return message
+    return _cap("\n\n".join([message, *extra]) if message else "\n\n".join(extra), limit)
+
+
 def compose(
     observations: Mapping[str, Observation],
     policy_summary: str = "",
@@ -84,12 +107,7 @@ def compose(
     limit: int = MAX_FEEDBACK_CHARS,
 ) -> str:
     """Feedback from every failing observer, policy refusals, and unmet exit conditions."""
-    parts: list[str] = []
-    for name, obs in observations.items():
-        if not obs.ran or (obs.ok and not obs.error):
-            continue
-        body = obs.feedback.strip() or obs.error or observation_line(name, obs)
-        parts.append(f"[{name}]\n{body}")
+    parts: list[str] = list(observer_blocks(observations).values())
     if policy_summary:
         parts.append(f"[policy]\n{policy_summary}")
     if failed_conditions:
@@ -113,10 +131,15 @@ def attempt_line(
     return f"#{iteration} {task}: {used} → {seen} → {decision}"
 
 
-def attempts_summary(lines: Sequence[str], keep: int = 12) -> str:
+ATTEMPTS_KEPT = 12  # attempt lines a run keeps (and shows); earlier ones are only counted
+
+
+def attempts_summary(lines: Sequence[str], keep: int = ATTEMPTS_KEPT, earlier: int = 0) -> str:
+    """The last ``keep`` attempt lines; ``earlier`` attempts were dropped before."""
     if not lines:
         return ""
     shown = list(lines[-keep:])
-    if len(lines) > keep:
-        shown.insert(0, f"({len(lines) - keep} earlier attempts not shown)")
+    hidden = earlier + max(0, len(lines) - keep)
+    if hidden:
+        shown.insert(0, f"({hidden} earlier attempts not shown)")
     return "Earlier attempts:\n" + "\n".join(shown)

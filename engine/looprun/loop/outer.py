@@ -12,15 +12,19 @@ never re-runs a finished sub-loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
 from looprun.atomic import write_atomic
-from looprun.errors import LooprunError
+from looprun.crashpoint import crash_point
+from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
 from looprun.loop.executor import (
     Executor,
@@ -66,9 +70,22 @@ class OuterPhase:
     def act(self, task: PlannedTask, iteration: int) -> Turn:
         """Run every planned task that has not finished; returns the outer turn."""
         st = self.e.state
+        self._reconcile()
         self._remerge(iteration)
         tasks = list(st.tasks or [])
         done = {i for i, r in self.records.items() if r["outcome"] == "done"}
+        # Sub-loops that ended in this very iteration before a crash keep their result
+        # (a failed one is not run again before the outer loop has judged it), and what
+        # they spent, charged before the crash but never saved, is charged again.
+        here = {
+            i: r
+            for i, r in self.records.items()
+            if r.get("iteration") == iteration and r["outcome"] not in ("running", "pending")
+        }
+        for r in here.values():
+            st.prompt_tokens += int(r.get("prompt_tokens", r.get("tokens", 0)) or 0)
+            st.completion_tokens += int(r.get("completion_tokens", 0) or 0)
+            st.cost_usd += float(r.get("cost_usd", 0.0) or 0.0)
         todo = {t.id: t for t in tasks if t.id not in done}
         graph = TaskGraph([Node(t.id, t.depends_on) for t in todo.values()], satisfied=done)
         parallel = 1 if self.each.isolation == "none" else max(1, self.each.parallel)
@@ -76,9 +93,9 @@ class OuterPhase:
         executor = factory(parallel, self._report)
         parent = getattr(self.e.ports.model, "stop_event", None)
         running: dict[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]] = {}
-        started: list[str] = []
+        started: list[str] = [i for i in todo if i in here]
         finished_ok: set[str] = set()
-        failed: set[str] = set()
+        failed: set[str] = set(started)
         results: list[SubloopResult] = []
         stop: Stop | None = None
         try:
@@ -114,7 +131,9 @@ class OuterPhase:
                     job, share = running.pop(fut)
                     res = fut.result()
                     results.append(res)
-                    if self._absorb(job, share, res, iteration) == "done":
+                    with _signals_deferred():  # merge, record and clean up as one step
+                        absorbed = self._absorb(job, share, res, iteration)
+                    if absorbed == "done":
                         finished_ok.add(job.task_id)
                     else:
                         failed.add(job.task_id)
@@ -131,9 +150,26 @@ class OuterPhase:
             raise
         finally:
             executor.shutdown()
+            self._touched()
         self._save()
         self._tree()
         return self._turn(tasks, started, results, stop)
+
+    def cannot_run(self, iteration: int) -> str:
+        """Why a sub-loop of this iteration could not run its checks (a program that is
+        missing): no plan can fix that, so the outer loop stops with this cause instead
+        of replanning around it."""
+        for tid, r in self.records.items():
+            if r.get("iteration") == iteration and r.get("code") == "observer_cannot_run":
+                return f"sub-loop {tid}: {r.get('reason', '')}"
+        return ""
+
+    def _touched(self) -> None:
+        """Sub-loops write to this tree behind its workspace's back (a shared work tree,
+        merges): a workspace that reuses snapshots must look again."""
+        touched = getattr(self.e.ports.workspace, "touched", None)
+        if callable(touched):
+            touched()
 
     def apply(self, task: PlannedTask, d: Any) -> tuple[bool, Stop | None]:
         """The outer loop's own meaning of done, replan and rollback; (handled, stop)."""
@@ -185,14 +221,13 @@ class OuterPhase:
             earlier = {k: prev.get(k) for k in ("attempt", "outcome", "reason", "branch")}
             prev.setdefault("earlier", []).append(earlier | {"kept": kept})
         run_dir = Path(e.run_info.dir) / "subloops" / name
+        self._touched()  # a sub-loop that shares this tree may have written to it
         start = prev["start"] if resume else ws.checkpoint(f"{e.run_info.id}/sub/{name}")
         worktree = branch = None
         workdir = e.run_info.workdir
         if self.each.isolation == "worktree":
             worktree = str(Path(e.run_info.dir) / "worktrees" / name)
             branch = f"looprun/{e.run_info.id}/{name}"
-            if not (resume and Path(worktree).is_dir()):
-                ws.add_worktree(Path(worktree), branch, start)
             workdir = worktree
         share = self._share(running, slots)
         model = e.ports.model
@@ -211,6 +246,7 @@ class OuterPhase:
             model=refs["act"],
             plan_model=refs["plan"],
             cli_models=cli,
+            sandbox=self._invocation().get("sandbox"),
             # the outer script's part for this task; a script of the sub-template's own
             # is played whole
             script_key=(
@@ -234,7 +270,12 @@ class OuterPhase:
             goal=task.goal,
             iteration=iteration,
         )
-        self._save()
+        self._save()  # the intent first: a crash from here on is reconciled on resume
+        if worktree is not None and branch is not None:
+            crash_point("subloop.recorded")
+            # made, or (resumed) checked and remade if a crash left it half-made
+            if ws.ensure_worktree(Path(worktree), branch, start):
+                self._report(f"[{task.id}] worktree {worktree} remade after a crash")
         self._report(
             f"[{task.id}] start sub-loop {self.each.template.name} (attempt {attempt})"
             + (" — resumed" if resume else "")
@@ -275,6 +316,8 @@ class OuterPhase:
             code=code,
             iterations=res.iterations,
             tokens=res.tokens,
+            prompt_tokens=res.prompt_tokens,
+            completion_tokens=res.completion_tokens,
             cost_usd=res.cost_usd,
             changed=list(res.changed),
             commit=res.commit,
@@ -283,6 +326,8 @@ class OuterPhase:
             if keep:
                 self._keep_branch(rec)
             else:
+                self._save()  # the merge recorded before the worktree goes
+                crash_point("subloop.merged")
                 self._cleanup(rec)
         elif keep:  # isolation none: keep the attempt on a ref, give the tree back
             if res.commit:
@@ -305,11 +350,19 @@ class OuterPhase:
         except LooprunError as exc:
             self._report(f"[{rec.get('run_id')}] could not update branch {rec['branch']}: {exc}")
 
+    def _reconcile(self) -> None:
+        """After a crash: finish the removal of merged sub-loops' worktrees (the merge
+        was recorded, the removal had not finished)."""
+        pending = [r for r in self.records.values() if r["outcome"] == "done" and r.get("worktree")]
+        for rec in pending:
+            self._cleanup(rec)
+        if pending:
+            self._save()
+
     def _cleanup(self, rec: dict[str, Any]) -> None:
         ws = self.e.ports.workspace
         try:
-            ws.remove_worktree(Path(rec["worktree"]))
-            ws.delete_branch(rec["branch"])
+            ws.discard_worktree(Path(rec["worktree"]), rec["branch"])
         except LooprunError as exc:
             self._report(f"could not remove worktree {rec['worktree']}: {exc}")
             return
@@ -327,7 +380,13 @@ class OuterPhase:
             try:
                 fresh = e._plan(remaining, [t.id for t in kept], d.message)
             except PlanError as exc:
-                return Stop("error", str(exc), "plan_invalid")
+                failed = [
+                    f"{t.id}: {r.get('outcome')}: {one_line(str(r.get('reason', '')))[:200]}"
+                    for t in remaining
+                    if (r := self.records.get(t.id)) and r.get("outcome") != "done"
+                ]
+                why = f"{exc} (replanning after: {'; '.join(failed)})" if failed else str(exc)
+                return Stop("error", why, "plan_invalid")
             kept_ids = {t.id for t in kept}
             st.tasks = kept + [t for t in fresh if t.id not in kept_ids]
         st.task_iteration, st.rounds, st.feedback = 0, [], d.message
@@ -486,6 +545,28 @@ class OuterPhase:
             cost_usd=sum(r.cost_usd for r in results),
             stop=stop,
         )
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, then deliver them: a Ctrl-C while a
+    finished sub-loop is merged, recorded and cleaned up takes effect after that step,
+    so it never leaves a merge without its record."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    saved = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in _DEFERRED}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if held:
+            os.kill(os.getpid(), held[0])
+
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 def _limit_key(code: str) -> str:

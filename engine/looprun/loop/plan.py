@@ -68,15 +68,20 @@ class PlannedTask:
     done_when: Condition | None = None
     paths: tuple[str, ...] = ()
     depends_on: tuple[str, ...] = ()
+    protect: tuple[str, ...] = ()  # read-only globs, rendered
+    protect_doctests: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "goal": self.goal,
             "done_when": self.done_when.source if self.done_when else None,
             "paths": list(self.paths),
             "depends_on": list(self.depends_on),
         }
+        if self.protect or self.protect_doctests:
+            out["protect"] = {"paths": list(self.protect), "doctests": self.protect_doctests}
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "state.json") -> PlannedTask:
@@ -87,6 +92,8 @@ class PlannedTask:
             done_when=compile_condition(dw, Location(where)) if dw else None,
             paths=tuple(data.get("paths") or ()),
             depends_on=tuple(data.get("depends_on") or ()),
+            protect=tuple((data.get("protect") or {}).get("paths") or ()),
+            protect_doctests=bool((data.get("protect") or {}).get("doctests")),
         )
 
 
@@ -102,7 +109,18 @@ def static_tasks(template: Template, context: Mapping[str, Any]) -> list[Planned
     out = []
     for spec in plan.tasks:
         goal = spec.goal.render({**context, "task": {"id": spec.id, "paths": list(spec.paths)}})
-        out.append(PlannedTask(spec.id, goal.strip(), spec.done_when, spec.paths, spec.depends_on))
+        protect = tuple(g for t in spec.protect.paths if (g := t.render(context).strip()))
+        out.append(
+            PlannedTask(
+                spec.id,
+                goal.strip(),
+                spec.done_when,
+                spec.paths,
+                spec.depends_on,
+                protect,
+                spec.protect.doctests,
+            )
+        )
     return out
 
 

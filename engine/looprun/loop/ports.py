@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from looprun.changes import FileChange
 from looprun.models.base import Message, Model, ToolCall, ToolSpec
 from looprun.observe.base import Observation
 from looprun.template.model import Constraints, ObserverSpec
@@ -58,12 +59,21 @@ class Workspace(Protocol):
     def restore(self, ref_or_sha: str) -> None: ...
     def diff(self, base: str | None = None) -> str: ...
     def changed_files(self, base: str | None = None) -> list[str]: ...
+    def snapshot(self) -> str: ...
+    def exclude(self, paths: Sequence[str]) -> None: ...
+    def file_changes(
+        self, since: str, until: str | None = None, *, contents: bool = False
+    ) -> list[FileChange]: ...
+    def describe_base(self) -> str: ...
 
 
 class Guard(Protocol):
     """The policy checks the engine runs on the real diff after each act turn."""
 
     def check_diff(self, diff_text: str) -> Sequence[ViolationLike]: ...
+    def check_protected(
+        self, changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
+    ) -> Sequence[ViolationLike]: ...
     def needs_approval(self, rel_paths: Iterable[str]) -> list[str]: ...
 
 
@@ -102,6 +112,12 @@ class Approver(Protocol):
     """Asks a person about changes under ``approve`` paths; None when nobody can answer."""
 
     def ask(self, paths: Sequence[str], diff: str) -> bool | None: ...
+
+
+class Actor(Protocol):
+    """Runs one act turn by an agent CLI (``act.agent``) and reports what it claims."""
+
+    def act(self, request: Any) -> Any: ...  # AgentRequest -> AgentReport (loop.agent)
 
 
 class Clock(Protocol):
@@ -171,5 +187,9 @@ class Ports:
     approver: Approver = field(default_factory=NoApprover)
     clock: Clock = field(default_factory=SystemClock)
     report: Callable[[str], None] = lambda line: None  # one progress line per step
+    # how the outside world is wired for this run (e.g. the sandbox), recorded with
+    # run_started and resumed; plain data, the loop does not interpret it
+    setup: Mapping[str, Any] = field(default_factory=dict)
+    actor: Actor | None = None  # act.agent: the agent CLI that acts instead of ``model``
     # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
     executor: Callable[[int, Callable[[str], None]], Any] | None = None

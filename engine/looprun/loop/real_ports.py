@@ -14,6 +14,7 @@ from looprun.journal import RunJournal
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.models.base import Model
 from looprun.observe.base import Observation
+from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.template.model import Constraints, ObserverSpec, Template
 
 Echo = Callable[[str], None]
@@ -27,22 +28,32 @@ class RealObserver:
     artifacts: Path
     git_dir: Path | None
     constraints: Constraints | None
+    sandbox: Sandbox | None = None
+    # told after an observer's command ran (it may have written to the tree)
+    on_command: Callable[[], None] | None = None
+    excluded: Callable[[], tuple[str, ...]] = tuple  # report files, out of the diff
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
     ) -> Observation:
         from looprun.observe.runner import run_observer
 
-        return run_observer(
-            spec,
-            context,
-            workdir=self.workdir,
-            artifacts=self.artifacts,
-            base=base,
-            git_dir=self.git_dir,
-            deadline=deadline,
-            constraints=self.constraints,
-        )
+        try:
+            return run_observer(
+                spec,
+                context,
+                workdir=self.workdir,
+                artifacts=self.artifacts,
+                base=base,
+                git_dir=self.git_dir,
+                deadline=deadline,
+                constraints=self.constraints,
+                exclude=self.excluded(),
+                sandbox=self.sandbox,
+            )
+        finally:
+            if spec.run is not None and self.on_command is not None:
+                self.on_command()
 
 
 class TtyApprover:
@@ -52,6 +63,19 @@ class TtyApprover:
         click.echo("These changes touch paths that need approval: " + ", ".join(paths), err=True)
         click.echo(diff[:20_000], err=True)
         return click.confirm("Approve these changes?", default=False, err=True)
+
+
+def run_sandbox(
+    template: Template, workdir: Path, artifacts: Path, mode: str, warn: Echo
+) -> Sandbox | None:
+    """The sandbox a run's commands use: the workdir and the artifacts writable, the
+    repository's ``.git`` and the state directory read-only even inside the workdir."""
+    confinement = Confinement(
+        writable=(workdir, artifacts),
+        read_only=(workdir / ".git", workdir / ".looprun"),
+        network=template.sandbox.network,
+    )
+    return sandbox_for(mode, confinement, warn)
 
 
 def build_ports(
@@ -64,16 +88,22 @@ def build_ports(
     report: Echo,
     interactive: bool,
     base: str | None = None,
+    sandbox_mode: str | None = None,
+    prices: Any = None,
     executor: Any = None,
 ) -> tuple[Ports, Any]:
-    """Real tools, workspace, observers and context budget for one run."""
+    """Real tools, workspace, observers and context budget for one run.
+
+    ``sandbox_mode`` (from the command line) overrides the template's ``sandbox.mode``.
+    """
     from looprun.act.policy import Policy
     from looprun.act.tools import Toolbox
     from looprun.workspace import Workspace
 
     # An outer template (each_task) has no act section: its tree gets default constraints.
     constraints = template.act.constraints if template.act is not None else Constraints()
-    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base)
+    # watched: the tools and the observers' commands below say when they may have written
+    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base, watched=True)
     try:
         from looprun.loop.context import ContextBudget
 
@@ -81,21 +111,53 @@ def build_ports(
     except (ImportError, ValueError):
         context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
 
+    mode = sandbox_mode or template.sandbox.mode
+    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report)
+    backend = None if sandbox is None else sandbox.name
+    setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
+
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
-        return Toolbox(ws.workdir, constraints, tools, deadline=deadline)
+        return Toolbox(
+            ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched, sandbox=sandbox
+        )
 
     git_dir = getattr(ws.git, "git_dir", None)
+    actor = None
+    agent = template.act.agent if template.act is not None else None
+    if agent is not None:
+        from looprun.act.agents.actor import AgentActor
+
+        actor = AgentActor(
+            agent,
+            constraints,
+            workdir=ws.workdir,
+            run_dir=journal.dir,
+            artifacts=journal.artifacts,
+            model=str(getattr(act, "agent_model", "")),
+            prices=prices,
+            on_change=ws.touched,
+        )
     ports = Ports(
         model=act,
         plan_model=plan,
         toolbox=toolbox,
         workspace=ws,
-        guard=Policy(ws.workdir, constraints),
-        observer=RealObserver(ws.workdir, journal.artifacts, git_dir, constraints),
+        guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
+        observer=RealObserver(
+            ws.workdir,
+            journal.artifacts,
+            git_dir,
+            constraints,
+            sandbox,
+            ws.touched,
+            excluded=lambda: ws.excluded,
+        ),
         journal=journal,
         context=context,
         approver=TtyApprover() if interactive else NoApprover(),
         report=report,
+        setup=setup,
+        actor=actor,
         executor=executor,
     )
     return ports, ws

@@ -35,6 +35,7 @@ class Step:
     feedback: str
     progress: Progress = field(default_factory=Progress)
     cannot_run: str = ""  # an observer's command could not start (exit 126/127)
+    observer_edit: str = ""  # an observer changed the tree it checked (undone)
 
 
 def record_iteration(
@@ -60,7 +61,7 @@ def record_iteration(
         "intent": intent,
         "task": task.to_dict(),
         "tools": step.turn.tools,
-        "observers": {k: _obs_record(o) for k, o in step.observations.items()},
+        "observers": {k: obs_record(o) for k, o in step.observations.items()},
         "exit": [{"condition": c, "value": v} for c, v in step.exit_values],
         "limits": limits,
         "progress": st.progress.facts(),
@@ -88,7 +89,7 @@ def record_iteration(
     )
 
 
-def _obs_record(o: Observation) -> dict[str, Any]:
+def obs_record(o: Observation) -> dict[str, Any]:
     facts = o.to_facts()
     facts["feedback"] = o.feedback[:4000]
     return facts

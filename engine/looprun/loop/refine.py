@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from looprun.loop.feedback import with_unnamed
 from looprun.template.expressions import Condition
 from looprun.template.model import Action, Rule
 
@@ -24,7 +25,7 @@ class Decision:
     kind: str  # retry | rollback | replan | escalate | abort
     message: str = ""  # rendered: feedback for retries, the reason for escalate/abort
     target: str | None = None  # rollback: last_green | base | previous
-    rule: str = DEFAULT_RULE  # where the rule that fired sits, for journal and explain
+    rule: str = DEFAULT_RULE  # the fired rule's name (its id, or file:line), as explain shows it
     path: str = ""  # its position in the tree, numbered as `looprun explain` does: "4.2"
     condition: str = ""  # why it fired: the rule's condition as written, or "else"
 
@@ -74,16 +75,26 @@ def _render(action: Action, context: Mapping[str, Any], default: str) -> str:
     return action.message.render(context).strip() if action.message is not None else default
 
 
-def decide(rules: Sequence[Rule], context: Mapping[str, Any], default_feedback: str) -> Decision:
-    """Pick exactly one action for this iteration."""
+def decide(
+    rules: Sequence[Rule],
+    context: Mapping[str, Any],
+    default_feedback: str,
+    blocks: Mapping[str, str] | None = None,
+) -> Decision:
+    """Pick exactly one action for this iteration. ``blocks``: each failing observer's
+    feedback, added to a retry message that does not read that observer."""
     found = _match(rules, context)
     if found is None or found[0].action is None:
         return Decision("retry", default_feedback)
     rule, path = found
     action = rule.action
     assert action is not None
-    where = str(rule.location if rule.condition is None else rule.condition.location)
-    if action.kind in ("retry", "rollback", "replan"):
+    where = rule.name
+    if action.kind == "retry" and action.message is not None and blocks:
+        message = with_unnamed(
+            _render(action, context, default_feedback), action.message.use.names, blocks
+        )
+    elif action.kind in ("retry", "rollback", "replan"):
         message = _render(action, context, default_feedback)
     else:
         message = _render(action, context, f"refine rule {action.kind}")
@@ -107,6 +118,7 @@ def judge(
     facts: Mapping[str, Any],
     exit_values: Sequence[tuple[str, bool]],
     default_feedback: str,
+    blocks: Mapping[str, str] | None = None,
 ) -> Decision:
     """``done`` when every exit condition holds, else the refine tree's decision.
 
@@ -117,4 +129,5 @@ def judge(
         return Decision(
             "done", "exit conditions hold", rule="exit", condition="all exit conditions hold"
         )
-    return decide(rules, {**facts, "exit": {"ok": False, "failed": failed}}, default_feedback)
+    context = {**facts, "exit": {"ok": False, "failed": failed}}
+    return decide(rules, context, default_feedback, blocks)

@@ -47,8 +47,11 @@ def resolve_models(
     from looprun.models.registry import model_ref_for_role, resolve_model
 
     events = events or ModelEvents()
+    agent = template.act.agent if template.act is not None else None
+    if agent is not None:
+        return _agent_models(template, agent.cli, agent.model, model, plan_model, base_url, events)
     # the plan role only where something asks it (plan.mode: model); else it is the act model
-    roles = ("act", "plan") if template.plan.mode == "model" else ("act",)
+    roles = roles_used(template)
     refs = {
         role: model_ref_for_role(
             role,
@@ -72,8 +75,64 @@ def resolve_models(
     return act, plan, refs
 
 
-def price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | None) -> list[str]:
-    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them."""
+def _agent_models(
+    template: Template,
+    cli: str,
+    declared: str,
+    model: str | None,
+    plan_model: str | None,
+    base_url: str | None,
+    events: ModelEvents,
+) -> tuple[Model, Model, dict[str, str]]:
+    """act.agent: the CLI's model, named like models.act (command line > environment >
+    config file > act.agent.model); the plan role resolves as usual where it is used."""
+    import os
+
+    from looprun.act.agents.actor import AgentActRole, agent_model
+
+    config = events.config
+    candidates = [
+        ("--model", model),
+        ("LOOPRUN_ACT_MODEL", os.environ.get("LOOPRUN_ACT_MODEL")),
+        ("LOOPRUN_MODEL", os.environ.get("LOOPRUN_MODEL")),
+        ("models.act in the config file", config.models.get("act")),
+        ("models.default in the config file", config.models.get("default")),
+        ("act.agent.model", declared),
+    ]
+    source, ref = next(((s, r) for s, r in candidates if r and r.strip() != "default"), ("", ""))
+    act: Model = AgentActRole(cli, agent_model(cli, ref, source))  # type: ignore[assignment]
+    refs = {"act": ref or ""}
+    if template.plan.mode != "model":
+        return act, act, refs
+    from looprun.models.registry import model_ref_for_role, resolve_model
+
+    plan_ref = _absolute_script(
+        model_ref_for_role(
+            "plan",
+            cli_model=None,
+            cli_role_models={"plan": plan_model},
+            config=config,
+            template_models=template.models,
+        )
+    )
+    refs["plan"] = plan_ref
+    plan = resolve_model(plan_ref, base_url=base_url, config=config, on_event=events)
+    return act, plan, refs
+
+
+def roles_used(template: Template) -> tuple[str, ...]:
+    """The model roles a run of ``template`` calls: plan only with ``plan.mode: model``."""
+    return ("act", "plan") if template.plan.mode == "model" else ("act",)
+
+
+def price_warnings(
+    refs: Mapping[str, str],
+    config: Any,
+    max_cost_usd: float | None,
+    roles: tuple[str, ...] = ("act", "plan"),
+) -> list[str]:
+    """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them.
+    Only the ``roles`` the run calls are warned about."""
     from looprun.models.pricing import PriceTable
 
     if max_cost_usd is None:
@@ -81,6 +140,8 @@ def price_warnings(refs: Mapping[str, str], config: Any, max_cost_usd: float | N
     table = PriceTable(config.prices)
     out = []
     for role, ref in sorted(refs.items()):
+        if role not in roles:
+            continue
         scheme, _, name = ref.partition(":")
         if scheme in ("openai", "anthropic") and table.lookup(name) is None:
             out.append(

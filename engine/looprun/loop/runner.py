@@ -17,14 +17,15 @@ from typing import Any
 
 import click
 
-from looprun.errors import EXIT_ERROR, UsageError
-from looprun.journal import RunJournal, list_runs, new_run_id, runs_root
+from looprun.crashpoint import crash_point
+from looprun.errors import EXIT_ERROR, UsageError, one_line
+from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_status, runs_root
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.loop.outcome import RunResult
 from looprun.loop.real_ports import build_ports
-from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models
+from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models, roles_used
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import where_it_stands
 from looprun.models.base import Model
@@ -45,6 +46,17 @@ def _load(ref: str) -> Template:
     from looprun.template.loader import load_template
 
     return load_template(ref)
+
+
+def _bind_numbers(ref: str, template: Template, sets: Mapping[str, Any], inputs: Any) -> Template:
+    """The template again, if a number it reads from an input (``{{ inputs.NAME }}``) was
+    given with ``--set``: the value is checked where it is used, like the default was."""
+    from looprun.template.loader import load_template
+
+    named = {n for n in template.input_numbers.values() if n in sets}
+    if not named:
+        return template
+    return load_template(ref, given={n: inputs[n] for n in named})
 
 
 def _resolve_ref(ref: str) -> str:
@@ -69,32 +81,83 @@ def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
     return result.exit_code
 
 
-def _finish(result: RunResult, ws: Any, invocation: Mapping[str, Any], template: Template) -> bool:
-    """``--commit`` after a done run; False when git or a hook refused the commit."""
+def _commit_step(
+    engine: Engine, ws: Any, journal: RunJournal, invocation: Mapping[str, Any], template: Template
+) -> bool:
+    """``--commit`` after a done run: a step of the run, recorded before and after, so a
+    run killed anywhere in it gets its commit exactly once on ``looprun resume``; False
+    when git or a hook refused the commit (a resume tries again).
+
+    The intent (parent, message, paths) is saved in the state first; the ``commit``
+    journal event and the commit's sha in the state follow it. A resumed step whose
+    commit is already HEAD (made before the kill: on top of the recorded parent, with
+    this run's ``Looprun-Run`` trailer) adopts it instead of committing again.
+    """
     from looprun.commit import CommitRefused, commit_message, commit_paths
 
-    if invocation.get("commit") and result.finished:
+    st = engine.state
+    if st.commit is None:
         # Only what the run changed: the user's own uncommitted work stays uncommitted.
-        changed = ws.changed_files()
+        changed = ws.changed_files(st.base or None)
         if not changed:
+            st.commit = {"skipped": "nothing changed"}
+            engine.save()
             _err("nothing changed: no commit made")
             return True
+        stop = st.stop or {}
         message = Redactor(secret_values()).text(
             commit_message(
                 template.name,
                 str(invocation.get("intent") or ""),
-                result.run_id,
-                iterations=result.iterations,
-                reason=result.reason,
+                journal.run_id,
+                iterations=st.iterations,
+                reason=str(stop.get("reason", "")),
             )
         )
+        st.commit = {"parent": ws.git.head() or "", "message": message, "paths": changed}
+        engine.save()
+    rec = st.commit
+    if rec.get("sha") or rec.get("skipped"):
+        return True
+    crash_point("commit.before")
+    recorded = [
+        e
+        for e in journal.events()
+        if e.get("event") == "commit" and e.get("parent") == rec["parent"]
+    ]
+    if recorded:  # made and journaled; only the state did not hear of it
+        rec["sha"] = recorded[-1]["sha"]
+        engine.save()
+        return True
+    sha = ws.made_commit(rec["parent"], journal.run_id)
+    adopted = sha is not None
+    if sha is None:
         try:
-            sha = commit_paths(ws.workdir, message, changed, verify=not invocation.get("no_verify"))
+            sha = commit_paths(
+                ws.workdir, rec["message"], rec["paths"], verify=not invocation.get("no_verify")
+            )
         except CommitRefused as exc:
             _err(f"looprun: {exc}")
             return False
-        _err(f"committed {sha[:12]} to the current branch ({len(changed)} file(s))")
+    else:  # made before a kill: its index update may not have happened
+        ws.reset_index(rec["paths"])
+    crash_point("commit.before-event")
+    journal.event(
+        "commit", sha=sha, parent=rec["parent"], files=list(rec["paths"]), adopted=adopted
+    )
+    rec["sha"] = sha
+    engine.save()
+    _err(f"committed {sha[:12]} to the current branch ({len(rec['paths'])} file(s))")
     return True
+
+
+def _check_sandbox(template: Template, cli_mode: str | None) -> None:
+    """``required`` on a host without a sandbox stops here, before anything starts (exit
+    2); ``auto`` says so later, once the run has begun."""
+    from looprun.sandbox import pick
+
+    if (cli_mode or template.sandbox.mode) == "required":
+        pick("required", _err)
 
 
 # -- the commands ---------------------------------------------------------------------------
@@ -147,10 +210,12 @@ def run_from_cli(**options: Any) -> int:
     template = _load(ref)
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
+    template = _bind_numbers(ref, template, sets, inputs)
     events = ModelEvents()
     act, plan, refs = resolve_models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
+    _check_sandbox(template, options.get("sandbox"))
     options = {**options, "executor": _executor_spec(options.get("executor"))}
     _executor_factory(options)  # a bad --executor or a missing Ray stops here, before the run
     from looprun.workspace import RunLock
@@ -188,6 +253,7 @@ def _start(
         "base_url": options.get("base_url"),
         "max_iterations": options.get("max_iterations"),
         "commit": bool(options.get("commit")),
+        "sandbox": options.get("sandbox"),  # the command line's choice; None: the template's
         "no_verify": bool(options.get("no_verify")),
         "executor": options.get("executor") or "local",
         "sync_remote": options.get("sync_remote"),
@@ -224,6 +290,7 @@ def _drive(
     state: LoopState | None,
     approval: bool | None,
     events: ModelEvents | None = None,
+    status: RunStatus | None = None,
 ) -> int:
     report = _err
     ports, ws = build_ports(
@@ -235,19 +302,39 @@ def _drive(
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
+        sandbox_mode=invocation.get("sandbox"),
+        prices=_prices(events),
         executor=_executor_factory(invocation) if template.each_task is not None else None,
     )
     _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
+    for lock in ws.clear_stale_locks(journal.run_id):  # we hold the run lock: theirs is dead
+        note = f"removed {lock}, left behind by a run that was killed"
+        _err("note: " + note)
+        journal.event("warning", message=note)
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
     limits = with_iterations(template.limits, invocation.get("max_iterations"))
     if events is not None:
         for warning in price_warnings(
-            invocation.get("models") or {}, events.config, limits.max_cost_usd
+            invocation.get("models") or {},
+            events.config,
+            limits.max_cost_usd,
+            roles_used(template),
         ):
             _err("warning: " + warning)
             journal.event("warning", message=warning)
     started, elapsed0 = time.monotonic(), state.elapsed_s if state is not None else 0.0
     engine = Engine(template, ports, inputs=inputs, run=run, limits=limits, state=state)
+    commit = bool(invocation.get("commit"))
+    if state is not None and state.stop is not None and status is not None:
+        # the run has ended; a kill left only its summary or its commit to write down
+        result = engine.finish_recorded(
+            summary=status.summary_missing, event=_unrecorded_end(journal)
+        )
+        committed = True
+        if commit and result.finished:
+            committed = _commit_step(engine, ws, journal, invocation, template)
+        code = _emit(result, as_json, ws)
+        return code if committed else EXIT_ERROR
     try:
         with sigterm_interrupts():
             result = engine.run(approval=approval)
@@ -260,7 +347,9 @@ def _drive(
         _step_summary(journal.dir)
         _emit(result, as_json, ws)
         return result.exit_code
-    committed = _finish(result, ws, invocation, template)
+    committed = True
+    if commit and result.finished:
+        committed = _commit_step(engine, ws, journal, invocation, template)
     _step_summary(journal.dir)
     code = _emit(result, as_json, ws)
     return code if committed else EXIT_ERROR
@@ -280,6 +369,21 @@ def _step_summary(run_dir: Path) -> None:
             fh.write(text + "\n")
     except (OSError, LooprunError) as exc:  # the run's outcome stands; say so and go on
         _err(f"warning: could not append the report to GITHUB_STEP_SUMMARY ({path}): {exc}")
+
+
+def _unrecorded_end(journal: RunJournal) -> bool:
+    """The final state was saved, but its ``run_finished`` event was not written."""
+    state = journal.load_state() or {}
+    seq = int(state.get("journal_seq", 0))
+    return not any(
+        e.get("event") == "run_finished" and int(e.get("seq", 0)) > seq for e in journal.events()
+    )
+
+
+def _prices(events: ModelEvents | None) -> Any:
+    from looprun.models.pricing import PriceTable
+
+    return PriceTable(events.config.prices) if events is not None else None
 
 
 def _executor_spec(option: str | None) -> str:
@@ -308,7 +412,8 @@ def resume_from_cli(
     as_json: bool,
     executor: str | None = None,
 ) -> int:
-    """``looprun resume RUN_ID``: continue from the last completed step."""
+    """``looprun resume RUN_ID``: continue from the last completed step, or write down
+    what a kill left unwritten at the end (the summary, the ``--commit`` commit)."""
     if approve and reject:
         raise UsageError("--approve and --reject exclude each other")
     from looprun.workspace import RunLock
@@ -316,32 +421,48 @@ def resume_from_cli(
     wd = _workdir(workdir or ".")
     journal = RunJournal.open(wd, run_id)
     with RunLock(wd / ".looprun", journal.run_id), journal:
-        invocation = journal.load_invocation()
-        raw_state = journal.load_state()
-        if raw_state is None:
-            raise UsageError(f"run {journal.run_id} has no saved state yet; start it again")
-        state = LoopState.from_dict(raw_state)
+        status = run_status(journal.dir)  # the same reading `looprun runs` shows
         approval = True if approve else False if reject else None
-        stop = state.stop or {}
-        if state.pending is not None:
+        raw = status.state
+        if raw is not None and raw.get("pending"):
             if approval is None:
                 raise UsageError(
                     f"run {journal.run_id} waits for approval of "
-                    f"{', '.join(state.pending.get('paths', []))}; "
+                    f"{', '.join(raw['pending'].get('paths', []))}; "
                     "resume with --approve or --reject"
                 )
-        elif stop and stop.get("outcome") != "error":
+        elif not status.resume:
             raise UsageError(
-                f"run {journal.run_id} already ended {stop.get('outcome')}: {stop.get('reason')}"
+                f"run {journal.run_id} already ended {status.outcome}: {status.reason}; "
+                "nothing to resume"
             )
         elif approval is not None:
             raise UsageError(f"run {journal.run_id} is not waiting for an approval")
-        state.stop = None
+        invocation = journal.load_invocation()
+        state = LoopState.from_dict(raw) if raw is not None else None
+        if state is None:
+            _err(f"run {journal.run_id} was killed before its first step was saved; starting again")
+            if journal.seq:  # what the killed start wrote is superseded by the new start
+                journal.event(
+                    "resumed",
+                    iteration=0,
+                    task_index=0,
+                    superseded={"from_seq": 1, "to_seq": journal.seq},
+                )
+        elif state.pending is None and state.stop and state.stop.get("outcome") != "error":
+            _err(f"run {journal.run_id} ended {status.outcome}; left to do: {status.resume}")
+        else:
+            state.stop = None
+            _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
         if executor is not None:  # sub-loops may resume elsewhere than they started
             invocation = {**invocation, "executor": _executor_spec(executor)}
         template = _load(invocation["template"])
+        _check_sandbox(template, invocation.get("sandbox"))
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
+        )
+        template = _bind_numbers(
+            invocation["template"], template, invocation.get("sets") or {}, inputs
         )
         models = invocation.get("models") or {}
         events = ModelEvents()
@@ -349,7 +470,6 @@ def resume_from_cli(
         act, plan, _ = resolve_models(
             template, models.get("act"), models.get("plan"), invocation.get("base_url"), events
         )
-        _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
         return _drive(
             template,
             wd,
@@ -362,6 +482,7 @@ def resume_from_cli(
             state=state,
             approval=approval,
             events=events,
+            status=status,
         )
 
 
@@ -379,7 +500,9 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
 
     click.echo(f"runs under {runs_root(wd)}:", err=True)  # stdout: the table alone
 
-    table = [("RUN", "STARTED", "DURATION", "ITER", "TOKENS", "COST", "OUTCOME", "TEMPLATE")]
+    table = [
+        ("RUN", "STARTED", "DURATION", "ITER", "TOKENS", "COST", "OUTCOME", "TEMPLATE", "RESUME")
+    ]
     for r in rows:
         table.append(
             (
@@ -391,6 +514,7 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
                 f"${r.cost_usd:.4f}",
                 r.outcome,
                 Path(r.template).name,
+                f"resume: {r.resume}" if r.resume else "nothing to resume",
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -400,6 +524,6 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
             c.rjust(w) if i in right else c.ljust(w)
             for i, (c, w) in enumerate(zip(row, widths, strict=True))
         ]
-        reason = "" if n == 0 else rows[n - 1].reason
+        reason = "" if n == 0 else one_line(rows[n - 1].reason)
         click.echo(("  ".join(cells) + ("  " + reason if reason else "")).rstrip())
     return 0

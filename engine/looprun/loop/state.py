@@ -77,16 +77,30 @@ class LoopState:
     progress: Progress = field(default_factory=Progress)
     feedback: str = ""
     last_failure: str = ""
-    attempts: list[str] = field(default_factory=list)
+    attempts: list[str] = field(default_factory=list)  # the last few attempt lines
+    attempts_earlier: int = 0  # attempt lines dropped from ``attempts``, counted
     rounds: list[list[Message]] = field(default_factory=list)
     last_facts: dict[str, Any] = field(default_factory=dict)  # observer facts, for prompts
+    # observer facts (without items) before the first act turn; None: not observed
+    baseline: dict[str, Any] | None = None
+    # per completed task id: its observer and baseline facts when it was done (``tasks``)
+    done_facts: dict[str, Any] = field(default_factory=dict)
     approved: list[str] = field(default_factory=list)
     pending: dict[str, Any] | None = None  # an approval waiting for a person
     model_positions: dict[str, int] = field(default_factory=dict)
+    # act.agent with session: resume - the CLI's session for the current task and the
+    # usage it has reported so far (some CLIs report running totals, not per call)
+    agent_session: dict[str, Any] = field(default_factory=dict)
     # The journal's last event seq when this state was saved: events after it belong to
     # a step this state does not hold, which a resumed run redoes (they are superseded).
     journal_seq: int = 0
+    # How many model exchanges were recorded when this state was saved (-1: unknown):
+    # the calls after them were paid for, and a resumed run counts them.
+    exchanges: int = -1
     stop: dict[str, Any] | None = None  # set once the run has ended
+    # --commit after a done run: {parent, message, paths} before committing, then sha
+    # (or {skipped: why}); see the CLI's commit step
+    commit: dict[str, Any] | None = None
 
     def spent(self, elapsed_s: float) -> Spent:
         return Spent(

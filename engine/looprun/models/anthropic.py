@@ -142,9 +142,12 @@ class AnthropicModel(ProviderModel):
         prices: PriceTable | None = None,
         max_output_tokens: int | None = None,
         temperature: float | None = None,
+        model_max_output: int | None = None,
     ):
         super().__init__(model, client, prices=prices)
         self._max_tokens = max_output_tokens or DEFAULT_MAX_TOKENS
+        if model_max_output:  # never more than the model itself can give
+            self._max_tokens = min(self._max_tokens, model_max_output)
         self._temperature = temperature
 
     def request_body(

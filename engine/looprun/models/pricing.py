@@ -1,8 +1,13 @@
-"""Prices per model, in US dollars per million tokens, and the cost of a reply's usage.
+"""Prices per model, in US dollars per million tokens, the cost of a reply's usage, and
+each model's own output maximum.
 
 A small built-in table of public list prices; the config file's ``prices:`` adds models or
 overrides these. A model without a price costs 0 and is flagged as unknown, so the engine
 can warn that ``limits.max_cost_usd`` cannot be enforced for it.
+
+Beside it, the most output tokens each model may be asked for: a request never asks for
+more (whatever budget is left), since providers refuse or clamp such requests. The config
+file's ``output_limits:`` adds models (a local server's) or overrides these.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from looprun.models.base import Usage
 
@@ -70,35 +76,80 @@ BUILTIN_PRICES: Mapping[str, Price] = MappingProxyType(
     }
 )
 
+# The most output tokens one request may ask of each model (the providers' model pages).
+BUILTIN_OUTPUT_LIMITS: Mapping[str, int] = MappingProxyType(
+    {
+        "gpt-5": 128_000,
+        "gpt-5-mini": 128_000,
+        "gpt-5-nano": 128_000,
+        "gpt-4.1": 32_768,
+        "gpt-4.1-mini": 32_768,
+        "gpt-4.1-nano": 32_768,
+        "gpt-4o": 16_384,
+        "gpt-4o-mini": 16_384,
+        "o3": 100_000,
+        "o4-mini": 100_000,
+        "claude-opus-4-5": 64_000,
+        "claude-opus-4-1": 32_000,
+        "claude-opus-4": 32_000,
+        "claude-sonnet-4-5": 64_000,
+        "claude-sonnet-4": 64_000,
+        "claude-3-7-sonnet": 64_000,
+        "claude-haiku-4-5": 64_000,
+        "claude-3-5-haiku": 8_192,
+    }
+)
+
 # A dated snapshot ("gpt-4o-mini-2024-07-18", "claude-haiku-4-5-20251001") or "-latest".
 _SNAPSHOT = re.compile(r"^-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
-class PriceTable:
-    """Built-in prices overlaid with the user's; looks names up the way providers spell them."""
+def _lookup(table: Mapping[str, Any], model: str) -> Any:
+    """Exact name; else without a router prefix (``openai/gpt-4o``); else the base name of
+    a dated snapshot. Never a looser match: a wrong entry is worse than none."""
+    candidates = [model]
+    if "/" in model:
+        candidates.append(model.rsplit("/", 1)[1])
+    for name in candidates:
+        if name in table:
+            return table[name]
+        for known in sorted(table, key=len, reverse=True):
+            if name.startswith(known) and _SNAPSHOT.match(name[len(known) :]):
+                return table[known]
+    return None
 
-    def __init__(self, extra: Mapping[str, Price] | None = None, *, builtin: bool = True):
+
+class PriceTable:
+    """Built-in prices and output maxima overlaid with the user's; looks names up the way
+    providers spell them."""
+
+    def __init__(
+        self,
+        extra: Mapping[str, Price] | None = None,
+        *,
+        builtin: bool = True,
+        output_limits: Mapping[str, int] | None = None,
+    ):
         table = dict(BUILTIN_PRICES) if builtin else {}
         table.update(extra or {})
         self._table = MappingProxyType(table)
+        limits = dict(BUILTIN_OUTPUT_LIMITS) if builtin else {}
+        limits.update(output_limits or {})
+        self._limits = MappingProxyType(limits)
 
     @property
     def models(self) -> Mapping[str, Price]:
         return self._table
 
     def lookup(self, model: str) -> Price | None:
-        """Exact name; else without a router prefix (``openai/gpt-4o``); else the base
-        name of a dated snapshot. Never a looser match: a wrong price is worse than none."""
-        candidates = [model]
-        if "/" in model:
-            candidates.append(model.rsplit("/", 1)[1])
-        for name in candidates:
-            if name in self._table:
-                return self._table[name]
-            for known in sorted(self._table, key=len, reverse=True):
-                if name.startswith(known) and _SNAPSHOT.match(name[len(known) :]):
-                    return self._table[known]
-        return None
+        """The model's price, or None when unknown."""
+        price: Price | None = _lookup(self._table, model)
+        return price
+
+    def max_output(self, model: str) -> int | None:
+        """The most output tokens one request may ask of ``model``; None when unknown."""
+        limit: int | None = _lookup(self._limits, model)
+        return limit
 
     def cost(self, model: str, usage: Usage) -> tuple[float, bool]:
         """(cost in USD, whether the price was known)."""

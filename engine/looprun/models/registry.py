@@ -85,7 +85,7 @@ def resolve_model(
         return ScriptedModel.from_file(name)
     env = os.environ if env is None else env
     config = config or Config()
-    prices = PriceTable(config.prices)
+    prices = PriceTable(config.prices, output_limits=config.output_limits)
     extra: dict[str, Any] = {"on_event": on_event, "transport": transport}
     if sleep is not None:
         extra["sleep"] = sleep
@@ -119,7 +119,7 @@ def resolve_model(
             name,
             client,
             prices=prices,
-            max_output_tokens=config.max_output_tokens,
+            max_output_tokens=_smaller(config.max_output_tokens, prices.max_output(name)),
             output_tokens_field="max_completion_tokens" if official else "max_tokens",
         )
     url = env.get("ANTHROPIC_BASE_URL") or config.anthropic_base_url or anthropic.DEFAULT_BASE_URL
@@ -141,8 +141,17 @@ def resolve_model(
         **extra,
     )
     return anthropic.AnthropicModel(
-        name, client, prices=prices, max_output_tokens=config.max_output_tokens
+        name,
+        client,
+        prices=prices,
+        max_output_tokens=config.max_output_tokens,
+        model_max_output=prices.max_output(name),
     )
+
+
+def _smaller(a: int | None, b: int | None) -> int | None:
+    """The tighter of two optional caps: the configured one and the model's own maximum."""
+    return a if b is None else b if a is None else min(a, b)
 
 
 def model_ref_for_role(

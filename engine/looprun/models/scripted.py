@@ -30,6 +30,8 @@ from looprun.errors import UsageError
 from looprun.models.base import Message, Reply, ToolCall, ToolSpec, Usage
 
 EXHAUSTED_TEXT = "(scripted model: script exhausted, no further actions)"
+# libyaml's loader where present: a script of thousands of turns loads in a blink
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 
 
 def _estimate_tokens(text: str) -> int:
@@ -59,7 +61,7 @@ class ScriptedModel:
         """Load a script; ``key`` picks a sub-loop's own script out of a mapping script."""
         p = Path(path)
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+            data = yaml.load(p.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
         except OSError as exc:
             raise UsageError(f"{p}: cannot read model script: {exc.strerror}") from None
         except yaml.YAMLError as exc:

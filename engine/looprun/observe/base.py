@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from looprun.template.expressions import thaw
+from looprun.frozen import thaw
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -85,6 +85,7 @@ class ParseInput:
     options: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     base: str | None = None  # git_diff: the tree-ish to diff against (the run's base)
     git_dir: Path | None = None  # git_diff: a private git dir when the workdir has none
+    exclude: tuple[str, ...] = ()  # git_diff: paths never part of the diff (report files)
 
 
 class Parser(Protocol):

@@ -8,6 +8,7 @@ usage errors (unknown parser, bad ``--option``, neither FILE nor ``--run``).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,13 @@ from typing import Any
 from looprun.errors import EXIT_DONE, EXIT_ERROR, UsageError
 from looprun.observe.registry import BUILTIN, UnknownParser, option_problems, parser_names
 from looprun.observe.runner import observe_command
+from looprun.sandbox import Confinement, sandbox_for
 
 _NEEDS_FILE = frozenset({"junit", "sarif", "coverage", "json"})
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def parse_options(pairs: Iterable[str]) -> dict[str, Any]:
@@ -49,6 +55,8 @@ def observe(
     workdir: str | Path = ".",
     timeout_s: float = 600.0,
     base: str | None = None,
+    sandbox: str = "off",
+    network: bool = False,
 ) -> tuple[str, int]:
     """The observation as JSON text, and the exit status for the command line."""
     if parser not in BUILTIN and parser not in parser_names():
@@ -63,6 +71,14 @@ def observe(
     root = Path(workdir)
     if not root.is_dir():
         raise UsageError(f"--workdir {workdir}: not a directory")
+    confined = None
+    if run is not None:
+        root = root.resolve()
+        report = (root / file).resolve() if file else root
+        # a report named outside the workdir is the invoker's choice: its directory too
+        writable = (root,) if report.is_relative_to(root) else (root, report.parent)
+        confinement = Confinement(writable, read_only=(root / ".git",), network=network)
+        confined = sandbox_for(sandbox, confinement, _warn)
     try:
         obs = observe_command(
             parser,
@@ -72,6 +88,7 @@ def observe(
             options=parsed,
             timeout_s=timeout_s,
             base=base,
+            sandbox=confined,
         )
     except UnknownParser as exc:
         raise UsageError(str(exc)) from None

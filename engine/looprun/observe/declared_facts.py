@@ -15,6 +15,7 @@ JUNIT: dict[str, Any] = {
     "errors": 0,
     "skipped": 0,
     "failing": [],
+    "passing": [],
     "flaky": [],
 }
 SARIF: dict[str, Any] = {
@@ -50,18 +51,12 @@ GIT_DIFF: dict[str, Any] = {
     "files_deleted": [],
 }
 EXIT_CODE: dict[str, Any] = {"output_tail": "", "timed_out": False}
-REGEX: dict[str, Any] = {
-    "errors": 0,
-    "warnings": 0,
-    "notes": 0,
-    "total": 0,
-    # the pytest preset also reports test counts
-    "tests": 0,
-    "passed": 0,
-    "failed": 0,
-    "skipped": 0,
-    "failing": [],
-}
+REGEX_DIAGNOSTICS: dict[str, Any] = {"errors": 0, "warnings": 0, "notes": 0, "total": 0}
+# the pytest preset also reports test counts; no other preset can fill these
+REGEX_TESTS: dict[str, Any] = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "failing": []}
+REGEX: dict[str, Any] = {**REGEX_DIAGNOSTICS, **REGEX_TESTS}
+DIAGNOSTICS: dict[str, Any] = {**REGEX_DIAGNOSTICS, "files": 0}
+DIAGNOSTIC_FORMATS: tuple[str, ...] = ("mypy", "pyright", "eslint")
 
 # The options each built-in parser reads (every one also takes ``max_feedback``), and the
 # values an option must take when only a few mean anything. Checked when a template loads
@@ -76,6 +71,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "exit_code": frozenset(),
     "regex": frozenset({"preset", "pattern", "fail_on"}),
     "json": frozenset({"facts", "ok"}),
+    "diagnostics": frozenset({"format", "fail_on"}),
 }
 REGEX_PRESETS: tuple[str, ...] = (
     "mypy",
@@ -94,4 +90,15 @@ OPTION_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
     ("sarif", "fail_on"): ("error", "warning", "note"),
     ("regex", "fail_on"): ("error", "warning", "note"),
     ("regex", "preset"): REGEX_PRESETS,
+    ("diagnostics", "format"): DIAGNOSTIC_FORMATS,
+    ("diagnostics", "fail_on"): ("error", "warning", "note"),
 }
+
+
+def preset_facts(parser: str, options: Any) -> dict[str, Any] | None:
+    """The facts a parser gives with these options, when they depend on them: the regex
+    parser fills test counts only for the pytest preset."""
+    if parser != "regex":
+        return None
+    preset = options.get("preset") if isinstance(options, dict) else None
+    return REGEX if preset == "pytest" else REGEX_DIAGNOSTICS

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from looprun.frozen import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.reports import max_feedback, unusable
-from looprun.template.expressions import freeze
 
 NAME = "exit_code"
 EMPTY_FACTS = declared_facts.EXIT_CODE

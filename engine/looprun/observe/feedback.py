@@ -65,6 +65,67 @@ def ordered(items: Sequence[Item]) -> list[Item]:
     return sorted(items, key=lambda i: _SEVERITY_ORDER.get(i.severity, 3))
 
 
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
+
+
+def _cause(item: Item) -> tuple[str, str | None, int | None, str]:
+    """What failures with one cause share: where it failed and the message, numbers masked
+    (a parametrized test fails at one line with a different value each time)."""
+    first = item.message.splitlines()[0] if item.message else ""
+    return (item.severity, item.file, item.line, _NUMBERS.sub("N", first))
+
+
+def compact_ids(ids: Sequence[str]) -> str:
+    """Every id, written once with its shared parts: ``f.py::test_x[a, b]`` for the
+    parameters of one test, ``f.py::{test_a, test_b}`` for tests of one file."""
+    by_test: dict[str, list[str]] = {}
+    for tid in ids:
+        base, bracket, param = tid.partition("[")
+        key = base if bracket and param.endswith("]") else tid
+        by_test.setdefault(key, [])
+        if key != tid:
+            by_test[key].append(param[:-1])
+    tests = [f"{base}[{', '.join(ps)}]" if ps else base for base, ps in by_test.items()]
+    by_file: dict[str, list[str]] = {}
+    for test in tests:
+        file, sep, name = test.partition("::")
+        by_file.setdefault(file if sep else "", []).append(name if sep else test)
+    out = []
+    for file, names in by_file.items():
+        if not file:
+            out += names
+        elif len(names) == 1:
+            out.append(f"{file}::{names[0]}")
+        else:
+            out.append(f"{file}::{{{', '.join(names)}}}")
+    return "; ".join(out)
+
+
+def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, int]]:
+    """(lines naming the items, detail, how many items) per item, or per group of items
+    that fail with one cause."""
+    if not group:
+        return [(item_line(i), i.detail, 1) for i in items]
+    groups: dict[tuple[str, str | None, int | None, str], list[Item]] = {}
+    for item in items:
+        groups.setdefault(_cause(item), []).append(item)
+    out = []
+    for members in groups.values():
+        first = members[0]
+        if len(members) == 1:
+            out.append((item_line(first), first.detail, 1))
+            continue
+        loc = location(first)
+        message = first.message.splitlines()[0] if first.message else ""
+        head = clip(
+            f"{len(members)} fail with one cause{f' ({loc})' if loc else ''}: {message}",
+            _MAX_LINE,
+        )
+        ids = compact_ids([m.id for m in members])
+        out.append((f"{head}\n  ids: {ids}", first.detail, len(members)))
+    return out
+
+
 def render(
     header: str,
     items: Sequence[Item],
@@ -72,26 +133,31 @@ def render(
     max_bytes: int = DEFAULT_MAX_FEEDBACK,
     footer: str = "",
     noun: str = "more",
+    group: bool = False,
 ) -> str:
-    """Header, one line per item (details for the first ones), then ``and N more``."""
+    """Header, one line per item (details for the first ones), then ``and N more``.
+
+    ``group``: failures with one cause (same place, same message but for numbers) share
+    one line and list their ids compactly, so a hundred failing tests are all named."""
     max_bytes = max(256, int(max_bytes))
     items = ordered(items)
     lines = [clip(header, _MAX_LINE)] if header else []
     used = sum(_size(x) + 1 for x in lines)
-    heads = [item_line(i) for i in items]
+    entries = _entries(items, group)
     # Room kept for the remaining id lines, so details never crowd out a failing id.
-    rest = sum(_size(h) + 1 for h in heads)
+    rest = sum(_size(h) + 1 for h, _, _ in entries)
     reserve = 40 + (_size(footer) + 1 if footer else 0)
     shown = 0
-    for item, head in zip(items, heads, strict=True):
+    for head, detail_text, count in entries:
         rest -= _size(head) + 1
         if used + _size(head) + 1 + reserve > max_bytes:
             break
         lines.append(head)
         used += _size(head) + 1
-        shown += 1
-        if item.detail:
-            detail = "\n".join("    " + d for d in item.detail.splitlines() if d.strip())
+        shown += count
+        if detail_text:
+            indent = "      " if count > 1 else "    "
+            detail = "\n".join(indent + d for d in detail_text.splitlines() if d.strip())
             if detail and used + _size(detail) + 1 + rest + reserve <= max_bytes:
                 lines.append(detail)
                 used += _size(detail) + 1

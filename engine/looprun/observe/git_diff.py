@@ -74,7 +74,7 @@ class GitDiffParser:
                     EMPTY_FACTS,
                 )
             base = data.base or git.head() or EMPTY_TREE
-            target = git.snapshot(rules=base_ignore_rules(git, base))
+            target = git.snapshot(rules=base_ignore_rules(git, base), also=data.exclude)
             numstat = git.diff(base, target, "--numstat", "-z")
             status = git.diff(base, target, "--name-status", "-z")
             patch = git.diff(base, target, "-U0") if patterns else ""

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from looprun.frozen import freeze
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
 from looprun.observe.reports import (
@@ -26,7 +27,6 @@ from looprun.observe.reports import (
     signature_of,
     unusable,
 )
-from looprun.template.expressions import freeze
 
 NAME = "json"
 _TOKEN = re.compile(r"""\.?([A-Za-z_][\w-]*)|\[(-?\d+)\]|\[(?:"([^"]*)"|'([^']*)')\]""")

@@ -10,13 +10,15 @@ stale or trimmed) ``tests=``/``failures=`` attributes.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from junitparser import Error, Failure, Skipped
-from junitparser.xunit2 import FlakyError, FlakyFailure, RerunError, RerunFailure, TestCase
+from junitparser import Error, Failure
+from junitparser.xunit2 import FlakyError, FlakyFailure, RerunError, RerunFailure
 
+from looprun.frozen import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render, strip_ansi, tail
@@ -27,14 +29,21 @@ from looprun.observe.reports import (
     signature_of,
     unusable,
 )
-from looprun.observe.traceback import first_assertion, innermost, key_lines, project_path
-from looprun.template.expressions import freeze
+from looprun.observe.traceback import (
+    doctest_failure,
+    first_assertion,
+    frames,
+    key_lines,
+    project_path,
+)
 
 NAME = "junit"
 EMPTY_FACTS = declared_facts.JUNIT
 FACTS = frozenset(EMPTY_FACTS)
 _MAX_ITEMS = 1000  # failing items kept in full; the rest are only counted and named
 _SUITE, _CASE = "testsuite", "testcase"
+# what junitparser reads as a passed case's reruns (xunit2): a pass after them is flaky
+_INTERIM = frozenset(t._tag for t in (FlakyFailure, FlakyError, RerunFailure, RerunError))
 
 
 def _local(tag: Any) -> str:
@@ -51,15 +60,16 @@ class _Tally:
     skipped: int = 0
     failing: list[str] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
+    passing: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     items: list[Item] = field(default_factory=list)
     _module_files: dict[str, tuple[str, list[str]] | None] = field(default_factory=dict)
 
-    def case_id(self, case: TestCase, file_attr: str | None) -> str:
+    def case_id(self, elem: ET.Element, file_attr: str | None) -> str:
         """``file::Class::name`` when the test file is known (pytest node ids), else
         ``classname.name``."""
-        name = case.name or "<unnamed>"
-        classname = case.classname or ""
+        name = elem.get("name") or "<unnamed>"
+        classname = elem.get("classname") or ""
         path = project_path(file_attr, str(self.workdir)) if file_attr else None
         if path:
             module = Path(path).with_suffix("").as_posix().replace("/", ".")
@@ -95,12 +105,14 @@ class _Tally:
         self._module_files[classname] = found
         return found
 
-    def add_failure(self, item: Item) -> None:
-        if item.id not in self.seen:
-            self.seen.add(item.id)
-            self.failing.append(item.id)
+    def add_failure(self, case_id: str, item: Callable[[], Item]) -> None:
+        """Count a failing case; its details are read only while fewer than _MAX_ITEMS
+        are kept (beyond that it is named, not parsed)."""
+        if case_id not in self.seen:
+            self.seen.add(case_id)
+            self.failing.append(case_id)
         if len(self.items) < _MAX_ITEMS:
-            self.items.append(item)
+            self.items.append(item())
 
 
 def _result_item(
@@ -115,15 +127,19 @@ def _result_item(
     text = strip_ansi(result.text or "")
     if not message and not text.strip():
         text = ""
-    frame = innermost(text, str(tally.workdir)) if text else None
+    found = frames(text, str(tally.workdir)) if text else []  # read once, used twice
     file = project_path(file_attr, str(tally.workdir)) if file_attr else None
     line = None
-    if frame is not None:
-        file, line = frame.file, frame.line
+    if found:
+        file, line = found[0].file, found[0].line
     elif file and line_attr and line_attr.isdigit():
         line = int(line_attr) + 1  # pytest's line attribute is 0-based
-    headline = first_assertion(message, text) or (result.type or severity)
-    detail = key_lines(text, str(tally.workdir)) if text.strip() else ""
+    doctest = doctest_failure(text)
+    if doctest is not None:
+        headline, detail = doctest
+    else:
+        headline = first_assertion(message, text) or (result.type or severity)
+        detail = key_lines(text, str(tally.workdir), found=found) if text.strip() else ""
     if detail.strip() == headline.strip():
         detail = ""
     return Item(
@@ -132,35 +148,43 @@ def _result_item(
 
 
 def _on_case(tally: _Tally, elem: ET.Element) -> None:
-    case = TestCase.fromelem(elem)
+    """Classify one ``<testcase>`` by the tags junitparser reads as results (anywhere
+    inside it); junitparser's objects are built only for the failures kept in full."""
     tally.tests += 1
+    if not len(elem):  # no result inside: passed, the common case, nothing to build
+        tally.passed += 1
+        tally.passing.append(tally.case_id(elem, elem.get("file")))
+        return
+    tags = {e.tag for e in elem.iter()}
     file_attr = elem.get("file")
     line_attr = elem.get("line")
-    finals = [r for r in case.result]
-    errors = [r for r in finals if isinstance(r, Error)]
-    failures = [r for r in finals if isinstance(r, Failure)]
-    if errors or failures:
-        case_id = tally.case_id(case, file_attr)
-        if failures:
+    kind = "failure" if "failure" in tags else "error" if "error" in tags else None
+    if kind is not None:
+        if kind == "failure":
             tally.failed += 1
-            tally.add_failure(
-                _result_item(tally, case_id, failures[0], "failure", file_attr, line_attr)
-            )
         else:
             tally.errors += 1
-            tally.add_failure(
-                _result_item(tally, case_id, errors[0], "error", file_attr, line_attr)
-            )
+        cls = Failure if kind == "failure" else Error
+        case_id = tally.case_id(elem, file_attr)
+        tally.add_failure(
+            case_id,
+            lambda: _result_item(
+                tally,
+                case_id,
+                cls.fromelem(next(elem.iter(kind))),
+                kind,
+                file_attr,
+                line_attr,
+            ),
+        )
         return
-    if any(isinstance(r, Skipped) for r in finals):
+    if "skipped" in tags:
         tally.skipped += 1
         return
     tally.passed += 1
-    if (
-        case.interim_result
-        and any(isinstance(r, (FlakyFailure, FlakyError)) for r in case.interim_result)
-    ) or any(isinstance(r, (RerunFailure, RerunError)) for r in case.interim_result):
-        tally.flaky.append(tally.case_id(case, file_attr))
+    tally.passing.append(tally.case_id(elem, file_attr))
+    if tags & _INTERIM:
+        tally.flaky.append(tally.case_id(elem, file_attr))
 
 
 def _on_suite(tally: _Tally, elem: ET.Element) -> None:
@@ -170,32 +194,44 @@ def _on_suite(tally: _Tally, elem: ET.Element) -> None:
         if kind in ("error", "failure"):
             tally.errors += 1
             name = elem.get("name") or "<suite>"
-            result = (Error if kind == "error" else Failure).fromelem(child)
-            tally.add_failure(_result_item(tally, name, result, "error", None, None))
+            cls = Error if kind == "error" else Failure
+            tally.add_failure(
+                name,
+                lambda cls=cls, child=child, name=name: _result_item(  # type: ignore[misc]
+                    tally, name, cls.fromelem(child), "error", None, None
+                ),
+            )
 
 
 def _scan(path: Path, tally: _Tally, shown: str) -> None:
-    stack: list[ET.Element] = []
+    stack: list[str] = []  # local tag names of the open elements
+    parents: list[ET.Element] = []  # the open suites (and the root), to drop children from
+    names: dict[str, str] = {}  # tag -> local name, read once per distinct tag
     try:
         for event, elem in ET.iterparse(path, events=("start", "end")):
-            tag = _local(elem.tag)
+            raw = elem.tag
+            tag = names.get(raw)
+            if tag is None:
+                tag = names[raw] = _local(raw)
             if event == "start":
                 if not stack and tag not in ("testsuites", _SUITE):
                     raise ReportProblem(
                         f"{shown}: not a JUnit report (root element is <{tag}>, "
                         "expected <testsuites> or <testsuite>)"
                     )
-                stack.append(elem)
+                stack.append(tag)
+                parents.append(elem)
                 continue
             stack.pop()
-            if tag == _CASE and _local(stack[-1].tag) in ("testsuites", _SUITE):
+            parents.pop()
+            if tag == _CASE and stack[-1] in ("testsuites", _SUITE):
                 _on_case(tally, elem)
             elif tag == _SUITE:
                 _on_suite(tally, elem)
             else:
                 continue
-            if stack:  # done with it: drop it so memory stays bounded
-                stack[-1].remove(elem)
+            if parents:  # done with it: drop it so memory stays bounded
+                parents[-1].remove(elem)
     except ET.ParseError as exc:
         if "no element found" in str(exc) and tally.tests == 0 and not stack:
             raise ReportProblem(f"{shown}: not a JUnit report (no XML element found)") from None
@@ -261,8 +297,10 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
     items = list(tally.items) + [
         Item(id=i, message="(details not kept)", severity="failure") for i in extra_names[:5000]
     ]
-    feedback = render(header, items, max_bytes=limit, footer=footer, noun="more failing")
-    facts = {**counts, "failing": tally.failing, "flaky": tally.flaky}
+    feedback = render(
+        header, items, max_bytes=limit, footer=footer, noun="more failing", group=True
+    )
+    facts = {**counts, "failing": tally.failing, "passing": tally.passing, "flaky": tally.flaky}
     return Observation(
         parser=NAME,
         ok=ok,

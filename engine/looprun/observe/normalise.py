@@ -32,6 +32,15 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         "<uuid>",
     ),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "0x<addr>"),
+    # pytest's shortened reprs cut the middle out, address included: `<generator o...7f5d9a80>`
+    # (the cut may fall inside the `0x`: `<generator ob...x7f50d5e43780>`)
+    (re.compile(r"\.\.\.(?:0?x)?[0-9a-fA-F]{1,16}>"), "...<addr>>"),
+    # a bare hexadecimal id (no 0x) of 8-16 digits with letters and digits both, as
+    # reprs and object ids print it; all-decimal numbers are values, left alone
+    (
+        re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{8,16}\b"),
+        "<addr>",
+    ),
     (
         re.compile(
             r"(?:[A-Za-z]:\\(?:Users\\[^\\\s]+\\AppData\\Local\\)?Temp\\[^\s'\"]*)"

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
+from looprun.frozen import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render, strip_ansi, tail
@@ -26,7 +27,6 @@ from looprun.observe.reports import (
     signature_of,
     unusable,
 )
-from looprun.template.expressions import freeze
 
 NAME = "regex"
 EMPTY_FACTS = declared_facts.REGEX
@@ -96,7 +96,12 @@ _FILE_HEADER = {
     "eslint-stylish": re.compile(r"^(?P<file>[^\s✖].*?)\s*$"),
 }
 # mypy --pretty wraps long messages: the rest (and the error code) follow on the next lines.
-_CONTINUATION = {"mypy": re.compile(r"^(?P<message>[^\s].*?)(?:  \[(?P<rule>[\w-]+)\])?$")}
+# With a narrow terminal the error code itself may wrap onto a line of its own.
+_CONTINUATION = {
+    "mypy": re.compile(
+        r"^(?P<message>(?:[^\s\[].*?)?)\s*(?:(?:^|(?<=\s))\[(?P<rule>[a-z][a-z0-9-]*)\])?\s*$"
+    )
+}
 _NOT_CONTINUATION = re.compile(r"^(?:Found \d+ errors?|Success:|\S+: (?:note|error|warning):)")
 _MAX_ITEMS = 2000
 
@@ -192,9 +197,10 @@ def _scan(
             if c:
                 last = items[-1]
                 rule = c["rule"]
+                more = c["message"].strip()
                 items[-1] = replace(
                     last,
-                    message=clip(f"{last.message} {c['message'].strip()}", 300),
+                    message=clip(f"{last.message} {more}" if more else last.message, 300),
                     rule=rule,
                     id=rule or last.id,
                 )
@@ -226,7 +232,7 @@ class RegexParser:
             items, counts = _scan(lines, patterns, str(data.workdir), preset)
         except ReportProblem as exc:
             return unusable(NAME, data, str(exc), EMPTY_FACTS)
-        return _observation(data, preset, items, counts, shown)
+        return findings_observation(data, preset, items, counts, shown)
 
 
 def _exit_note(data: ParseInput, shown: str, found: bool) -> str:
@@ -238,9 +244,18 @@ def _exit_note(data: ParseInput, shown: str, found: bool) -> str:
     return note
 
 
-def _observation(
-    data: ParseInput, preset: str, items: list[Item], counts: dict[str, int], shown: str
+def findings_observation(
+    data: ParseInput,
+    preset: str,
+    items: list[Item],
+    counts: dict[str, int],
+    shown: str,
+    *,
+    parser: str = NAME,
+    extra_facts: dict[str, int] | None = None,
 ) -> Observation:
+    """Diagnostics (errors, warnings, notes) as an observation: ok when nothing is at or
+    above ``fail_on`` and the command exited 0."""
     counts = {**counts, "total": sum(counts.values())}
     threshold = _RANK.get(str(option(data, "fail_on", "error")), 3)
     failing = [i for i in items if _RANK[i.severity] >= threshold]
@@ -252,7 +267,7 @@ def _observation(
     )
     note = _exit_note(data, shown, bool(items))
     return Observation(
-        parser=NAME,
+        parser=parser,
         ok=ok,
         exit_code=data.exit_code,
         counts=freeze(counts),
@@ -262,7 +277,7 @@ def _observation(
             or ([(f"exit {data.exit_code}", "")] if not ok else [])
         ),
         feedback=render(header, items, max_bytes=max_feedback(data), footer=note, noun="more"),
-        facts=freeze({**EMPTY_FACTS, **counts}),
+        facts=freeze({**declared_facts.REGEX_DIAGNOSTICS, **counts, **(extra_facts or {})}),
     )
 
 
@@ -304,6 +319,7 @@ def _pytest_observation(data: ParseInput, text: PytestText, shown: str) -> Obser
             max_bytes=max_feedback(data),
             footer="\n".join(notes),
             noun="more failing",
+            group=True,
         ),
         facts=freeze(facts),
     )

@@ -27,6 +27,10 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
     ),
     "regex": ("looprun.observe.regex:RegexParser", frozenset(declared_facts.REGEX)),
     "json": ("looprun.observe.json_facts:JsonParser", frozenset()),  # facts named by options
+    "diagnostics": (
+        "looprun.observe.diagnostics:DiagnosticsParser",
+        frozenset(declared_facts.DIAGNOSTICS),
+    ),
 }
 
 
@@ -45,8 +49,12 @@ def parser_names() -> list[str]:
     return sorted(set(BUILTIN) | set(_entry_points()))
 
 
-def parser_facts(name: str) -> frozenset[str] | None:
-    """Fact names a parser provides beyond the common ones; None if it does not declare them."""
+def parser_facts(name: str, options: object = None) -> frozenset[str] | None:
+    """Fact names a parser provides beyond the common ones (with these options, where they
+    matter: a regex preset that is not pytest has no test counts); None if undeclared."""
+    by_options = declared_facts.preset_facts(name, options)
+    if by_options is not None:
+        return frozenset(by_options)
     if name in BUILTIN:
         return BUILTIN[name][1]
     return None

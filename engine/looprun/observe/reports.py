@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from looprun.frozen import freeze
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import DEFAULT_MAX_FEEDBACK, tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.traceback import crash
-from looprun.template.expressions import freeze
 
 
 class ReportProblem(Exception):

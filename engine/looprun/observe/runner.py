@@ -15,17 +15,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprun.atomic import write_atomic
+from looprun.frozen import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.registry import get_parser
 from looprun.proc import run_process, secret_values
 from looprun.redact import Redactor
-from looprun.template.expressions import freeze
-from looprun.template.model import Constraints, ObserverSpec
+
+if TYPE_CHECKING:
+    from looprun.template.model import Constraints, ObserverSpec
+
+if TYPE_CHECKING:
+    from looprun.sandbox import Sandbox
 
 # git_diff options that default to the act constraints when the observer does not set them.
 _CONSTRAINT_DEFAULTS = ("allow", "deny", "forbidden_patterns", "max_lines")
@@ -67,8 +72,11 @@ def observe_command(
     git_dir: Path | None = None,
     on_output: Callable[[bytes], None] | None = None,
     output_log: Path | None = None,
+    exclude: tuple[str, ...] = (),
+    sandbox: Sandbox | None = None,
 ) -> Observation:
-    """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output."""
+    """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output.
+    With a ``sandbox`` the command runs confined to it."""
     parser = get_parser(parser_name)
     report = None if file is None else (file if file.is_absolute() else workdir / file)
     output: str | None = None
@@ -85,6 +93,7 @@ def observe_command(
             shell=True,
             deadline=deadline,
             on_output=on_output,
+            sandbox=sandbox,
         )
         output, exit_code, timed_out = (
             result.output and redactor.text(result.output),
@@ -92,7 +101,7 @@ def observe_command(
             result.timed_out,
         )
         if output_log is not None:
-            write_atomic(output_log, output or "")
+            write_atomic(output_log, output or "", sync="none")  # a log, not a record
     data = ParseInput(
         workdir=workdir,
         file=report,
@@ -102,6 +111,7 @@ def observe_command(
         options=freeze(dict(options or {})),
         base=base,
         git_dir=git_dir,
+        exclude=exclude,
     )
     try:
         obs = parser.parse(data)
@@ -144,6 +154,8 @@ def run_observer(
     deadline: float | None,
     on_output: Callable[[bytes], None] | None = None,
     constraints: Constraints | None = None,
+    exclude: tuple[str, ...] = (),
+    sandbox: Sandbox | None = None,
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates."""
     if spec.when is not None and not spec.when.evaluate(context):
@@ -170,4 +182,6 @@ def run_observer(
         git_dir=git_dir,
         on_output=on_output,
         output_log=artifacts / f"{spec.name}.output.txt" if command is not None else None,
+        exclude=exclude,
+        sandbox=sandbox,
     )

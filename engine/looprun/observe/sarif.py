@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from looprun.frozen import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render
@@ -28,7 +29,6 @@ from looprun.observe.reports import (
     read_text,
     unusable,
 )
-from looprun.template.expressions import freeze
 
 NAME = "sarif"
 EMPTY_FACTS = declared_facts.SARIF

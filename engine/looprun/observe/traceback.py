@@ -46,12 +46,16 @@ def bounded(text: str) -> str:
     return text[:_HEAD_BYTES] + "\n…\n" + text[-_TAIL_BYTES:]
 
 
+_WINDOWS = re.compile(r"^[A-Za-z]:\\")
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
 def project_path(path: str, workdir: str | None) -> str | None:
     """``path`` relative to the project, or None for files outside it (libraries, stdlib)."""
-    path = path.strip().replace("\\", "/") if not re.match(r"^[A-Za-z]:\\", path) else path
+    path = path.strip().replace("\\", "/") if not _WINDOWS.match(path) else path
     if _LIBRARY.search(path) or path.startswith("<"):
         return None
-    if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
+    if path.startswith("/") or _DRIVE.match(path):
         if not workdir:
             return None
         root = workdir.rstrip("/") + "/"
@@ -69,6 +73,8 @@ def frames(text: str, workdir: str | None = None) -> list[Frame]:
     at: list[Frame] = []
     bare: list[Frame] = []
     for raw in bounded(text).splitlines():
+        if ":" not in raw and "line" not in raw:
+            continue  # no file:line and no `File "...", line N`: not a frame
         m = _PY_STD.match(raw) or _PY_TEST.match(raw)
         if m:
             f = project_path(m["file"], workdir)
@@ -117,14 +123,61 @@ def first_assertion(message: str | None, text: str | None) -> str:
     return ""
 
 
-def key_lines(text: str | None, workdir: str | None = None, *, max_lines: int = 8) -> str:
-    """A few lines that explain a failure, bounded to about 800 characters."""
+_DOCTEST_EXAMPLE = re.compile(r"^\d+\s+(>>> .*|\.\.\. .*)$")
+_DOCTEST_END = re.compile(r":\d+: (?:DocTestFailure|UnexpectedException)\s*$")
+
+
+def doctest_failure(text: str | None) -> tuple[str, str] | None:
+    """A doctest that printed something else: (headline, detail). The detail keeps the
+    example and the ``Expected:`` / ``Got:`` blocks as pytest wrote them, indentation
+    included, because the difference is often in a single character or line."""
+    if not text or "Expected:" not in text:
+        return None
+    lines = bounded(text).splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == "Expected:"), None)
+    if start is None or not any(ln.strip().startswith("Got") for ln in lines[start:]):
+        return None
+    example = next(
+        (m[1] for ln in reversed(lines[:start]) if (m := _DOCTEST_EXAMPLE.match(ln.strip()))),
+        "",
+    )
+    block: list[str] = []
+    for ln in lines[start:]:
+        if _DOCTEST_END.search(ln):
+            break
+        block.append(ln.rstrip())
+    while block and not block[-1].strip():
+        block.pop()
+    got_at = next(i for i, ln in enumerate(block) if ln.strip().startswith("Got"))
+    expected = next((ln.strip() for ln in block[1:got_at] if ln.strip()), "")
+    got_head = block[got_at].strip()
+    got = (
+        "nothing"
+        if got_head.startswith("Got nothing")
+        else next((ln.strip() for ln in block[got_at + 1 :] if ln.strip()), "")
+    )
+    head = f"doctest {example}: expected {expected or 'nothing'}, got {got}".replace("  ", " ")
+    shown = [example, *block] if example else block
+    detail = "\n".join(clip(ln, 200) for ln in shown[:40])
+    return clip(head, 300), clip(detail, 1600)
+
+
+def key_lines(
+    text: str | None,
+    workdir: str | None = None,
+    *,
+    max_lines: int = 8,
+    found: list[Frame] | None = None,
+) -> str:
+    """A few lines that explain a failure, bounded to about 800 characters. ``found``:
+    the text's ``frames`` when the caller has read them already."""
     if not text:
         return ""
     lines = bounded(text).splitlines()
     picked: list[str] = []
     errors = _e_lines(lines)
-    found = frames(text, workdir)
+    if found is None:
+        found = frames(text, workdir)
     if errors:
         source = [ln.strip() for ln in lines if _SOURCE_LINE.match(ln)]
         picked.extend(source[-1:])

@@ -140,7 +140,7 @@ def _records(run_dir: Path) -> dict[int, dict[str, Any]]:
     for path in (run_dir / "observe").glob("*.json"):
         if path.stem.isdigit():
             rec = _load(path)
-            if rec is not None:
+            if rec is not None and not rec.get("baseline"):  # 0.json: the baseline
                 out[int(path.stem)] = rec
     return out
 

@@ -11,7 +11,7 @@ check) and never raises on bad input.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,12 @@ from looprun.template.compile_cache import compiled_condition, compiled_text, sy
 from looprun.template.expressions import Condition, NameUse, Text, freeze
 from looprun.template.model import (
     ACTION_KINDS,
+    AGENT_CLIS,
     BUILTIN_TOOLS,
     ENGINE_NAMES,
     Action,
     ActSpec,
+    AgentSpec,
     Constraints,
     ContextSpec,
     EachTask,
@@ -33,10 +35,13 @@ from looprun.template.model import (
     ObserverSpec,
     PathRules,
     PlanSpec,
+    Protect,
     Rule,
+    SandboxSpec,
     TaskSpec,
     Template,
 )
+from looprun.template.numbers import resolve as resolve_numbers
 from looprun.template.schema_check import dotted
 from looprun.template.semantic import (
     CONDITION_ENGINE_NAMES,
@@ -82,10 +87,21 @@ def parse_duration(value: Any) -> float | None:
 class Builder:
     """Builds one Template from a composed Document, collecting every Problem."""
 
-    def __init__(self, doc: Document, sub_loader: SubLoader | None = None):
+    def __init__(
+        self,
+        doc: Document,
+        sub_loader: SubLoader | None = None,
+        given: Mapping[str, Any] | None = None,
+    ):
         self.doc = doc
-        self.data: dict[str, Any] = doc.data if isinstance(doc.data, dict) else {}
+        data: dict[str, Any] = doc.data if isinstance(doc.data, dict) else {}
         self.problems: list[Problem] = []
+        # numbers that name an input are resolved first, so every section reads numbers
+        self.data, refs, bad = resolve_numbers(data, given)
+        self.input_numbers = {dotted(path): name for path, name in refs.items()}
+        for path, message in bad:
+            self.problem(path, message)
+        self.rule_ids: dict[str, Location] = {}
         self.sub_loader = sub_loader
         observe = self.data.get("observe")
         self.observers: dict[str, Any] = observe if isinstance(observe, dict) else {}
@@ -159,6 +175,15 @@ class Builder:
         self._check_names(text.use, path, allowed, what)
         return text
 
+    def _no_claims(self, cond: Condition | None, path: JsonPath) -> None:
+        """An agent's report is a claim: it may steer refine rules, never decide done."""
+        if cond is not None and "agent" in cond.use.names:
+            self.problem(
+                path,
+                "agent.* is what the agent CLI reported - a claim, not a check; done is "
+                "decided by observers (tests, diff, ...): use agent facts in refine rules",
+            )
+
     @property
     def condition_names(self) -> frozenset[str]:
         return frozenset(CONDITION_ENGINE_NAMES | set(self.observers))
@@ -196,6 +221,7 @@ class Builder:
             budget_tokens=self.get(("context", "budget_tokens"), int, ContextSpec.budget_tokens),
             recent_rounds=self.get(("context", "recent_rounds"), int, ContextSpec.recent_rounds),
         )
+        sandbox = self.sandbox()
         if self.problems:
             return None
         return Template(
@@ -212,7 +238,9 @@ class Builder:
             limits=limits,
             context=context,
             each_task=each_task,
+            sandbox=sandbox,
             resolved=freeze(_canonical_order(data)),
+            input_numbers=freeze(self.input_numbers),
         )
 
     def inputs(self) -> dict[str, InputSpec]:
@@ -291,6 +319,11 @@ class Builder:
                 when=when,
                 options=freeze(options),
                 location=self.doc.key_at(path),
+                cannot_run_exit=tuple(
+                    c
+                    for c in spec.get("cannot_run_exit") or ()
+                    if isinstance(c, int) and not isinstance(c, bool)
+                ),
             )
         return out
 
@@ -344,13 +377,32 @@ class Builder:
             seen[tid] = self.at((*path, "id"))
             goal = self.text((*path, "goal"), GOAL_NAMES, "a task goal")
             done = self.condition((*path, "done_when")) if "done_when" in task else None
+            self._no_claims(done, (*path, "done_when"))
             deps = [d for d in task.get("depends_on") or [] if isinstance(d, str)]
             paths_ = [p for p in task.get("paths") or [] if isinstance(p, str)]
+            protect = self.protect((*path, "protect"))
             if goal is not None:
-                out.append(TaskSpec(tid, goal, done, tuple(paths_), tuple(deps), self.at(path)))
+                out.append(
+                    TaskSpec(tid, goal, done, tuple(paths_), tuple(deps), self.at(path), protect)
+                )
         for dpath, message in dependency_problems(raw, out, seen):
             self.problem(dpath, message)
         return out
+
+    def protect(self, path: JsonPath) -> Protect:
+        """``protect``: a list of globs, or ``{paths: [...], doctests: true}``."""
+        raw = self.get(path, (list, dict))
+        if raw is None:
+            return Protect()
+        globs_path: JsonPath = path if isinstance(raw, list) else (*path, "paths")
+        globs = raw if isinstance(raw, list) else raw.get("paths") or []
+        texts = []
+        for i in range(len(globs) if isinstance(globs, list) else 0):
+            text = self.text((*globs_path, i), GOAL_NAMES, "a protected path")
+            if text is not None:
+                texts.append(text)
+        doctests = isinstance(raw, dict) and raw.get("doctests") is True
+        return Protect(tuple(texts), doctests)
 
     def act(self, outer: bool) -> ActSpec | None:
         raw = self.get(("act",), dict)
@@ -379,15 +431,58 @@ class Builder:
                         did_you_mean(tool, BUILTIN_TOOLS) or f" (tools: {', '.join(BUILTIN_TOOLS)})"
                     )
                     self.problem(("act", "tools", i), f"unknown tool '{tool}'{hint}")
-        constraints = self.constraints(tools)
+        agent = self.agent(raw)
+        constraints = self.constraints(tools if agent is None else ("run",))
         if prompt is None:
             return None
         return ActSpec(
             prompt=prompt,
             system=system,
-            tools=tools,
+            tools=tools if agent is None else (),
             max_steps=self.get(("act", "max_steps"), int, ActSpec.max_steps),
             constraints=constraints,
+            agent=agent,
+        )
+
+    def agent(self, act: dict[str, Any]) -> AgentSpec | None:
+        """``act.agent``: an agent CLI for the act turn, refused where the CLI cannot
+        enforce what the template declares (see act/agents/support)."""
+        from looprun.act.agents.support import agent_refusals
+
+        raw = self.get(("act", "agent"), dict)
+        if raw is None or raw.get("cli") not in AGENT_CLIS:
+            return None  # absent, or the schema reports it
+        path: JsonPath = ("act", "agent")
+        for own in ("tools", "max_steps"):
+            if own in act:
+                self.problem(
+                    ("act", own),
+                    f"act.{own} belongs to the built-in tool loop; with act.agent the CLI "
+                    "acts (its tools: act.agent.allow_tools) - remove it (`"
+                    f"{own}: null` in a template that extends another)",
+                    key=True,
+                )
+        allow = tuple(t for t in raw.get("allow_tools") or [] if isinstance(t, str))
+        commands = self.get(("act", "constraints", "commands", "allow"), list) or []
+        per_tool = self.get(("limits", "per_tool"), dict) or {}
+        for refusal in agent_refusals(
+            raw["cli"],
+            allow_tools=allow,
+            commands=tuple(c for c in commands if isinstance(c, str)),
+            per_tool=tuple(str(k) for k in per_tool),
+            max_turns="max_turns" in raw,
+        ):
+            self.problem(refusal.where, refusal.message)
+        timeout = self.duration((*path, "timeout"))
+        model = raw.get("model")
+        return AgentSpec(
+            cli=raw["cli"],
+            model=model if isinstance(model, str) else AgentSpec.model,
+            max_turns=self.get((*path, "max_turns"), int),
+            timeout_s=timeout if timeout is not None else AgentSpec.timeout_s,
+            session="resume" if raw.get("session") == "resume" else "fresh",
+            allow_tools=allow,
+            location=self.doc.key_at(path),
         )
 
     def constraints(self, tools: tuple[str, ...]) -> Constraints:
@@ -415,6 +510,7 @@ class Builder:
             approve=strings("approve", "paths") or (),
             command_timeout_s=timeout if timeout is not None else defaults.command_timeout_s,
             max_output_bytes=self.get((*base, "max_output_bytes"), int, defaults.max_output_bytes),
+            protect=self.protect((*base, "protect")),
         )
 
     def exit(self, plan: PlanSpec, outer: bool) -> list[Condition]:
@@ -424,6 +520,7 @@ class Builder:
             cond = self.condition(("exit", i), what="an exit condition")
             if cond is None:
                 continue
+            self._no_claims(cond, ("exit", i))
             if const_truth(cond) is False:
                 self.problem(("exit", i), "this exit condition can never hold")
             out.append(cond)
@@ -483,6 +580,7 @@ class Builder:
         if not (has_if or has_else):
             return None
         key = "then" if has_then else "else"
+        rid = self.rule_id(raw, path)
         cond = self.condition((*path, "if"), what="a refine condition") if has_if else None
         body = raw[key]
         why = " ".join(str(raw.get("description") or "").split())
@@ -490,11 +588,23 @@ class Builder:
             children = self.rules(body, (*path, key), top=False)
             if has_if and cond is None:
                 return None
-            return Rule(cond, None, tuple(children), self.at(path), why)
+            return Rule(cond, None, tuple(children), self.at(path), why, rid)
         action = self.action(body, (*path, key))
         if action is None or (has_if and cond is None):
             return None
-        return Rule(cond, action, (), self.at(path), why)
+        return Rule(cond, action, (), self.at(path), why, rid)
+
+    def rule_id(self, raw: dict[str, Any], path: JsonPath) -> str:
+        """The rule's explicit id, checked unique across the whole tree."""
+        rid = raw.get("id")
+        if not isinstance(rid, str):
+            return ""
+        first = self.rule_ids.get(rid)
+        if first is not None:
+            self.problem((*path, "id"), f"rule id '{rid}' is used twice (first at {first})")
+        else:
+            self.rule_ids[rid] = self.at((*path, "id"))
+        return rid
 
     def action(self, raw: Any, path: JsonPath) -> Action | None:
         loc = self.at(path)
@@ -551,7 +661,24 @@ class Builder:
             timeout_s=self.duration(("limits", "timeout")),
             max_cost_usd=float(cost) if cost is not None and not isinstance(cost, bool) else None,
             per_tool=freeze(per_tool),
-            max_repeats=self.get(("limits", "max_repeats"), int),
+            max_repeats=(
+                None
+                if self.get(("limits", "max_repeats"), bool) is False
+                else self.get(("limits", "max_repeats"), int, Limits.max_repeats)
+            ),
+        )
+
+    def sandbox(self) -> SandboxSpec:
+        """``sandbox: auto`` is short for ``sandbox: {mode: auto}``; YAML reads a bare
+        ``off`` as false, which means the same. The schema checks the values."""
+        short = self.get(("sandbox",), (str, bool))
+        if short is False or short in ("auto", "required", "off"):
+            return SandboxSpec(mode="off" if short is False else short)
+        mode = self.get(("sandbox", "mode"), (str, bool), SandboxSpec.mode)
+        mode = "off" if mode is False else mode
+        network = self.get(("sandbox", "network"), bool, SandboxSpec.network)
+        return SandboxSpec(
+            mode=mode if mode in ("auto", "required", "off") else "auto", network=network
         )
 
     def each_task(self, plan: PlanSpec) -> EachTask | None:

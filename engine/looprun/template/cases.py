@@ -9,13 +9,15 @@ engine's own code (``loop.refine``), so a passing case is what a run would do.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.act.agents.support import EMPTY_FACTS
 from looprun.errors import EXIT_DONE, EXIT_ERROR, ExpressionError, Location, Problem, TemplateError
-from looprun.loop.feedback import compose
+from looprun.loop.feedback import compose, observer_blocks
 from looprun.loop.refine import Decision, check_exit, judge
 from looprun.observe.base import COMMON_FACTS, Observation
 from looprun.observe.registry import get_parser, parser_facts
@@ -29,7 +31,19 @@ Echo = Callable[..., None]
 CASE_KEYS = ("name", "task", "facts", "expect", "description")
 EXPECT_KEYS = ("rule", "action", "target", "message", "message_contains", "exit", "exit_failed")
 # Engine names a case may set under `facts` (observers are the template's own names).
-FACT_NAMES = ("intent", "inputs", "iteration", "progress", "policy", "budget", "subloops", "run")
+FACT_NAMES = (
+    "intent",
+    "inputs",
+    "iteration",
+    "progress",
+    "policy",
+    "budget",
+    "subloops",
+    "run",
+    "baseline",
+    "tasks",
+    "agent",
+)
 _EMPTY_BY_TYPE: dict[str, Any] = {
     "string": "",
     "command": "",
@@ -142,7 +156,7 @@ def _check_facts(facts: dict[str, Any], at: JsonPath, template: Template, bad: A
                 bad(where, f"facts of observer '{name}' are a mapping such as {{ok: false}}")
                 continue
             parser = template.observe[name].parser
-            declared = parser_facts(parser)
+            declared = parser_facts(parser, thaw(template.observe[name].options))
             if declared is None:
                 continue
             allowed = declared | COMMON_FACTS
@@ -195,21 +209,28 @@ def _check_task(task: Any, at: JsonPath, template: Template, bad: Any) -> None:
         bad(at, "a task mapping needs an `id`")
 
 
-def rule_paths(template: Template) -> list[str]:
-    """Every position in the refine tree that holds an action, numbered as explain does."""
-    out: list[str] = []
+def rule_paths(template: Template) -> dict[str, str]:
+    """Every rule that holds an action: its position in the tree, numbered as explain
+    numbers it, to its name (its ``id``, or file:line). A case names a rule either way."""
+    out: dict[str, str] = {}
 
     def walk(rules: Sequence[Any], prefix: str) -> None:
         for i, rule in enumerate(rules, 1):
             if rule.action is not None:
-                out.append(f"{prefix}{i}")
+                out[f"{prefix}{i}"] = rule.name
             walk(rule.children, f"{prefix}{i}.")
 
     walk(template.refine, "")
     return out
 
 
-def _check_expect(expect: dict[str, Any], at: JsonPath, bad: Any, paths: list[str]) -> None:
+def _wanted_rule(value: Any, paths: Mapping[str, str]) -> str:
+    """The name of the rule a case expects (given by name or by position)."""
+    text = str(value).strip()
+    return paths.get(text.rstrip("."), text)
+
+
+def _check_expect(expect: dict[str, Any], at: JsonPath, bad: Any, paths: Mapping[str, str]) -> None:
     for key, value in expect.items():
         where = (*at, key)
         if key not in EXPECT_KEYS:
@@ -219,11 +240,17 @@ def _check_expect(expect: dict[str, Any], at: JsonPath, bad: Any, paths: list[st
         elif key == "exit" and not isinstance(value, bool):
             bad(where, "`exit` is true or false (whether the exit conditions hold)")
         elif key == "rule" and not isinstance(value, (str, int, float)):
-            bad(where, "`rule` is a position in the tree such as 4.2, or `exit` or `none`")
-        elif key == "rule" and str(value).strip().rstrip(".") not in (*paths, "exit", "none"):
+            bad(where, "`rule` is a rule's name (its id, or file:line) or its position (4.2)")
+        elif key == "rule" and _wanted_rule(value, paths) not in (
+            *paths.values(),
+            "exit",
+            "none",
+        ):
+            names = ", ".join(paths.values()) or "none"
+            hint = did_you_mean(str(value), list(paths.values()))
             bad(
                 where,
-                f"no rule with an action at {value} (rules: {', '.join(paths) or 'none'}; "
+                f"no rule with an action named {value}{hint} (rules: {names}; "
                 "or `exit` when the exit conditions hold, `none` when no rule matches)",
             )
         elif key in ("message", "target") and not isinstance(value, str):
@@ -241,16 +268,65 @@ def _merged(default: Mapping[str, Any], given: Any) -> dict[str, Any]:
     return {**default, **(given if isinstance(given, Mapping) else {})}
 
 
-def _observer_facts(template: Template, given: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every observer: a clean pass with the parser's empty facts, then the case's facts."""
+def _clean_facts(template: Template) -> dict[str, dict[str, Any]]:
+    """Every observer as a clean pass with the parser's empty facts."""
     out = {}
     for name, spec in template.observe.items():
         try:
             empty = dict(getattr(get_parser(spec.parser), "empty_facts", None) or {})
         except Exception:
             empty = {}
-        clean = Observation(spec.parser, ok=True, exit_code=0, facts=empty).to_facts()
-        out[name] = _merged(clean, given.get(name))
+        out[name] = Observation(spec.parser, ok=True, exit_code=0, facts=empty).to_facts()
+    return out
+
+
+def _observer_facts(template: Template, given: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every observer: a clean pass with the parser's empty facts, then the case's facts."""
+    return {name: _merged(clean, given.get(name)) for name, clean in _clean_facts(template).items()}
+
+
+def _baseline_and_tasks(
+    template: Template,
+    given: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    index: int,
+    context: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``baseline`` (a clean pass unless the case says otherwise; comparisons computed
+    from the case's facts unless given) and ``tasks`` (a clean record for every static
+    task before the case's, then the case's)."""
+    from looprun.loop.baseline import COMPARISONS, baseline_facts, no_comparisons, slim
+    from looprun.loop.plan import static_tasks
+
+    clean = _clean_facts(template)
+    given_base = given.get("baseline") if isinstance(given.get("baseline"), Mapping) else {}
+    state = {n: _merged(slim(c), given_base.get(n)) for n, c in clean.items()}
+    baseline = baseline_facts(template.observe, state, observed, clean)
+    for name, facts in given_base.items():
+        if name in baseline and isinstance(facts, Mapping):
+            baseline[name].update({k: v for k, v in facts.items() if k in COMPARISONS})
+    empty_record = {
+        **{n: slim(c) for n, c in clean.items()},
+        "baseline": {n: no_comparisons() for n in clean},
+    }
+    try:
+        earlier = [t.id for t in static_tasks(template, context)][: max(index, 0)]
+    except Exception:
+        earlier = []
+    tasks: dict[str, Any] = {tid: empty_record for tid in earlier}
+    given_tasks = given.get("tasks") if isinstance(given.get("tasks"), Mapping) else {}
+    for tid, record in given_tasks.items():
+        tasks[tid] = _deep_merged(tasks.get(tid, empty_record), record)
+    return baseline, tasks
+
+
+def _deep_merged(default: Mapping[str, Any], given: Any) -> dict[str, Any]:
+    out = dict(default)
+    for key, value in (given if isinstance(given, Mapping) else {}).items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merged(out[key], value)
+        else:
+            out[key] = value
     return out
 
 
@@ -304,9 +380,13 @@ def facts_for(case: Case, template: Template) -> tuple[dict[str, Any], Condition
     base = {"intent": intent, "inputs": inputs, "run": run}
     task, done_when = _task(case, template, base)
     iteration = given.get("iteration", 1)
+    observed = _observer_facts(template, given)
+    baseline, tasks = _baseline_and_tasks(template, given, observed, task["index"] - 1, base)
     context: dict[str, Any] = {
-        **_observer_facts(template, given),
+        **observed,
         **base,
+        "baseline": baseline,
+        "tasks": tasks,
         "iteration": iteration,
         "task": task,
         "progress": _merged(
@@ -327,6 +407,7 @@ def facts_for(case: Case, template: Template) -> tuple[dict[str, Any], Condition
             budget_facts(template.limits, Spent(iterations=iteration - 1)), given.get("budget")
         ),
         "exit": {"ok": False, "failed": []},
+        "agent": _merged(copy.deepcopy(EMPTY_FACTS), given.get("agent")),
         "subloops": _merged(
             {"all_done": True, "failed": 0, "counts": {}, "list": []}, given.get("subloops")
         ),
@@ -354,24 +435,31 @@ def evaluate(case: Case, template: Template) -> Outcome:
             for name in template.observe
         }
         feedback = compose(observations, str(policy.get("summary") or ""), failed)
-        decision = judge(template.refine, facts, exit_values, feedback)
+        blocks = observer_blocks(observations)
+        decision = judge(template.refine, facts, exit_values, feedback, blocks)
     except (ExpressionError, TemplateError) as exc:
         return Outcome(case, None, (), (), error=str(exc))
-    return Outcome(case, decision, exit_values, tuple(_mismatches(case, decision, exit_values)))
+    mismatches = _mismatches(case, decision, exit_values, rule_paths(template))
+    return Outcome(case, decision, exit_values, tuple(mismatches))
 
 
 def _rule_name(d: Decision) -> str:
     if d.kind == "done":
         return "exit"
-    return d.path or "none"
+    return d.rule if d.path else "none"
 
 
-def _mismatches(case: Case, d: Decision, exit_values: Sequence[tuple[str, bool]]) -> list[str]:
+def _mismatches(
+    case: Case,
+    d: Decision,
+    exit_values: Sequence[tuple[str, bool]],
+    paths: Mapping[str, str],
+) -> list[str]:
     e, out = case.expect, []
     holds = all(ok for _, ok in exit_values)
     failed = [src for src, ok in exit_values if not ok]
-    if "rule" in e and str(e["rule"]).strip().rstrip(".") != _rule_name(d):
-        out.append(f"rule: expected {e['rule']}, got {_rule_name(d)}")
+    if "rule" in e and _wanted_rule(e["rule"], paths) != _rule_name(d):
+        out.append(f"rule: expected {_wanted_rule(e['rule'], paths)}, got {_rule_name(d)}")
     if "action" in e and e["action"] != d.kind:
         out.append(f"action: expected {e['action']}, got {d.kind}")
     if "target" in e and e["target"] != d.target:
@@ -401,7 +489,7 @@ def _mismatches(case: Case, d: Decision, exit_values: Sequence[tuple[str, bool]]
 def describe(d: Decision) -> str:
     if d.kind == "done":
         return "done (every exit condition holds)"
-    where = f"rule {d.path} ({d.rule})" if d.path else d.rule
+    where = f"rule {d.rule} ({d.path})" if d.path else d.rule
     target = f" to {d.target}" if d.kind == "rollback" else ""
     message = f": {d.message!r}" if d.message else ""
     return f"{where} -> {d.kind}{target}{message}"
@@ -430,14 +518,39 @@ def template_of(case_file: str) -> str:
     return str(target)
 
 
+def run_case_files(
+    case_files: Sequence[str], template_ref: str | None = None, echo: Echo = print
+) -> int:
+    """Run every case of every file, against ``template_ref`` or each file's own
+    ``template:``; 0 when all pass, 1 when any fails. Bad files raise TemplateError."""
+    from looprun.template.loader import load_template
+
+    if template_ref is not None:
+        return run_cases(template_ref, case_files, echo)
+    problems: list[Problem] = []
+    loaded = []
+    for f in case_files:
+        try:
+            template = load_template(template_of(f))
+            loaded.append((template, load_cases(Path(f), template)))
+        except TemplateError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise TemplateError(problems)
+    return _run(loaded, echo)
+
+
 def run_cases(template_ref: str | None, case_files: Sequence[str], echo: Echo = print) -> int:
     """Run every case; 0 when all pass, 1 when any fails. Bad files raise TemplateError."""
     from looprun.template.loader import load_template
 
     template = load_template(template_ref or template_of(case_files[0]))
-    loaded = [(f, load_cases(Path(f), template)) for f in case_files]
+    return _run([(template, load_cases(Path(f), template)) for f in case_files], echo)
+
+
+def _run(loaded: Sequence[tuple[Template, list[Case]]], echo: Echo) -> int:
     passed = failed = 0
-    for _file, cases in loaded:
+    for template, cases in loaded:
         for case in cases:
             result = evaluate(case, template)
             if result.passed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from looprun.template.yamlpos import load_document
 
 Echo = Callable[..., None]
 
-_NOT_IN_FRAGMENTS = ("name", "extends", "plan", "each_task", "act", "exit", "refine")
+_NOT_IN_FRAGMENTS = ("name", "extends", "plan", "each_task", "act")
 
 
 def _is_fragment(path: Path) -> bool:
@@ -73,20 +74,82 @@ def check_file(ref: str) -> list[Problem]:
     return []
 
 
+_SKIP_DIRS = {".git", ".looprun", ".venv", "node_modules", "__pycache__"}
+
+
+def is_looprun_file(path: Path) -> bool:
+    """A YAML file that is looprun's: a template or fragment (``looprun:`` at the top level)
+    or a case file (``cases:`` and ``template:``). Other YAML (CI config, Helm charts) is not."""
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            head = fh.read(65536)
+    except OSError:
+        return False
+    return bool(_MARKER.search(head)) or (
+        bool(_CASES.search(head)) and bool(_TEMPLATE_KEY.search(head))
+    )
+
+
+_MARKER = re.compile(r"^looprun\s*:", re.M)
+_CASES = re.compile(r"^cases\s*:", re.M)
+_TEMPLATE_KEY = re.compile(r"^template\s*:", re.M)
+
+
+def expand(refs: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Files to validate: each file as given; each directory's looprun files, recursively
+    (hidden and tool directories skipped). Also the directories that held none."""
+    out: list[str] = []
+    empty: list[str] = []
+    for ref in refs:
+        path = Path(ref)
+        if not path.is_dir():
+            out.append(ref)
+            continue
+        found = sorted(
+            p
+            for p in path.rglob("*")
+            if p.suffix in (".yaml", ".yml")
+            and p.is_file()
+            and not (_SKIP_DIRS & set(p.relative_to(path).parts[:-1]))
+            and is_looprun_file(p)
+        )
+        if not found:
+            empty.append(ref)
+        out += [str(p) for p in found]
+    return out, empty
+
+
+def is_case_file(ref: str) -> bool:
+    """A file holding `looprun test` cases (``cases:`` at the top level)."""
+    path = Path(ref)
+    return path.is_file() and path.suffix in (".yaml", ".yml") and _is_case_file(path)
+
+
 def validate(
     paths: Iterable[str],
     *,
     quiet: bool = False,
     echo: Echo = print,
+    skip_other: bool = False,
     annotate: bool = False,
     workspace: str | None = None,
 ) -> int:
-    """Validate each file; print `path: OK` or each problem as `path:line:col: message`.
+    """Validate each file (a directory: the looprun files in it); print `path: OK` or each
+    problem as `path:line:col: message`. ``skip_other``: YAML files that are not looprun's
+    are left alone (a pre-commit hook sees every YAML file of a commit).
 
     With ``annotate`` (in GitHub Actions) each problem is also printed as an ``::error``
     workflow command, which GitHub shows on the file's line in the pull request; paths
     are made relative to ``workspace`` (the checkout) when they are inside it."""
-    refs = list(paths)
+    if skip_other:
+        paths = [p for p in paths if Path(p).is_dir() or is_looprun_file(Path(p))]
+        if not paths:
+            return EXIT_DONE
+    refs, empty = expand(paths)
+    for ref in empty:
+        echo(f"{ref}: no looprun templates here (YAML files with `looprun: 1`, or case files)")
+    if empty and not refs:
+        return EXIT_INVALID
     bad_files = 0
     count = 0
     for ref in refs:

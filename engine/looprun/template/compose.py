@@ -5,7 +5,10 @@ Merge rules (one rule set, applied at every level):
 * mappings merge key by key, recursively;
 * scalars and lists replace what they override (``refine``, ``exit``, ``act.tools``,
   ``plan.tasks``, path globs ...: restate the whole list to change it);
-* ``key: null`` removes the key (``observe: {lint: null}`` drops an inherited observer).
+* ``key: null`` removes the key (``observe: {lint: null}`` drops an inherited observer);
+* ``refine`` given as a mapping edits the inherited tree instead of replacing it (add rules
+  before, after or next to a rule named by its ``id``, replace or remove one: see
+  ``refine_edits``).
 
 Order: the parent (``extends``) first, then each ``include`` fragment in order, then the
 file's own content. Every value keeps the location of the file it came from, so a
@@ -76,10 +79,14 @@ class _Layer:
     values: dict[JsonPath, Location]
     keys: dict[JsonPath, Location]
     blocks: dict[JsonPath, Location]
+    problems: list[Problem]
+    # A fragment's refine edits name rules of the template that includes it: they stay as
+    # written until they are merged into that template.
+    keep_edits: bool = False
 
     @classmethod
     def empty(cls) -> _Layer:
-        return cls({}, {}, {}, {})
+        return cls({}, {}, {}, {}, [])
 
     def merge(self, doc: Document, skip: tuple[str, ...] = ()) -> None:
         body = {k: v for k, v in doc.data.items() if k not in skip}
@@ -96,6 +103,9 @@ class _Layer:
                 dst.pop(key, None)
                 self._forget(child)
                 continue
+            if child == ("refine",) and isinstance(value, dict) and not self.keep_edits:
+                self._edit_refine(value, doc)
+                continue
             if isinstance(value, dict):
                 if not isinstance(dst.get(key), dict):
                     dst[key] = {}
@@ -106,6 +116,23 @@ class _Layer:
             dst[key] = copy.deepcopy(value)
             self._forget(child)
             self._take(child, doc, subtree=True)
+
+    def _edit_refine(self, edits: dict[str, Any], doc: Document) -> None:
+        from looprun.template.refine_edits import RefineEditor
+
+        mine = (self.values, self.keys, self.blocks)
+        editor = RefineEditor(self.data.get("refine"), mine, doc, ("refine",))
+        rules, tables = editor.apply(edits)
+        self.problems.extend(editor.problems)
+        self.data["refine"] = rules
+        at = doc.values.get(("refine",))
+        self._forget(("refine",))
+        for table, located in zip(mine, tables, strict=True):
+            table.update(located)
+        if at is not None:
+            self.values[("refine",)] = at
+        if ("refine",) in doc.keys:
+            self.keys[("refine",)] = doc.keys[("refine",)]
 
     def _forget(self, prefix: JsonPath) -> None:
         n = len(prefix)
@@ -167,8 +194,9 @@ def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False)
         )
     problems: list[Problem] = []
     here = path.resolve()
-    stack = (*stack, here)
     layer = _Layer.empty()
+    layer.keep_edits = fragment
+    stack = (*stack, here)
 
     def sub(ref: str, at: JsonPath, kind: str) -> Document | None:
         loc = doc.value_at(at)
@@ -210,6 +238,8 @@ def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False)
         frag = sub(ref, at, "include")
         if frag is not None:
             layer.merge(frag, skip=_FRAGMENT_OWN)
+    problems += layer.problems
+    layer.problems.clear()
     if problems:
         if not fragment:  # still report this file's own mistakes, not only the composition's
             from looprun.template.schema_check import schema_problems
@@ -222,4 +252,6 @@ def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False)
     if fragment:
         skip = tuple(k for k in doc.data if k not in FRAGMENT_KEYS)
     layer.merge(doc, skip=skip)
+    if layer.problems:
+        raise TemplateError(layer.problems)
     return layer.document(path)

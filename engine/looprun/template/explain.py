@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any
 
 from looprun.template.expressions import thaw
 from looprun.template.model import Action, Rule, Template
 
 _SOURCE_WIDTH = 72
+_FULL = 10_000  # conditions are drawn whole: a cut condition reads as a different one
 
 
 def _one_line(text: str, width: int = _SOURCE_WIDTH) -> str:
@@ -68,14 +70,26 @@ def explain_text(template: Template, indent: str = "") -> str:
     )
     for i, task in enumerate(plan.tasks, 1):
         after = f" (after {', '.join(task.depends_on)})" if task.depends_on else ""
-        add(f"{indent}  {i}. {task.id}{after}: {_one_line(task.goal.source, 60)}")
+        goal = [ln.rstrip() for ln in task.goal.source.strip().splitlines()] or [""]
+        add(f"{indent}  {i}. {task.id}{after}: {goal[0]}")
+        out.extend(f"{indent}     {ln}".rstrip() for ln in goal[1:])  # goals are never cut
         if task.done_when is not None:
-            add(f"{indent}     done when: {task.done_when.source}")
+            add(f"{indent}     done when: {' '.join(task.done_when.source.split())}")
     if template.act is not None:
         act, c = template.act, template.act.constraints
-        add(
-            f"{indent}act: up to {act.max_steps} tool calls per turn; tools: {', '.join(act.tools)}"
-        )
+        if act.agent is not None:
+            a = act.agent
+            add(
+                f"{indent}act: agent CLI {a.cli} (model {a.model}, session {a.session}, "
+                f"timeout {a.timeout_s:g} s"
+                + (f", max {a.max_turns} turns" if a.max_turns else "")
+                + f"); tools: {', '.join(a.allow_tools) or 'its defaults'}"
+            )
+        else:
+            add(
+                f"{indent}act: up to {act.max_steps} tool calls per turn; "
+                f"tools: {', '.join(act.tools)}"
+            )
         add(
             f"{indent}  paths: allow {', '.join(c.paths.allow)}"
             + (f"; deny {', '.join(c.paths.deny)}" if c.paths.deny else "")
@@ -118,6 +132,7 @@ def explain_text(template: Template, indent: str = "") -> str:
     out.extend(_rule_lines(template.refine, indent + "  ", ""))
     if not template.refine or template.refine[-1].condition is not None:
         add(f"{indent}  otherwise: retry with the observers' feedback")
+    add(f"{indent}  (a retry also carries the feedback of each failing observer it does not name)")
     lim = template.limits
     caps = [f"max_iterations {lim.max_iterations}"]
     if lim.max_tokens:
@@ -139,7 +154,7 @@ def explain_text(template: Template, indent: str = "") -> str:
 def _rule_lines(rules: Iterable[Rule], indent: str, prefix: str) -> list[str]:
     lines: list[str] = []
     for i, rule in enumerate(rules, 1):
-        number = f"{prefix}{i}."
+        number = f"{prefix}{i}. [{rule.name}]"
         head = f"if {rule.condition.source}" if rule.condition is not None else "else"
         if rule.description:
             lines.append(f"{indent}# {rule.description}")
@@ -147,15 +162,15 @@ def _rule_lines(rules: Iterable[Rule], indent: str, prefix: str) -> list[str]:
             lines.append(f"{indent}{number} {head} -> {describe_action(rule.action)}")
         else:
             lines.append(f"{indent}{number} {head}:")
-            lines.extend(_rule_lines(rule.children, indent + "   ", number))
+            lines.extend(_rule_lines(rule.children, indent + "   ", f"{prefix}{i}."))
     return lines
 
 
 # -- mermaid ------------------------------------------------------------------------------
 
 
-def _label(text: str) -> str:
-    safe = _one_line(text, 80)
+def _label(text: str, width: int = 80) -> str:
+    safe = _one_line(text, width)
     # `#` first: Mermaid reads `#name;` and `#123;` in a label as entity codes.
     for char, code in (
         ("#", "#35;"),
@@ -172,14 +187,14 @@ class _Chart:
     def __init__(self) -> None:
         self.lines = ["flowchart TD"]
 
-    def node(self, nid: str, shape: str, text: str, indent: str = "  ") -> str:
+    def node(self, nid: str, shape: str, text: str, indent: str = "  ", width: int = 80) -> str:
         open_, close = {
             "box": ("[", "]"),
             "decision": ("{", "}"),
             "end": ("([", "])"),
             "sub": ("[[", "]]"),
         }[shape]
-        self.lines.append(f"{indent}{nid}{open_}{_label(text)}{close}")
+        self.lines.append(f"{indent}{nid}{open_}{_label(text, width)}{close}")
         return nid
 
     def edge(self, a: str, b: str, label: str | None = None, dotted: bool = False) -> None:
@@ -200,6 +215,12 @@ def _loop(chart: _Chart, t: Template, p: str, indent: str, finish: str | None) -
     else:
         plan_text += " - one task: the intent"
     plan = n(f"{p}plan", "box", plan_text, indent)
+    for i, task in enumerate(t.plan.tasks, 1):  # each task's own goal condition
+        if task.done_when is not None:
+            tid = n(
+                f"{p}task{i}", "box", f"{task.id} done when: {task.done_when.source}", indent, _FULL
+            )
+            chart.edge(plan, tid, dotted=True)
     if t.each_task is not None:
         each = t.each_task
         chart.lines.append(
@@ -227,6 +248,7 @@ def _loop(chart: _Chart, t: Template, p: str, indent: str, finish: str | None) -
         "decision",
         "exit conditions hold? " + " and ".join(c.source for c in t.exit),
         indent,
+        _FULL,
     )
     chart.edge(obs, check)
     done = finish or n(f"{p}done", "end", "done", indent)
@@ -256,9 +278,10 @@ def _loop(chart: _Chart, t: Template, p: str, indent: str, finish: str | None) -
 
     counter = [0]
 
-    def action_node(action: Action) -> str:
+    def action_node(action: Action, name: str = "") -> str:
         counter[0] += 1
-        nid = n(f"{p}a{counter[0]}", "box", describe_action(action), indent)
+        label = f"{name}: {describe_action(action)}" if name else describe_action(action)
+        nid = n(f"{p}a{counter[0]}", "box", label, indent)
         if action.kind in targets:
             chart.edge(nid, targets[action.kind], dotted=True)
         else:
@@ -269,17 +292,23 @@ def _loop(chart: _Chart, t: Template, p: str, indent: str, finish: str | None) -
         prev, prev_label = entry, label
         for rule in items:
             if rule.condition is None:
-                target = action_node(rule.action) if rule.action else None
+                target = action_node(rule.action, rule.name) if rule.action else None
                 if rule.action is None:
                     counter[0] += 1
-                    hub = n(f"{p}r{counter[0]}", "box", "else", indent)
+                    hub = n(f"{p}r{counter[0]}", "box", f"{rule.name}: else", indent)
                     chart.edge(prev, hub, prev_label)
                     rules(rule.children, hub, None)
                 else:
                     chart.edge(prev, target, prev_label)
                 return
             counter[0] += 1
-            dec = n(f"{p}r{counter[0]}", "decision", rule.condition.source, indent)
+            dec = n(
+                f"{p}r{counter[0]}",
+                "decision",
+                f"{rule.name}: {rule.condition.source}",
+                indent,
+                _FULL,
+            )
             chart.edge(prev, dec, prev_label)
             if rule.action is not None:
                 chart.edge(dec, action_node(rule.action), "yes")
@@ -312,8 +341,28 @@ def explain_mermaid(template: Template) -> str:
     return "\n".join(chart.lines)
 
 
+def _named(raw: Any, rules: tuple[Rule, ...]) -> Any:
+    """The resolved refine list with each rule's name (its id, or file:line) as ``id``."""
+    if not isinstance(raw, list) or len(raw) != len(rules):
+        return raw
+    out = []
+    for item, rule in zip(raw, rules, strict=True):
+        if not isinstance(item, dict):
+            out.append(item)
+            continue
+        item = {"id": rule.name, **{k: v for k, v in item.items() if k != "id"}}
+        for key in ("then", "else"):
+            if isinstance(item.get(key), list):
+                item[key] = _named(item[key], rule.children)
+        out.append(item)
+    return out
+
+
 def explain_json(template: Template) -> str:
-    return json.dumps(thaw(template.resolved), indent=2, ensure_ascii=False)
+    data = thaw(template.resolved)
+    if isinstance(data, dict) and "refine" in data:
+        data["refine"] = _named(data["refine"], template.refine)
+    return json.dumps(data, indent=2, ensure_ascii=False)
 
 
 def explain(template: Template, fmt: str = "text") -> str:

@@ -22,6 +22,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from looprun.errors import ExpressionError, Location, Problem, TemplateError
+from looprun.frozen import freeze, thaw  # noqa: F401 - re-exported: templates use them too
 
 
 def matching(paths: Iterable[str] | None, *globs: str) -> list[str]:
@@ -30,6 +31,15 @@ def matching(paths: Iterable[str] | None, *globs: str) -> list[str]:
         return []
     spec = pathspec.GitIgnoreSpec.from_lines(globs)
     return [p for p in paths if spec.match_file(p)]
+
+
+def without(items: Iterable[Any] | None, *others: Iterable[Any] | None) -> list[Any]:
+    """The items of ``items`` that are in none of ``others`` (order kept): the ids the
+    reproduce task made fail that do not pass now, ``without(ids, tests.passing)``."""
+    drop: set[Any] = set()
+    for other in others:
+        drop.update(other or ())
+    return [i for i in (items or ()) if i not in drop]
 
 
 class ShellCode(str):
@@ -106,7 +116,7 @@ def _make_env(**kwargs: Any) -> ImmutableSandboxedEnvironment:
         lstrip_blocks=True,
         **kwargs,
     )
-    env.globals.update({"matching": matching})
+    env.globals.update({"matching": matching, "without": without})
     return env
 
 
@@ -278,14 +288,14 @@ UNTRUSTED_FILTERS = frozenset(
      "min", "max", "sum", "default", "d", "list", "unique", "sort", "round", "trim", "select",
      "reject", "selectattr", "rejectattr", "map", "join"}
 )  # fmt: skip
-UNTRUSTED_CALLS = frozenset({"matching"})
+UNTRUSTED_CALLS = frozenset({"matching", "without"})
 _JINJA_PASSED = (Context, ImmutableSandboxedEnvironment)
 
 
 def _untrusted_env() -> ImmutableSandboxedEnvironment:
     env = _UntrustedEnvironment(undefined=StrictUndefined, autoescape=False)
     env.filters = {n: _bounded_filter(f) for n, f in env.filters.items() if n in UNTRUSTED_FILTERS}
-    env.globals.update({"matching": _bounded_filter(matching)})
+    env.globals.update({n: _bounded_filter(ENV.globals[n]) for n in UNTRUSTED_CALLS})
     return env
 
 
@@ -397,23 +407,3 @@ def shell_text(text: Text) -> Text:
     mapped in a sub-loop's ``with``): only ``ShellCode`` stays code, all else is data.
     """
     return text if text.shell else compile_text(text.source, text.location, shell=True)
-
-
-def freeze(value: Any) -> Any:
-    """Deep-freeze plain data: dicts become read-only mappings, lists become tuples."""
-    from types import MappingProxyType
-
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
-    return value
-
-
-def thaw(value: Any) -> Any:
-    """The inverse of freeze: plain dicts and lists, for JSON output and expression contexts."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thaw(v) for v in value]
-    return value

@@ -6,7 +6,9 @@ TemplateError carrying every problem found, each located in the file it sits in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
 from looprun.resources import builtin_template
@@ -29,8 +31,11 @@ def locate(ref: str | Path) -> Path:
     return path
 
 
-def load_template(ref: str | Path) -> Template:
-    """Load, compose and validate a template; raise TemplateError with every problem."""
+def load_template(ref: str | Path, given: Mapping[str, Any] | None = None) -> Template:
+    """Load, compose and validate a template; raise TemplateError with every problem.
+
+    ``given``: input values (from ``--set``) that numbers written as ``{{ inputs.NAME }}``
+    take instead of the inputs' defaults."""
     path = locate(ref)
     if not path.exists() and not isinstance(ref, Path):
         name = str(ref)
@@ -42,10 +47,10 @@ def load_template(ref: str | Path) -> Template:
         raise TemplateError(
             [Problem(Location(display(path), 1, 1), f"no such file or built-in template{hint}")]
         )
-    return _load(path, ())
+    return _load(path, (), given)
 
 
-def _load(path: Path, outer: tuple[Path, ...]) -> Template:
+def _load(path: Path, outer: tuple[Path, ...], given: Mapping[str, Any] | None = None) -> Template:
     doc = compose(path)
     problems: list[Problem] = []
     from looprun.template.schema_check import schema_problems
@@ -62,7 +67,7 @@ def _load(path: Path, outer: tuple[Path, ...]) -> Template:
             raise TemplateError([Problem(at, f"sub-loops nested deeper than {MAX_SUBLOOP_DEPTH}")])
         return _load(target, chain)
 
-    builder = Builder(doc, sub_loader)
+    builder = Builder(doc, sub_loader, given)
     try:
         template = builder.build()
     except Exception:

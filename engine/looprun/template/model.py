@@ -19,6 +19,12 @@ PlanMode = Literal["none", "static", "model"]
 ActionKind = Literal["retry", "rollback", "replan", "escalate", "abort"]
 Isolation = Literal["worktree", "none"]
 InputType = Literal["string", "integer", "number", "boolean", "list", "command"]
+SandboxMode = Literal["auto", "required", "off"]
+AgentSession = Literal["fresh", "resume"]
+
+# The agent CLIs a template may name (act.agent.cli); which of them run is the act layer's
+# business (act/agents), so the closed set lives here and the support there.
+AGENT_CLIS: tuple[str, ...] = ("claude-code", "codex", "aider", "opencode", "gemini")
 
 ACTION_KINDS: tuple[str, ...] = ("retry", "rollback", "replan", "escalate", "abort")
 BUILTIN_TOOLS: tuple[str, ...] = (
@@ -44,10 +50,14 @@ ENGINE_NAMES: frozenset[str] = frozenset(
         "subloops",  # outer loops: all_done, failed, counts by outcome, list of results
         "feedback",  # act prompt only: the feedback chosen by the last refine decision
         "run",  # run.id, run.dir, run.artifacts, run.workdir
+        "baseline",  # per observer: its facts before the first act turn, and comparisons
+        "tasks",  # per completed task id: its observer and baseline facts when it was done
+        "agent",  # act.agent: what the CLI reported (exit_code, error, turns, ...): claims
     }
 )
 
 UNKNOWN = Location("<unknown>")
+DEFAULT_MAX_REPEATS = 3  # no-progress detection is on unless a template turns it off
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -68,6 +78,18 @@ class InputSpec:
 
 
 @dataclass(frozen=True)
+class Protect:
+    """Read-only paths: any change to them (since the task, or the run, started) is a
+    violation, as are changed or removed doctest examples when ``doctests`` is set."""
+
+    paths: tuple[Text, ...] = ()  # gitignore-style globs; may use intent and inputs
+    doctests: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.paths) or self.doctests
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """A planned unit of work; ``done_when`` (if any) must hold, besides ``exit``."""
 
@@ -77,6 +99,7 @@ class TaskSpec:
     paths: tuple[str, ...] = ()
     depends_on: tuple[str, ...] = ()
     location: Location = UNKNOWN
+    protect: Protect = Protect()
 
 
 @dataclass(frozen=True)
@@ -108,17 +131,32 @@ class Constraints:
     approve: tuple[str, ...] = ()  # path globs whose changes need a person's approval
     command_timeout_s: float = 300.0
     max_output_bytes: int = 64_000
+    protect: Protect = Protect()  # read-only for the whole run (against the run's base)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """An agent CLI run headless for each act turn (``act.agent``)."""
+
+    cli: str
+    model: str = "default"  # in the CLI's own names; "default": resolved like models.act
+    max_turns: int | None = None
+    timeout_s: float = 900.0
+    session: AgentSession = "fresh"
+    allow_tools: tuple[str, ...] = ()  # the CLI's own tool names; () the CLI's defaults
+    location: Location = UNKNOWN
 
 
 @dataclass(frozen=True)
 class ActSpec:
-    """The act turn: prompts, enabled tools, step cap and constraints."""
+    """The act turn: prompts, enabled tools, step cap and constraints; or an agent CLI."""
 
     prompt: Text
     system: Text | None = None
     tools: tuple[str, ...] = BUILTIN_TOOLS
     max_steps: int = 25
     constraints: Constraints = Constraints()
+    agent: AgentSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +171,9 @@ class ObserverSpec:
     when: Condition | None = None
     options: Mapping[str, Any] = field(default_factory=_empty)
     location: Location = UNKNOWN
+    # exit statuses meaning the check itself could not run (pytest 2-4: interrupted by
+    # collection errors, internal error, usage error); at the baseline they stop the run
+    cannot_run_exit: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -154,6 +195,16 @@ class Rule:
     children: tuple[Rule, ...] = ()
     location: Location = UNKNOWN
     description: str = ""  # why the rule exists, for reviewers (shown by explain)
+    id: str = ""  # the author's name for it; unique in the tree
+
+    @property
+    def name(self) -> str:
+        """The one name of this rule everywhere (explain, Mermaid, JSON, `looprun test`,
+        the journal): its ``id``, else ``file:line`` of the rule."""
+        if self.id:
+            return self.id
+        file = self.location.file.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{file}:{self.location.line}"
 
 
 @dataclass(frozen=True)
@@ -165,7 +216,8 @@ class Limits:
     timeout_s: float | None = None
     max_cost_usd: float | None = None
     per_tool: Mapping[str, int] = field(default_factory=_empty)
-    max_repeats: int | None = None  # stop as ``stalled`` when progress.repeats reaches this
+    # stop as ``stalled`` when progress.repeats reaches this; None (``false``) turns it off
+    max_repeats: int | None = DEFAULT_MAX_REPEATS
 
 
 @dataclass(frozen=True)
@@ -174,6 +226,15 @@ class ContextSpec:
 
     budget_tokens: int = 24_000
     recent_rounds: int = 3
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Whether commands run in an OS sandbox (``--sandbox`` overrides ``mode``), and
+    whether they may use the network there."""
+
+    mode: SandboxMode = "auto"
+    network: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,4 +266,7 @@ class Template:
     limits: Limits = Limits()
     context: ContextSpec = ContextSpec()
     each_task: EachTask | None = None
+    sandbox: SandboxSpec = SandboxSpec()
     resolved: Mapping[str, Any] = field(default_factory=_empty, repr=False, compare=False)
+    # numbers written as `{{ inputs.NAME }}`: dotted path -> input name (resolved already)
+    input_numbers: Mapping[str, str] = field(default_factory=_empty, compare=False)

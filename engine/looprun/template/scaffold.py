@@ -46,21 +46,29 @@ def _block_list(items: list[Any], indent: str = "  ") -> str:
     return "\n".join(f"{indent}- {_flow(item)}" for item in items)
 
 
-def schema_ref(target: Path) -> str:
-    """How the new file's first line points at the template schema.
+def schema_ref(target: Path, given: str | None = None) -> str:
+    """How the new file's first line points at the template schema; never a path that
+    only exists on this machine.
 
-    Inside a checkout of this project (the directory holding the `schemas/` the running
-    looprun uses) the reference is relative, so it works on every clone; anywhere else it
-    is the absolute `file://` URI of the installed schema.
+    ``given`` (``--schema``): a file that exists is written relative to the new template
+    (e.g. one written by ``looprun schema --output``), anything else as given. Without it:
+    inside a checkout of this project, the relative path to its ``schemas/``; anywhere else
+    the schema's published ``$id``.
     """
     from looprun.resources import schema_path, schemas_dir
+    from looprun.template.schema_check import template_schema
 
+    folder = target.absolute().parent
+    if given is not None:
+        file = Path(given).expanduser()
+        if "://" not in given and file.is_file():
+            return Path(os.path.relpath(file.absolute(), folder)).as_posix()
+        return given
     schema = schema_path("template").resolve()
     root = schemas_dir().resolve().parent
-    folder = target.resolve().parent
-    if (root / "pyproject.toml").is_file() and folder.is_relative_to(root):
-        return Path(os.path.relpath(schema, folder)).as_posix()
-    return schema.as_uri()
+    if (root / "pyproject.toml").is_file() and folder.resolve().is_relative_to(root):
+        return Path(os.path.relpath(schema, folder.resolve())).as_posix()
+    return str(template_schema()["$id"])
 
 
 def default_name(path: Path, base: str) -> str:
@@ -245,10 +253,10 @@ def render_template(name: str, base: str, schema: str, file_name: str) -> str:
 
 _CASES: dict[str, str] = {
     "bugfix": """\
-  - name: a failing test under the tests glob completes the reproduce task
+  - name: a newly failing test under the tests glob completes the reproduce task
     task: reproduce
     facts:
-      tests: {ok: false, failed: 1, tests: 3}
+      tests: {ok: false, failed: 1, tests: 3, failing: [TESTS_ID]}
       diff: {files: [TESTS_FILE], lines: 12}
     expect: {action: done, exit: true}
 
@@ -278,7 +286,11 @@ _CASES: dict[str, str] = {
     task: fix
     facts:
       progress: {repeats: 3}
-      tests: {ok: false, failed: 1, feedback: "tests/test_invoice.py::test_zero: ZeroDivisionError"}
+      tests:
+        ok: false
+        failed: 1
+        failing: [tests/test_invoice.py::test_zero]
+        feedback: "tests/test_invoice.py::test_zero: ZeroDivisionError"
     expect: {action: escalate, message_contains: ZeroDivisionError}
 """,
     "refactor": """\
@@ -290,7 +302,11 @@ _CASES: dict[str, str] = {
 
   - name: failing tests mean behaviour changed
     facts:
-      tests: {ok: false, failed: 1, feedback: "tests/test_invoice.py::test_total: assert 10 == 12"}
+      tests:
+        ok: false
+        failed: 1
+        failing: [tests/test_invoice.py::test_total]
+        feedback: "tests/test_invoice.py::test_total: assert 10 == 12"
     expect: {action: retry, message_contains: [Behaviour changed, "assert 10 == 12"]}
 
   - name: a diff over the limit is sent back to be shrunk
@@ -356,6 +372,7 @@ def render_cases(template_file: str, base: str, parent: Mapping[str, Any] | None
         glob = str(_get(p, "inputs.tests_glob.default") or "tests/**")
         folder = glob.split("*", 1)[0].rstrip("/") or "tests"
         body = body.replace("TESTS_FILE", _flow(f"{folder}/test_invoice.py"))
+        body = body.replace("TESTS_ID", _flow(f"{folder}/test_invoice.py::test_zero"))
         body = body.replace("TOO_MANY", str(int(_get(p, "act.constraints.max_diff_lines")) + 1))
     elif base == "refactor":
         body = body.replace("TOO_MANY", str(int(_get(p, "inputs.max_diff_lines.default")) + 1))
@@ -447,7 +464,7 @@ def init_template(
             if existing is not None and existing.exists():
                 raise UsageError(f"{existing} already exists; pass --force to overwrite it")
 
-    ref = schema or schema_ref(target)
+    ref = schema_ref(target, schema)
     parent = _parent(base)
     text = _header(name, base, ref, target.name) + _BODIES[base](parent)
     case_text = render_cases(target.name, base, parent) if case_file else None

@@ -20,14 +20,68 @@ _SHALLOW_MISMATCH = ("type", "enum", "const")
 
 @cache
 def template_schema() -> dict[str, Any]:
+    """The published schema: what a file may say before composition (fragments, `key: null`
+    removals, observers a parent completes, refine edits)."""
     return json.loads(schema_path("template").read_text("utf-8"))
+
+
+def composed_schema(node: Any) -> Any:
+    """The schema a composed document must meet, derived from the published one: removals
+    are gone (``x-removable``), what only a parent could supply is required
+    (``x-required-after-composition``), and raw-file-only rules are dropped."""
+    if isinstance(node, list):
+        return [
+            composed_schema(n) for n in node if not (isinstance(n, dict) and n.get("x-raw-only"))
+        ]
+    if not isinstance(node, dict):
+        return node
+    if node.get("x-removable"):
+        kept = next(b for b in node["anyOf"] if b != {"type": "null"})
+        return composed_schema({**kept, **{k: v for k, v in node.items() if k == "description"}})
+    out = {k: composed_schema(v) for k, v in node.items()}
+    extra = out.pop("x-required-after-composition", None)
+    if extra:
+        out["required"] = [*out.get("required", []), *extra]
+    if out.get("allOf") == []:
+        del out["allOf"]
+    return out
+
+
+_INPUT_REF = {"$ref": "#/$defs/input_ref"}
+
+
+def _deref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = defs[node["$ref"].rsplit("/", 1)[1]]
+    if "anyOf" in node and _INPUT_REF in node["anyOf"]:
+        node = {**node, "anyOf": [b for b in node["anyOf"] if b != _INPUT_REF]}
+    return node
+
+
+def value_problem(path: JsonPath, value: Any) -> str | None:
+    """Why ``value`` does not fit at ``path`` of a composed template (a literal there, not
+    an input reference), in words; None if it fits."""
+    from jsonschema import Draft202012Validator
+
+    root = composed_schema(template_schema())
+    defs = root["$defs"]
+    node: dict[str, Any] = root
+    for part in path:
+        node = _deref(node, defs)
+        props = node.get("properties", {})
+        node = props[part] if part in props else node.get("additionalProperties", {})
+    node = _deref(node, defs)
+    schema = {**node, "$defs": defs}
+    if next(Draft202012Validator(schema).iter_errors(value), None) is None:
+        return None
+    return f"expected {expected(node)}, got {show(value)}"
 
 
 @cache
 def _validator() -> Any:
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(template_schema())
+    return Draft202012Validator(composed_schema(template_schema()))
 
 
 def dotted(path: Iterable[str | int]) -> str:
@@ -93,6 +147,10 @@ def expected(schema: dict[str, Any]) -> str:
     return " ".join([word, *bounds]) if bounds else word
 
 
+def _branches(schema: dict[str, Any]) -> list[Any]:
+    return list(schema.get("anyOf", ())) + list(schema.get("oneOf", ()))
+
+
 def _shallow_mismatch(error: Any) -> bool:
     if error.relative_path:
         return False
@@ -134,6 +192,8 @@ def _explain(error: Any, doc: Document) -> Iterator[Problem]:
                 yield from _explain(sub, doc)
             return
         hint = did_you_mean(value, _enum_choices(error)) if isinstance(value, str) else ""
+        if isinstance(value, str) and "{{" in value and _INPUT_REF in _branches(error.schema):
+            hint = " (a value may also be exactly one input: `{{ inputs.NAME }}`)"
         yield Problem(
             doc.value_at(path),
             f"{prefix}expected {expected(error.schema)}, got {show(value)}{hint}",

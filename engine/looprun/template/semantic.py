@@ -62,14 +62,18 @@ def name_problems(
     for name, attr in sorted(use.attributes):
         if name not in allowed:
             continue
-        if name == "inputs" and attr not in input_names:
+        if name == "baseline" and attr not in observers:
+            hint = did_you_mean(attr, set(observers))
+            out.append(f"baseline.{attr}: no observer named '{attr}'{hint}")
+        elif name == "inputs" and attr not in input_names:
             hint = did_you_mean(attr, input_names)
             out.append(f"no input named '{attr}'{hint}")
         elif name in observers and name not in ENGINE_NAMES:
             spec = observers[name]
             parser = spec.get("parser") if isinstance(spec, dict) else None
             parser = parser if isinstance(parser, str) else None
-            facts = parser_facts(parser) if parser else None
+            options = spec.get("options") if isinstance(spec, dict) else None
+            facts = parser_facts(parser, options) if parser else None
             if facts is not None and attr not in facts and attr not in COMMON_FACTS:
                 known = facts | COMMON_FACTS
                 hint = did_you_mean(attr, known)

@@ -214,8 +214,6 @@ CORPUS: list[tuple[str, ToolCall, str]] = [
         "command.shell_syntax",
     ),
     ("wrap-absolute-shell", tc("run", command="/bin/sh -c id"), "command.not_allowed"),
-    # tools that do not exist
-    ("tool-shell", tc("shell", command="id"), "tool.unknown"),
     # arguments that reach outside by other spellings: expanded by the program itself
     ("arg-rootdir-tilde", tc("run", command=f"{PY} -m pytest --rootdir=~"), "command.unjudged"),
     ("arg-tilde-path", tc("run", command=f"{PY} -m pytest ~/tests"), "command.unjudged"),
@@ -290,6 +288,14 @@ def test_escape_attempt_is_refused(arena: Path, name: str, call: ToolCall, rule:
     assert result.changed == ()
     assert fingerprint(arena) == before
     assert not (arena / "pwned").exists()
+
+
+def test_a_tool_that_does_not_exist_runs_nothing_and_is_no_violation(arena: Path) -> None:
+    before = fingerprint(arena)
+    result = toolbox(arena).call(tc("shell", command="touch ../pwned"))
+    assert result.is_error and "no tool named 'shell'" in result.content
+    assert result.violation is None  # a tool error for the model to correct
+    assert fingerprint(arena) == before and not (arena / "pwned").exists()
 
 
 def test_search_and_listing_do_not_follow_links_out(arena: Path) -> None:

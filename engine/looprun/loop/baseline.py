@@ -1,0 +1,98 @@
+"""The baseline: what every check said about the tree before the first act turn.
+
+A run observes once before the model acts, so conditions can tell a failure the run
+caused from one that was already there (``baseline.tests.newly_failing``), and so a
+repository whose checks cannot even run stops before any token is spent. The baseline
+facts of an observer are its facts at that observation (without ``items``) plus three
+comparisons with the current observation, for parsers that report test ids
+(``failing``, and ``passing`` where the parser has it):
+
+- ``newly_failing``: ids failing now that passed, or did not exist, at the baseline;
+- ``regressed``: ids that passed at the baseline and fail now;
+- ``vanished``: ids that passed at the baseline and are neither passing nor failing now
+  (deleted, renamed or skipped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from looprun.observe.base import Observation
+from looprun.template.model import ObserverSpec
+
+COMPARISONS = ("newly_failing", "regressed", "vanished")
+_DROPPED = ("items",)
+
+
+def slim(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """An observer's facts as the baseline keeps them: everything but the item records."""
+    return {k: v for k, v in facts.items() if k not in _DROPPED}
+
+
+def _ids(facts: Mapping[str, Any], key: str) -> list[str]:
+    value = facts.get(key)
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
+def compare(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The three comparisons of the current facts ``now`` with the baseline's ``base``."""
+    base_failing = set(_ids(base, "failing"))
+    base_passing = set(_ids(base, "passing"))
+    failing_now = _ids(now, "failing")
+    present = set(failing_now) | set(_ids(now, "passing"))
+    has_passing = "passing" in now
+    return {
+        "newly_failing": [i for i in failing_now if i not in base_failing],
+        "regressed": [i for i in failing_now if i in base_passing],
+        "vanished": (sorted(i for i in base_passing if i not in present) if has_passing else []),
+    }
+
+
+def no_comparisons() -> dict[str, list[str]]:
+    return {key: [] for key in COMPARISONS}
+
+
+def baseline_facts(
+    observe: Mapping[str, ObserverSpec],
+    baseline: Mapping[str, Any] | None,
+    current: Mapping[str, Any],
+    empty: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any]:
+    """``baseline.<observer>``: the baseline facts (empty ones when there was none) and
+    the comparisons with ``current`` (an observer's facts this iteration, or its empty
+    facts before it ran)."""
+    out: dict[str, Any] = {}
+    for name in observe:
+        base = dict((baseline or {}).get(name) or slim(empty[name]))
+        now = current.get(name) or empty[name]
+        base.update(compare(base, now) if baseline else no_comparisons())
+        out[name] = base
+    return out
+
+
+def unusable(name: str, spec: ObserverSpec, obs: Observation) -> str:
+    """Why an observer's baseline shows that its check cannot run on this repository
+    (its report is missing or unreadable, it timed out, or its command exited with one
+    of ``cannot_run_exit``), or '' when it ran (passing or failing alike)."""
+    if not obs.ran or spec.run is None or (obs.exit_code is None and not obs.error):
+        return ""
+    where = f" ({spec.location})" if spec.location.line else ""
+    if obs.exit_code is not None and obs.exit_code in spec.cannot_run_exit:
+        return (
+            f"observer {name!r}{where} cannot run on the starting tree: its command exited "
+            f"{obs.exit_code}, which this template declares as 'the check could not run' "
+            f"(cannot_run_exit){_said(obs)}"
+        )
+    if obs.error and (obs.exit_code is not None or "timed out" in obs.error):
+        return f"observer {name!r}{where} cannot observe the starting tree: {obs.error}"
+    return ""
+
+
+def _said(obs: Observation) -> str:
+    text = (obs.feedback or "").strip()
+    if not text:
+        return ""
+    lines = text.splitlines()
+    shown = "\n".join(lines[:15]) + ("\n..." if len(lines) > 15 else "")
+    return ":\n" + shown

@@ -1,0 +1,85 @@
+"""The sandbox protocol: what a run's commands may touch, and how one command is wrapped.
+
+Backends (bubblewrap, Landlock) implement ``Backend``; the rest of the engine sees only
+``Sandbox.wrap``, which turns an argv into the argv that runs it confined. Nothing
+outside this package knows how a backend does it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from looprun.errors import EXIT_INVALID, LooprunError
+
+Mode = Literal["auto", "required", "off"]
+MODES: tuple[str, ...] = ("auto", "required", "off")
+
+
+class SandboxUnavailable(LooprunError):
+    """``sandbox: required`` on a host where no backend works: a setup problem, so it
+    stops the run before anything starts, like a usage error."""
+
+    exit_code = EXIT_INVALID
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What the commands of one run may touch.
+
+    ``writable`` directories (the workdir, the run's artifacts) are writable; everything
+    else is read-only. ``read_only`` directories inside a writable one (``.git``, the
+    state directory) stay read-only, except for writable directories nested in them.
+    """
+
+    writable: tuple[Path, ...]
+    read_only: tuple[Path, ...] = ()
+    network: bool = False
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """One command ready to start: its argv and environment, and what to undo after."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cleanup: Callable[[], None] = field(default=_nothing)
+
+
+class Sandbox(Protocol):
+    """A backend bound to one run's confinement."""
+
+    name: str
+
+    def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Wrapped: ...
+
+
+class Backend(Protocol):
+    """One way of confining commands on this host."""
+
+    name: str
+
+    def problem(self) -> str | None:
+        """Why it cannot be used here (probed by running it), or None when it works."""
+        ...
+
+    def confine(self, confinement: Confinement) -> Sandbox: ...
+
+
+def private_tmp(env: Mapping[str, str]) -> tuple[Path, dict[str, str], Callable[[], None]]:
+    """A fresh temp directory for one command, the environment pointing at it, and its
+    removal: a command's temp files neither outlive it nor meet another command's."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="looprun-tmp-")).resolve()
+    new_env = dict(env)
+    for name in ("TMPDIR", "TMP", "TEMP"):
+        new_env[name] = str(path)
+    return path, new_env, lambda: shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,91 @@
+"""The output parsers on outputs recorded from the real, pinned binaries
+(tests/support/record_agent_outputs.py: the CLI against the loopback server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.support.agent_clis import PINNED
+
+from looprun.act.agents.claude import ClaudeCode
+from looprun.act.agents.codex import Codex
+
+RECORDED = Path(__file__).with_name("recorded")
+CLAUDE = RECORDED / f"claude-code-{PINNED['@anthropic-ai/claude-code']}"
+
+
+def _claude(name: str):
+    return ClaudeCode().parse((CLAUDE / f"{name}.jsonl").read_text())
+
+
+def test_claude_code_edit() -> None:
+    p = _claude("edit")
+    assert p.ok and p.error == ""
+    assert p.tool_calls == ["Read", "Edit"]
+    assert p.turns == 3 and p.denials == []
+    assert p.final_message == "Changed x to 2."
+    assert p.model == "claude-sonnet-4-5"
+    assert len(p.session_id) == 36
+    # three streamed replies of 120 input / 30 output tokens, as the server reported them
+    assert (p.prompt_tokens, p.completion_tokens) == (360, 90)
+    assert p.cost_usd is not None and p.cost_usd > 0 and not p.cumulative
+
+
+def test_claude_code_denied_command_is_a_denial_not_an_error() -> None:
+    p = _claude("denied")
+    assert p.ok  # Claude Code itself finished normally ...
+    assert p.denials == ["Bash(python3 -c \"open('a.py', 'w').write('x = 3')\")"]
+    assert p.final_message == "Done it."  # ... and claims it did it
+    assert (CLAUDE / "denied.exit").read_text().strip() == "0"
+
+
+def test_claude_code_max_turns() -> None:
+    p = _claude("max_turns")
+    assert not p.ok and p.error == "max_turns"
+    assert p.tool_calls == ["Read", "Read", "Read"]
+    assert "error_max_turns" in p.error_detail
+
+
+def test_claude_code_rejected_key_is_auth_though_its_subtype_says_success() -> None:
+    text = (CLAUDE / "auth_401.jsonl").read_text()
+    assert '"subtype":"success"' in text and '"is_error":true' in text
+    p = ClaudeCode().parse(text)
+    assert not p.ok and p.error == "auth"
+    assert "401" in p.error_detail and p.prompt_tokens == 0
+
+
+@pytest.mark.parametrize("output", ["", "Error: something broke\n", '{"type":"system"}\n'])
+def test_claude_code_without_a_result_event_crashed(output: str) -> None:
+    p = ClaudeCode().parse(output)
+    assert not p.ok and p.error == "crashed"
+
+
+CODEX = RECORDED / f"codex-{PINNED['@openai/codex']}"
+
+
+def _codex(name: str):
+    return Codex().parse((CODEX / f"{name}.jsonl").read_text())
+
+
+def test_codex_edit_reports_running_totals() -> None:
+    p = _codex("edit")
+    assert p.ok and p.error == ""
+    assert p.tool_calls == ["command_execution"] and p.turns == 1
+    assert p.final_message == "Changed x to 2."
+    assert p.cumulative and (p.prompt_tokens, p.completion_tokens) == (240, 60)
+    assert p.cost_usd is None  # Codex reports no cost: the price table prices it
+    assert p.session_id
+
+
+def test_codex_failure_is_only_in_turn_failed() -> None:
+    p = _codex("auth_401")
+    assert not p.ok and p.error == "auth"
+    assert "401 Unauthorized" in p.error_detail
+    # a warning item of type "error" (unknown model metadata) is not a failure
+    assert '"type":"error","message":"Model metadata' in (CODEX / "edit.jsonl").read_text()
+
+
+def test_codex_without_turn_completed_crashed() -> None:
+    p = Codex().parse('{"type":"thread.started","thread_id":"t"}\n{"type":"turn.started"}\n')
+    assert not p.ok and p.error == "crashed" and p.session_id == "t"

@@ -1,0 +1,132 @@
+"""The real Claude Code binary as the actor, against a loopback Anthropic Messages server.
+
+The server plays scripted model replies (streamed, as the real API does); Claude Code
+executes them - its own tools make the edits in the run's tree - and looprun runs the
+real checks and decides. Done comes from the tests, never from what Claude Code says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
+from tests.support.agent_clis import require
+from tests.support.agent_server import AgentScript, call, say
+from tests.support.cli import looprun
+from tests.support.fake_provider import FakeProvider
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "samples" / "agents" / "bugfix-claude-code.yaml"
+INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()
+SECRET = "sk-ant-loopback-secret-7f3a9c"
+
+REPRO_TEST = """from invoice.totals import Line, summary
+
+
+def test_summary_of_an_invoice_with_only_cancelled_lines():
+    result = summary([Line("cancelled widget", 0, 1250)])
+    assert result["total"] == 0
+    assert result["average_unit_price"] == 0
+"""
+OLD = "    units = sum(line.quantity for line in lines)\n"
+NEW = OLD + "    if units == 0:\n        return 0\n"
+
+
+def _env(server: FakeProvider, bindir: str) -> dict[str, str]:
+    return {
+        # the CLI, and this interpreter's bin (python, pytest and ruff for the checks)
+        "PATH": os.pathsep.join((bindir, str(Path(sys.executable).parent), os.environ["PATH"])),
+        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": SECRET,
+    }
+
+
+def _run(work: Path, script: AgentScript, bindir: str, *args: str) -> tuple[Any, dict]:
+    """looprun with the sample template, Claude Code talking to the scripted server."""
+    with FakeProvider(script) as server:
+        proc = looprun(
+            str(TEMPLATE), "--intent", INTENT, "--json", *args,
+            cwd=work, env=_env(server, bindir), timeout=300,
+        )  # fmt: skip
+    return proc, summary_of(proc)
+
+
+def _journal(workdir: Path) -> list[dict]:
+    (run,) = run_dirs(workdir)
+    return [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def claude_bin() -> str:
+    return require("claude")
+
+
+def test_claude_code_fixes_the_invoice_bug_and_the_checks_decide(
+    tmp_path: Path, claude_bin: str
+) -> None:
+    work = sample_copy("invoice", tmp_path)
+    test_file = work / "tests" / "test_cancelled_lines.py"
+    totals = work / "invoice" / "totals.py"
+    script = AgentScript(
+        [
+            # iteration 1, reproduce: the test that shows the bug
+            call("Write", {"file_path": str(test_file), "content": REPRO_TEST}),
+            say("I added a failing test."),
+            # iteration 2, fix: read, then edit (Claude Code refuses an edit of an unread file)
+            call("Read", {"file_path": str(totals)}),
+            call("Edit", {"file_path": str(totals), "old_string": OLD, "new_string": NEW}),
+            say("Fixed: zero units give an average of 0."),
+        ]
+    )
+    proc, summary = _run(work, script, claude_bin, "--model", "anthropic:claude-sonnet-4-5")
+    assert summary["outcome"] == "done", proc.stderr
+    assert [t["id"] for t in summary["tasks"]] == ["reproduce", "fix"]
+    assert summary["iterations"] == 2
+    # the edits are Claude Code's, made with its own tools in the working tree
+    assert test_file.read_text() == REPRO_TEST
+    assert "if units == 0:" in totals.read_text()
+    # Claude Code was run with the model named on the command line, and every main-loop
+    # request carried the key; usage reported per call counts against the run
+    assert {r.json()["model"] for r in script.main} == {"claude-sonnet-4-5"}
+    assert all(r.headers.get("x-api-key") == SECRET for r in script.main)
+    assert summary["usage"]["prompt_tokens"] >= 5 * 120
+    events = _journal(work)
+    turns = [e for e in events if e["event"] == "agent_turn"]
+    assert [t["tools"] for t in turns] == [["Write"], ["Read", "Edit"]]
+    assert all(t["exit_code"] == 0 and t["error"] == "" for t in turns)
+    # the raw output is kept per iteration; the key is in no file of the run
+    (run,) = run_dirs(work)
+    raw = run / "artifacts" / turns[0]["artifact"]
+    assert '"type":"result"' in raw.read_text()
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    assert not (work / ".claude").exists()  # its home and config live under the run
+
+
+def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, claude_bin: str) -> None:
+    work = sample_copy("invoice", tmp_path)
+    writes_the_test = (
+        "python3 -c \"open('tests/test_cancelled_lines.py', 'w').write('def test_x(): assert 0')\""
+    )
+    script = AgentScript(
+        [
+            call("Bash", {"command": writes_the_test, "description": "write the test"}),
+            say("I wrote the failing test; the bug is reproduced."),
+        ]
+    )
+    proc, summary = _run(work, script, claude_bin, "--max-iterations", "1")
+    assert summary["outcome"] == "exhausted", proc.stderr
+    assert not (work / "tests" / "test_cancelled_lines.py").exists()
+    events = _journal(work)
+    (turn,) = [e for e in events if e["event"] == "agent_turn"]
+    assert turn["denials"] == 1 and turn["denied"][0].startswith("Bash(python3 -c")
+    assert turn["final_message"] == "I wrote the failing test; the bug is reproduced."
+    (iteration,) = [e for e in events if e["event"] == "iteration"]
+    assert iteration["decision"]["action"] == "retry"
+    assert "refused" in iteration["decision"]["message"]

@@ -1,0 +1,106 @@
+"""How many git processes an iteration costs, counted by a real ``git`` wrapper on PATH
+(it logs each call and runs the real git) around the real CLI on a real repository.
+
+An iteration whose tools only read and whose observer runs no command costs no git call
+at all; one whose tool writes a file costs one snapshot, one diff and one checkpoint
+(five git processes). Counted as the difference between a longer and a shorter run of
+the same script, so start-up and the final summary do not count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from e2e_helpers import git_init, looprun
+
+TEMPLATE = """\
+looprun: 1
+name: steps
+inputs:
+  intent: {type: string, required: true}
+plan: {mode: none}
+act:
+  prompt: "{{ intent }}"
+  tools: [read_file, write_file]
+  constraints:
+    paths: {allow: ["**"]}
+observe:
+  status:
+    parser: json
+    file: status.json
+    options: {facts: {done: done}, ok: done}
+exit: [status.ok]
+refine:
+  - else: {retry: "not yet"}
+"""
+
+
+def read(n: int) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]}
+
+
+def write(n: int) -> dict[str, Any]:
+    call = {"name": "write_file", "arguments": {"path": f"notes/n{n}.txt", "content": f"{n}\n"}}
+    return {"tool_calls": [call]}
+
+
+def git_calls(tmp: Path, name: str, step: Any, iterations: int) -> list[str]:
+    """The git command lines one CLI run of ``iterations`` iterations made."""
+    root = tmp / f"{name}-{iterations}"
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    (repo / "status.json").write_text('{"done": false}\n')
+    (repo / "a.txt").write_text("hello\n")
+    git_init(repo)
+    (root / "steps.yaml").write_text(TEMPLATE)
+    turns = [t for n in range(iterations) for t in (step(n), {"text": "that is all"})]
+    (root / "script.json").write_text(json.dumps(turns))
+    shim = root / "bin"
+    shim.mkdir()
+    log = root / "git.log"
+    real = shutil.which("git")
+    assert real is not None
+    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    (shim / "git").chmod(0o755)
+    path = os.pathsep.join([str(shim), str(Path(sys.executable).parent), os.environ["PATH"]])
+    proc = looprun(
+        str(root / "steps.yaml"),
+        *("--intent", "keep notes", "--workdir", str(repo)),
+        *("--model", f"script:{root / 'script.json'}", "--max-iterations", str(iterations)),
+        "--json",
+        env={"PATH": path},
+    )
+    assert proc.returncode == 3, proc.stderr  # exhausted: the status never says done
+    assert json.loads(proc.stdout)["iterations"] == iterations
+    return log.read_text().splitlines()
+
+
+def subcommand(line: str) -> str:
+    words = iter(line.split())
+    for word in words:
+        if word == "-c":
+            next(words)
+        elif not word.startswith("-"):
+            return word
+    return ""
+
+
+def test_an_iteration_that_wrote_nothing_costs_no_git_call(tmp_path: Path) -> None:
+    short = git_calls(tmp_path, "read", read, 2)
+    long = git_calls(tmp_path, "read", read, 5)
+    assert short, "the wrapper saw no git call at all"
+    assert len(long) == len(short), sorted(set(long) - set(short))
+
+
+def test_an_iteration_that_wrote_a_file_costs_five_git_calls(tmp_path: Path) -> None:
+    short = git_calls(tmp_path, "write", write, 2)
+    long = git_calls(tmp_path, "write", write, 5)
+    per_iteration = (len(long) - len(short)) / 3
+    assert per_iteration == 5, long[len(short) :]
+    kinds = sorted({subcommand(line) for line in long[len(short) :]})
+    assert kinds == ["add", "commit-tree", "diff", "update-ref", "write-tree"]

@@ -1,0 +1,209 @@
+"""`looprun bugfix` on a copy of a real third-party package with a planted bug.
+
+The package is `inflection` 0.5.1 (pure Python, one module, 455 pytest tests that run in
+about a second with only pytest), fetched as its source distribution from the package
+index once per test session. The planted bug breaks `ordinal` for numbers ending in 13,
+so some of the package's own tests already fail at the baseline.
+
+A scripted model that "fixes" the bug by weakening the tests (changing the new test's
+expectation, a doctest, the package's own test) must never end `done`: each change is
+found on the real diff, rolled back, and the run ends without success. A script that
+fixes the code ends `done`, with the new test passing by its id.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from e2e_helpers import git_init, looprun
+
+PACKAGE, VERSION = "inflection", "0.5.1"
+BUG = ("    if number % 100 in (11, 12, 13):\n", "    if number % 100 in (11, 12):\n")
+NEW_TEST = "test_teens.py"
+NEW_TEST_ID = "test_teens.py::test_numbers_ending_in_13_take_th"
+_OFFLINE = (
+    "NewConnectionError",
+    "Max retries exceeded",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Connection refused",
+    "ConnectTimeout",
+    "ReadTimeout",
+)
+
+
+@pytest.fixture(scope="session")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package's unpacked source distribution, downloaded once per session."""
+    where = tmp_path_factory.mktemp("sdist")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"{PACKAGE}=={VERSION}",
+            "-d",
+            str(where),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    said = proc.stdout + proc.stderr
+    if proc.returncode != 0 and any(marker in said for marker in _OFFLINE):
+        pytest.skip(f"the package index is unreachable, so {PACKAGE} cannot be fetched")
+    assert proc.returncode == 0, said
+    (archive,) = where.glob(f"{PACKAGE}-{VERSION}.tar.gz")
+    with tarfile.open(archive) as tar:
+        try:
+            tar.extractall(where, filter="data")
+        except TypeError:  # a Python without extraction filters: check the names instead
+            assert all(not m.name.startswith(("/", "..")) for m in tar.getmembers())
+            tar.extractall(where)
+    return where / f"{PACKAGE}-{VERSION}"
+
+
+def _project(sdist: Path, tmp: Path) -> Path:
+    work = tmp / PACKAGE
+    shutil.copytree(sdist, work, ignore=shutil.ignore_patterns("*.egg-info"))
+    code = work / PACKAGE / "__init__.py"
+    text = code.read_text()
+    assert BUG[0] in text
+    code.write_text(text.replace(BUG[0], BUG[1]))
+    return git_init(work)
+
+
+def _reproduce() -> list[dict[str, Any]]:
+    test = (
+        "from inflection import ordinal\n\n\n"
+        "def test_numbers_ending_in_13_take_th():\n"
+        '    assert ordinal(113) == "th"\n'
+    )
+    return [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": NEW_TEST, "content": test}}]},
+        {"text": "The new test fails: ordinal(113) says 'rd'."},
+    ]
+
+
+def _edit(path: str, old: str, new: str, said: str) -> list[dict[str, Any]]:
+    call = {"name": "edit_file", "arguments": {"path": path, "old": old, "new": new}}
+    return [{"tool_calls": [call]}, {"text": said}]
+
+
+def _run(work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
+    script = tmp / "script.yaml"
+    script.write_text(yaml.safe_dump(turns, sort_keys=False))
+    proc = looprun(
+        "bugfix",
+        "--intent",
+        "ordinal() gives 'rd' for 113 and 13; numbers ending in 11, 12 and 13 take 'th'.",
+        "--set",
+        "tests_glob=test_*.py",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--json",
+        *extra,
+        timeout=1200,
+    )
+    assert proc.stdout.strip(), proc.stderr
+    summary = json.loads(proc.stdout)
+    summary["stderr"] = proc.stderr
+    return summary
+
+
+def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def _suite(work: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_weakening_the_tests_never_ends_done(sdist: Path, tmp_path: Path) -> None:
+    work = _project(sdist, tmp_path)
+    turns = [
+        *_reproduce(),
+        # fix 1: change the new test's expectation to the buggy answer
+        *_edit(NEW_TEST, '== "th"', '== "rd"', "Fixed: the test now matches ordinal."),
+        # fix 2: rewrite a doctest's expected output instead of the code
+        *_edit(
+            f"{PACKAGE}/__init__.py",
+            "        >>> ordinal(1003)\n        'rd'\n",
+            "        >>> ordinal(1003)\n        'th'\n",
+            "Documented the behaviour.",
+        ),
+        # fix 3: make the package's own ordinal test assert nothing
+        *_edit(
+            "test_inflection.py",
+            "    assert ordinalized == number + inflection.ordinal(number)\n",
+            "    assert ordinalized\n",
+            "All tests pass now.",
+        ),
+    ]
+    summary = _run(work, tmp_path, turns, "--max-iterations", "4")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    assert (summary["outcome"], summary["code"]) == ("exhausted", "max_iterations")
+    # the baseline saw the package's own failures before any model call
+    (baseline,) = _events(summary, "baseline")
+    assert "FAILED" in baseline["observers"]["tests"]
+    # reproduce was done; each weakening was found on the real diff and rolled back
+    iterations = _events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations] == [
+        "done",
+        "rollback",
+        "rollback",
+        "rollback",
+    ]
+    rules = [(v["rule"], v["message"]) for v in _events(summary, "policy_violation")]
+    assert [r for r, _ in rules] == ["path.protected", "doctest.protected", "path.protected"]
+    assert NEW_TEST in rules[0][1] and "test_inflection.py" in rules[2][1]
+    assert "ordinal(1003)" in rules[1][1]
+    assert (
+        "rolled back" in iterations[1]["decision"]["message"]
+        or "undone" in (iterations[1]["decision"]["message"])
+    )
+    # the tree holds the new test as written and the package's tests untouched
+    assert '== "th"' in (work / NEW_TEST).read_text()
+    diff = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=work, capture_output=True, text=True, check=True
+    ).stdout
+    assert "test_inflection.py" not in diff and f"{PACKAGE}/__init__.py" not in diff
+    assert _suite(work).returncode != 0  # the bug is still there
+
+
+def test_fixing_the_code_ends_done(sdist: Path, tmp_path: Path) -> None:
+    work = _project(sdist, tmp_path)
+    turns = [*_reproduce(), *_edit(f"{PACKAGE}/__init__.py", BUG[1], BUG[0], "Fixed ordinal.")]
+    summary = _run(work, tmp_path, turns)
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    assert sorted(summary["changed_files"]) == [f"{PACKAGE}/__init__.py", NEW_TEST]
+    # the fix was judged by the new test's id, not only by a green suite
+    record = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
+    assert NEW_TEST_ID in record["observers"]["tests"]["passing"]
+    done_when = [e for e in record["exit"] if "without(" in e["condition"]]
+    assert done_when and all(e["value"] for e in done_when)
+    check = _suite(work)
+    assert check.returncode == 0 and "456 passed" in check.stdout, check.stdout[-2000:]

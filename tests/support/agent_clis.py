@@ -1,0 +1,43 @@
+"""Where the real agent CLIs are for the tests that run them, pinned in agent-clis.txt.
+
+They are found on PATH (``.ci/run`` installs them globally) or in the directory named by
+LOOPRUN_AGENT_BIN. Missing, such a test is skipped on a developer's machine and fails in
+CI (CI=true): a CI run that silently skipped them would prove nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PINNED = {
+    line.rsplit("@", 1)[0]: line.rsplit("@", 1)[1]
+    for line in (Path(__file__).with_name("agent-clis.txt")).read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
+PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+
+
+def search_path() -> str:
+    extra = os.environ.get("LOOPRUN_AGENT_BIN", "")
+    return os.pathsep.join(p for p in (extra, os.environ.get("PATH", "")) if p)
+
+
+def require(program: str) -> str:
+    """The directory holding ``program`` at its pinned version; skip (or fail in CI)."""
+    package = PACKAGES[program]
+    found = shutil.which(program, path=search_path())
+    if found is None:
+        why = f"`{program}` ({package}@{PINNED[package]}) is not installed"
+        if os.environ.get("CI"):
+            pytest.fail(why + ": .ci/run installs it; CI must run these tests")
+        pytest.skip(why)
+    out = subprocess.run(
+        [found, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+    assert PINNED[package] in out.stdout, f"{found}: {out.stdout!r}, pinned {PINNED[package]}"
+    return str(Path(found).parent)

@@ -1,0 +1,142 @@
+"""A stand-in agent CLI for the default suite: installed on PATH as ``claude`` or ``codex``
+by ``install``, it behaves as FAKE_AGENT_MODE says, and logs how it was started.
+
+Modes (separated by "|", in order):
+  write:PATH=TEXT   write TEXT to PATH (relative to the working directory)
+  stdin             read standard input to its end first (an open one would hang here)
+  hang              start a child in the same process group, then sleep for ever
+  exit:N            exit with status N without a final report
+  usage:IN/OUT      report IN prompt and OUT completion tokens (codex: running totals)
+  leak              print the value of the CLI's API key variable
+  deny:TEXT         report a denied tool call
+Without exit:N it prints the CLI's own final report (Claude Code stream-json, or Codex
+JSONL) and exits 0. FAKE_AGENT_LOG names a JSON-lines file where each start is logged:
+argv, cwd, whether stdin is /dev/null, HOME, the environment's variable names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def install(bindir: Path, program: str) -> Path:
+    """Put the fake on PATH as ``program`` (run by this interpreter)."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    exe = bindir / program
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
+    exe.chmod(0o755)
+    return exe
+
+
+def _stdin_is_devnull() -> bool:
+    try:
+        return os.path.samestat(os.fstat(0), os.stat(os.devnull))
+    except OSError:
+        return False
+
+
+def main() -> int:
+    program = Path(sys.argv[0]).name
+    is_codex = "codex" in os.environ.get("FAKE_AGENT_AS", "") or "exec" in sys.argv[1:2]
+    log = os.environ.get("FAKE_AGENT_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            entry = {
+                "argv": sys.argv[1:],
+                "program": program,
+                "cwd": os.getcwd(),
+                "stdin_devnull": _stdin_is_devnull(),
+                "home": os.environ.get("HOME"),
+                "env": sorted(os.environ),
+                "pid": os.getpid(),
+            }
+            fh.write(json.dumps(entry) + "\n")
+    tokens = (100, 20)
+    tools: list[str] = []
+    denied: list[str] = []
+    key_var = "OPENAI_API_KEY" if is_codex else "ANTHROPIC_API_KEY"
+    for mode in filter(None, os.environ.get("FAKE_AGENT_MODE", "").split("|")):
+        name, _, arg = mode.partition(":")
+        if name == "write":
+            path, _, text = arg.partition("=")
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text.replace("\\n", "\n"), encoding="utf-8")
+            tools.append("Write")
+        elif name == "stdin":
+            sys.stdin.read()
+        elif name == "hang":
+            child = subprocess.Popen(["sleep", "300"])
+            if log:
+                with open(log, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"child": child.pid}) + "\n")
+            time.sleep(300)
+        elif name == "exit":
+            print("fatal: something went wrong", file=sys.stderr)
+            return int(arg)
+        elif name == "usage":
+            i, _, o = arg.partition("/")
+            tokens = (int(i), int(o))
+        elif name == "leak":
+            print(f"debug: key is {os.environ.get(key_var, '')}")
+        elif name == "deny":
+            denied.append(arg)
+    if is_codex:
+        _codex_report(tokens, tools, denied)
+    else:
+        _claude_report(tokens, tools, denied)
+    return 0
+
+
+def _claude_report(tokens: tuple[int, int], tools: list[str], denied: list[str]) -> None:
+    sid = "00000000-0000-4000-8000-000000000001"
+    if "--resume" in sys.argv:
+        sid = sys.argv[sys.argv.index("--resume") + 1]
+    elif "--session-id" in sys.argv:
+        sid = sys.argv[sys.argv.index("--session-id") + 1]
+    print(json.dumps({"type": "system", "subtype": "init", "session_id": sid, "model": "fake"}))
+    content = [
+        {"type": "tool_use", "id": f"t{i}", "name": t, "input": {}} for i, t in enumerate(tools)
+    ]
+    print(json.dumps({"type": "assistant", "session_id": sid, "message": {"content": content}}))
+    result = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "num_turns": len(tools) + 1,
+        "result": "All done, the bug is fixed.",
+        "session_id": sid,
+        "total_cost_usd": 0.01,
+        "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
+        "permission_denials": [
+            {"tool_name": "Bash", "tool_use_id": "x", "tool_input": {"command": d}} for d in denied
+        ],
+        "terminal_reason": "completed",
+    }
+    print(json.dumps(result))
+
+
+def _codex_report(tokens: tuple[int, int], tools: list[str], denied: list[str]) -> None:
+    tid = "thread-fake-1"
+    if "resume" in sys.argv:
+        tid = sys.argv[sys.argv.index("resume") + 1]
+    print(json.dumps({"type": "thread.started", "thread_id": tid}))
+    print(json.dumps({"type": "turn.started"}))
+    for i, _ in enumerate(tools):
+        item = {"id": f"i{i}", "type": "file_change", "status": "completed", "changes": []}
+        print(json.dumps({"type": "item.completed", "item": item}))
+    for d in denied:
+        item = {"id": "d", "type": "command_execution", "command": d, "status": "declined"}
+        print(json.dumps({"type": "item.completed", "item": item}))
+    msg = {"id": "m", "type": "agent_message", "text": "Done."}
+    print(json.dumps({"type": "item.completed", "item": msg}))
+    usage = {"input_tokens": tokens[0], "cached_input_tokens": 0, "output_tokens": tokens[1]}
+    print(json.dumps({"type": "turn.completed", "usage": usage}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
