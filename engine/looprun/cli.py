@@ -68,6 +68,9 @@ def main() -> None:
     looprun test TEMPLATE CASES...    check which rule fires for given facts
     looprun init PATH                 start a team template extending a built-in one
     """
+    from looprun.terminal import guard_streams
+
+    guard_streams()  # model and tool text reach the terminal: no escapes, no secrets
 
 
 @main.command("validate")

@@ -2,11 +2,20 @@
 
 Snapshots use a private index file, so the user's index, branch and stash are never
 touched. A work tree that is not a git repository can be given a private ``git_dir``.
+
+Files the model writes must not change what the engine sees. So no filter, merge or
+diff driver configured anywhere runs on the engine's git calls (each is switched off by
+name, and diffs are ``--text --no-textconv --no-ext-diff``), attribute files outside the
+tree are ignored, and a snapshot made against a base judges ignored files by the ignore
+rules the base had (:func:`base_ignore_rules`), never by a ``.gitignore`` or
+``info/exclude`` written later.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -27,7 +36,15 @@ _GIT_OPTIONS = (
     "-c", "core.autocrlf=false",
     "-c", f"core.hooksPath={os.devnull}",
     "-c", "core.fsmonitor=false",
+    "-c", f"core.attributesFile={os.devnull}",
+    "-c", "diff.external=",
+    "-c", "commit.gpgSign=false",
 )  # fmt: skip
+# Configured programs that git would run on content: each one found is set to nothing.
+_DRIVER_KEYS = re.compile(
+    r"^(filter|merge|diff)\.(.+)\.(clean|smudge|process|driver|textconv|command)$", re.I
+)
+_DRIVERS_CACHE: dict[tuple[str, ...], tuple[tuple[int, ...], tuple[str, ...]]] = {}
 
 
 class GitError(LooprunError):
@@ -109,6 +126,22 @@ class Git:
     ) -> tuple[int, str, str]:
         """Run git and return (exit code, stdout, stderr) for commands whose status
         carries meaning (``merge-tree`` exits 1 on conflicts)."""
+        code, out, err = self._raw(*self._no_drivers(), *args, env=env, input=input)
+        # a path that is not valid UTF-8 keeps its bytes (as Python's file names do)
+        return code, out.decode("utf-8", "surrogateescape"), err
+
+    def run_bytes(
+        self, *args: str, env: Mapping[str, str] | None = None, input: bytes | None = None
+    ) -> bytes:
+        """Like :meth:`run`, stdout as bytes (paths that are not valid UTF-8 survive)."""
+        code, out, err = self._raw(*self._no_drivers(), *args, env=env, input=input)
+        if code != 0:
+            raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {err.strip()}")
+        return out
+
+    def _raw(
+        self, *args: str, env: Mapping[str, str] | None = None, input: bytes | None = None
+    ) -> tuple[int, bytes, str]:
         proc = subprocess.run(
             ["git", *_GIT_OPTIONS, *args],
             cwd=self.workdir,
@@ -117,8 +150,30 @@ class Git:
             capture_output=True,
             check=False,
         )
-        out = proc.stdout.decode("utf-8", "replace")
-        return proc.returncode, out, proc.stderr.decode("utf-8", "replace")
+        return proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace")
+
+    def _no_drivers(self) -> list[str]:
+        """``-c`` options switching off every filter, merge and diff driver configured
+        (in any scope, includes followed): the repository's ``.gitattributes`` may name
+        one, and it would run a program on every snapshot. Cached until a config file of
+        the repository changes."""
+        key = (str(self.workdir), str(self.git_dir or ""))
+        stamp = _config_stamp(self.workdir, self.git_dir)
+        cached = _DRIVERS_CACHE.get(key)
+        if cached is None or cached[0] != stamp:
+            _, raw, _ = self._raw(
+                "config", "--includes", "--name-only", "--get-regexp", _DRIVER_KEYS.pattern
+            )
+            names = []
+            for line in raw.decode("utf-8", "replace").splitlines():
+                m = _DRIVER_KEYS.match(line.strip())
+                if m:
+                    names += ["-c", f"{m.group(1)}.{m.group(2)}.{m.group(3)}="]
+                    if m.group(1).lower() == "filter":
+                        names += ["-c", f"filter.{m.group(2)}.required=false"]
+            cached = (stamp, tuple(names))
+            _DRIVERS_CACHE[key] = cached
+        return list(cached[1])
 
     def is_repo(self) -> bool:
         try:
@@ -136,6 +191,7 @@ class Git:
         index_file: Path | None = None,
         exclude: str = ".looprun",
         *,
+        rules: str | None = None,
         facts: SnapshotFacts | None = None,
         also: Sequence[str] = (),
     ) -> str:
@@ -143,31 +199,75 @@ class Git:
 
         ``exclude`` (the engine's state directory) is never part of it. ``index_file``
         keeps a private index between calls, so git's stat cache spares re-hashing.
+        ``rules`` (from :func:`base_ignore_rules`) decides what is ignored instead of the
+        ignore files in the tree now, so a ``.gitignore`` written since hides nothing.
         ``facts`` remembers HEAD and whether ``exclude`` is ignored between calls (the
         caller forgets them when something may have changed them).
         """
         facts = facts if facts is not None else SnapshotFacts()
         if index_file is not None:
-            return self._snapshot_with({"GIT_INDEX_FILE": str(index_file)}, exclude, facts, also)
+            return self._snapshot_with(
+                {"GIT_INDEX_FILE": str(index_file)}, exclude, facts, also, rules
+            )
         with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
             env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
-            return self._snapshot_with(env, exclude, facts, also)
+            return self._snapshot_with(env, exclude, facts, also, rules)
 
     def _snapshot_with(
-        self, env: Mapping[str, str], exclude: str, facts: SnapshotFacts, also: Sequence[str] = ()
+        self,
+        env: Mapping[str, str],
+        exclude: str,
+        facts: SnapshotFacts,
+        also: Sequence[str] = (),
+        rules: str | None = None,
     ) -> str:
         # Start a new index from HEAD, so tracked files matching an ignore rule count too.
         if not os.path.exists(env["GIT_INDEX_FILE"]) and facts.head(self):
             self.run("read-tree", "HEAD", env=env)
         spec = ["."]
-        # git refuses an exclude pathspec naming an ignored path; ignored is excluded anyway.
-        if exclude and not exclude.startswith("..") and not facts.ignored(self, exclude):
-            spec.append(f":(exclude){exclude}")
         # Other excluded paths (observers' reports): out of the snapshot whatever they are;
         # one tracked at HEAD keeps HEAD's content, so it never shows as a change.
-        spec.extend(f":(exclude,literal){p}" for p in also)
-        self.run("add", "-A", "--", *spec, env=env)
+        others = [f":(exclude,literal){p}" for p in also]
+        if rules is None:
+            # git refuses an exclude pathspec naming an ignored path; ignored is excluded.
+            if exclude and not exclude.startswith("..") and not facts.ignored(self, exclude):
+                spec.append(f":(exclude){exclude}")
+            self.run("add", "-A", "--", *spec, *others, env=env)
+            return self.run("write-tree", env=env).strip()
+        if exclude and not exclude.startswith(".."):
+            spec.append(f":(exclude){exclude.rstrip('/')}")
+        spec += others
+        # Tracked (and earlier snapshotted) paths, then untracked files not ignored by the
+        # base's rules, added with --force so the ignore files in the tree have no say.
+        self.run("add", "-u", "--", *spec, env=env)
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".exclude") as fh:
+            fh.write(rules)
+            fh.flush()
+            out = self.run_bytes(
+                "ls-files", "-z", "-o", f"--exclude-from={fh.name}", "--", *spec, env=env
+            )
+        if out:
+            literal = {**env, "GIT_LITERAL_PATHSPECS": "1"}
+            self.run(
+                "add", "-f", "--pathspec-from-file=-", "--pathspec-file-nul", env=literal, input=out
+            )
         return self.run("write-tree", env=env).strip()
+
+    def ignored(self, rules: str, exclude: str = ".looprun") -> set[str]:
+        """Untracked paths the rules ignore, a wholly ignored directory as one ``dir/``."""
+        spec = ["."] + ([f":(exclude){exclude}"] if not exclude.startswith("..") else [])
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".exclude") as fh:
+            fh.write(rules)
+            fh.flush()
+            with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
+                env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+                if self.head():
+                    self.run("read-tree", "HEAD", env=env)
+                out = self.run_bytes(
+                    "ls-files", "-z", "-o", "-i", "--directory", f"--exclude-from={fh.name}",
+                    "--", *spec, env=env,
+                )  # fmt: skip
+        return {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
 
     def hold_index_lock(self, index_file: Path) -> subprocess.Popen[bytes]:
         """Test-only (a crash point): a real ``git add`` that holds ``index_file``'s lock
@@ -188,5 +288,118 @@ class Git:
         return proc
 
     def diff(self, base: str, target: str, *args: str) -> str:
-        """``git diff`` between two tree-ish objects (no rename detection: stable output)."""
-        return self.run("diff", "--no-color", "--no-renames", "--no-ext-diff", *args, base, target)
+        """``git diff`` between two tree-ish objects (no rename detection: stable output).
+        Every file is diffed as text: a ``binary`` or ``-diff`` attribute hides nothing."""
+        return self.run(
+            "diff", "--no-color", "--no-renames", "--no-ext-diff", "--no-textconv", "--text",
+            *args, base, target,
+        )  # fmt: skip
+
+
+def _config_stamp(workdir: Path, git_dir: Path | None) -> tuple[int, ...]:
+    """When the repository's config files last changed (cheap: a few ``stat`` calls)."""
+    stamp: list[int] = []
+    base = Path(git_dir) if git_dir is not None else Path(workdir) / ".git"
+    candidates = [base / "config", base / "config.worktree", base / "commondir"]
+    for path in candidates:
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamp += [0, 0]
+        else:
+            stamp += [st.st_mtime_ns, st.st_size]
+    return tuple(stamp)
+
+
+def _escape_glob(text: str) -> str:
+    return re.sub(r"([*?\[\]\\!#])", r"\\\1", text)
+
+
+def flatten_ignore(directory: str, text: str) -> list[str]:
+    """The lines of ``directory/.gitignore`` rewritten relative to the top of the tree,
+    so they can be given to git as one exclude file: a pattern with a slash before its
+    end is anchored at ``directory``, one without matches at any depth below it."""
+    out: list[str] = []
+    prefix = "/" + _escape_glob(directory.strip("/")) + "/" if directory.strip("/") else ""
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if not prefix:
+            out.append(line)
+            continue
+        neg, body = ("!", line[1:]) if line.startswith("!") else ("", line)
+        anchored = "/" in body.rstrip().rstrip("/")
+        out.append(neg + prefix + (body.lstrip("/") if anchored else "**/" + body))
+    return out
+
+
+def base_ignore_rules(git: Git, tree: str) -> str:
+    """The ignore rules a base had, as one exclude file: the user's global excludes file,
+    ``info/exclude`` and every ``.gitignore`` in the base tree (deeper ones later, so
+    they win as in git). Read once per base; later edits of these files change nothing."""
+    key = (str(git.workdir), str(git.git_dir or ""), tree)
+    cached = _RULES_CACHE.get(key)
+    if cached is None:
+        listing = git.run("ls-tree", "-r", "-z", "--full-tree", tree)
+        files: list[tuple[str, str]] = []
+        for rec in listing.split("\0"):
+            meta, _, path = rec.partition("\t")
+            if path.rsplit("/", 1)[-1] == ".gitignore" and meta.split(" ")[1:2] == ["blob"]:
+                files.append((path, git.run("cat-file", "blob", meta.split(" ")[2])))
+        cached = _RULES_CACHE[key] = _combine(git, files)
+    return cached
+
+
+def remember_ignore_rules(git: Git, tree: str, rules: str) -> None:
+    """Record the rules read when ``tree`` was taken as a base, so every later snapshot
+    against it (the workspace's and the git_diff observer's) uses exactly those."""
+    _RULES_CACHE[(str(git.workdir), str(git.git_dir or ""), tree)] = rules
+
+
+def current_ignore_rules(git: Git, exclude: str) -> str:
+    """The same rules read from the working tree as it is now (for the start state, before
+    a base exists): the ``.gitignore`` files a snapshot now would hold."""
+    out = git.run(
+        "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
+        ":(glob)**/.gitignore", f":(exclude){exclude}",
+    )  # fmt: skip
+    files: list[tuple[str, str]] = []
+    for path in dict.fromkeys(p for p in out.split("\0") if p):
+        with contextlib.suppress(OSError):
+            files.append((path, (Path(git.workdir) / path).read_text("utf-8", "replace")))
+    return _combine(git, files)
+
+
+# Caches that tools create beside the code with a ``.gitignore`` of their own (``*``):
+# always ignored, since a directory's own ``.gitignore`` written during a run counts for
+# nothing (it is how a model would hide a file). Python does not import from them.
+TOOL_CACHES = (
+    ".pytest_cache/", ".ruff_cache/", ".mypy_cache/", ".hypothesis/", "__pycache__/",
+)  # fmt: skip
+
+
+def _combine(git: Git, files: list[tuple[str, str]]) -> str:
+    lines: list[str] = list(TOOL_CACHES)
+    for source in _global_and_info_excludes(git):
+        with contextlib.suppress(OSError):
+            lines += Path(source).read_text("utf-8", "replace").splitlines()
+    for path, text in sorted(files, key=lambda item: (item[0].count("/"), item[0])):
+        lines += flatten_ignore(path.rpartition("/")[0], text)
+    return "\n".join(lines) + "\n"
+
+
+_RULES_CACHE: dict[tuple[str, str, str], str] = {}
+
+
+def _global_and_info_excludes(git: Git) -> list[str]:
+    out = []
+    configured = git.run("config", "--path", "core.excludesFile", check=False).strip()
+    if configured:
+        out.append(configured)
+    else:
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        out.append(os.path.join(xdg, "git", "ignore"))
+    info = git.run("rev-parse", "--git-path", "info/exclude", check=False).strip()
+    if info:
+        out.append(info if os.path.isabs(info) else str(Path(git.workdir) / info))
+    return out

@@ -21,6 +21,7 @@ never reach these files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -31,17 +32,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun import safefs
 from looprun.atomic import write_atomic
 from looprun.crashpoint import crash_point
 from looprun.errors import UsageError
 from looprun.proc import secret_values
 from looprun.redact import Redactor
 
-RUNS_DIR = Path(".looprun") / "runs"
+RUNS_DIR = Path(safefs.STATE_DIR_NAME) / "runs"
 
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+# A value longer than this (a refused 12 MB write, a huge reply) is recorded in the event
+# and exchange logs by its size and digest: the logs stay readable and bounded.
+MAX_RECORDED_CHARS = 64_000
+
+
+def bounded(obj: Any) -> Any:
+    """``obj`` with every string over :data:`MAX_RECORDED_CHARS` replaced by its size and
+    SHA-256 (of its UTF-8 bytes)."""
+    if isinstance(obj, str):
+        if len(obj) <= MAX_RECORDED_CHARS:
+            return obj
+        digest = hashlib.sha256(obj.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"[{len(obj)} characters, sha256:{digest}; too long to record]"
+    if isinstance(obj, Mapping):
+        return {k: bounded(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [bounded(v) for v in obj]
+    return obj
 
 
 def _dumps(obj: Any) -> str:
@@ -50,12 +72,12 @@ def _dumps(obj: Any) -> str:
 
 def _repair_tail(path: Path) -> bytes:
     """Cut a torn last line (a crash mid-write); return the complete lines."""
-    if not path.exists():
+    data = safefs.read_bytes(path)
+    if data is None:
         return b""
-    data = path.read_bytes()
     end = data.rfind(b"\n") + 1
     if end < len(data):
-        with open(path, "r+b") as fh:
+        with os.fdopen(safefs.open_file(path, os.O_RDWR), "r+b") as fh:
             fh.truncate(end)
             fh.flush()
             os.fsync(fh.fileno())
@@ -79,9 +101,11 @@ def _write_durably(fh: Any, text: str) -> None:
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Events of a JSONL file; a torn or garbled line is skipped, never fatal."""
-    if not path.exists():
+    try:
+        fd = safefs.open_file(path, os.O_RDONLY)
+    except FileNotFoundError:
         return
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(fd, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             line = line.strip()
             if not line:
@@ -111,26 +135,28 @@ class RunJournal:
         self.dir = run_dir
         self.run_id = run_id
         self.redact = redactor or Redactor(secret_values())
-        (self.dir / "observe").mkdir(parents=True, exist_ok=True)
-        (self.dir / "artifacts").mkdir(exist_ok=True)
+        for sub in ("observe", "artifacts"):
+            os.close(safefs.open_dir(self.dir / sub, create=True))
         self._events_path = self.dir / "journal.jsonl"
         self._seq = _last_seq(_repair_tail(self._events_path))
         self._exchanges_path = self.dir / "exchanges.jsonl"
         self._exchange_count = _repair_tail(self._exchanges_path).count(b"\n")
         # what earlier processes wrote: the usage a state saved before it does not hold
         self._opened = (self._seq, self._exchange_count)
-        self._events = open(self._events_path, "a", encoding="utf-8")  # noqa: SIM115
-        self._exchanges = open(self._exchanges_path, "a", encoding="utf-8")  # noqa: SIM115
+        self._events = _append_handle(self._events_path)
+        self._exchanges = _append_handle(self._exchanges_path)
         self._unsynced: set[int] = set()  # descriptors written since their last fsync
 
     @classmethod
     def create(cls, workdir: Path, run_id: str | None = None) -> RunJournal:
         rid = run_id or new_run_id()
-        run_dir = workdir / RUNS_DIR / rid
-        if run_dir.exists():
-            raise UsageError(f"run {rid} already exists in {run_dir.parent}")
-        run_dir.mkdir(parents=True)
-        return cls(run_dir, rid)
+        runs = safefs.state_dir(workdir) / "runs"
+        with safefs.opened_dir(runs, create=True) as fd:
+            try:
+                os.mkdir(rid, 0o700, dir_fd=fd)
+            except FileExistsError:
+                raise UsageError(f"run {rid} already exists in {runs}") from None
+        return cls(runs / rid, rid)
 
     @classmethod
     def open(cls, workdir: Path, run_id: str) -> RunJournal:
@@ -164,7 +190,7 @@ class RunJournal:
         self.close()
 
     def _append(self, fh: Any, obj: Mapping[str, Any], point: str) -> None:
-        line = _dumps(self.redact.data(obj)) + "\n"
+        line = _dumps(self.redact.data(bounded(obj))) + "\n"
         crash_point(f"torn:{point}", lambda: _write_durably(fh, line[: len(line) // 2]))
         fh.write(line)
         fh.flush()
@@ -198,15 +224,11 @@ class RunJournal:
         crash_point("before:state")
         text = _dumps(self.redact.data(state))
         self._sync(self._events)  # the events this state has seen, durable before it
-        write_atomic(self.dir / "state.json", text, sync="content")
+        write_atomic(self.dir / "state.json", text, nofollow=True, sync="content")
         crash_point("after:state")
 
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
-        write_atomic(
-            self.dir / "observe" / f"{number}.json",
-            json.dumps(self.redact.data(record), indent=2, ensure_ascii=False, default=str),
-            sync="none",
-        )
+        self._save(Path("observe") / f"{number}.json", record, sync="none")
         self._keep_artifacts(number)
 
     def _keep_artifacts(self, number: int) -> None:
@@ -223,16 +245,14 @@ class RunJournal:
 
     def save_summary(self, summary: Mapping[str, Any]) -> None:
         crash_point("before:summary")
-        write_atomic(
-            self.dir / "summary.json",
-            json.dumps(self.redact.data(summary), indent=2, ensure_ascii=False),
-        )
+        self._save(Path("summary.json"), summary)
 
     def save_invocation(self, invocation: Mapping[str, Any]) -> None:
-        write_atomic(
-            self.dir / "run.json",
-            json.dumps(self.redact.data(invocation), indent=2, ensure_ascii=False),
-        )
+        self._save(Path("run.json"), invocation)
+
+    def _save(self, name: Path, record: Mapping[str, Any], sync: str = "all") -> None:
+        text = json.dumps(self.redact.data(record), indent=2, ensure_ascii=False, default=str)
+        write_atomic(self.dir / name, text, nofollow=True, sync=sync)
 
     # -- reading back ---------------------------------------------------------------------
 
@@ -321,21 +341,39 @@ def current_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _append_handle(path: Path) -> Any:
+    fd = safefs.open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
 def _load_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        raw = safefs.read_bytes(path)
+        data = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (OSError, ValueError, safefs.UnsafePathError):
         return None
     return data if isinstance(data, dict) else None
 
 
+def runs_root(workdir: Path) -> Path:
+    """Where the runs of ``workdir`` are kept (``looprun runs`` prints it)."""
+    return Path(os.path.realpath(workdir)) / RUNS_DIR
+
+
+def _run_dirs(root: Path) -> list[Path]:
+    """The run directories under ``root``; links and files there are no runs."""
+    if not safefs.is_real_dir(root.parent) or not safefs.is_real_dir(root):
+        return []
+    return sorted(p for p in root.iterdir() if safefs.is_real_dir(p))
+
+
 def find_run(workdir: Path, run_id: str) -> Path:
-    root = workdir / RUNS_DIR
+    root = runs_root(workdir)
     if not run_id or "/" in run_id or run_id.startswith("."):
         raise UsageError(f"not a run id: {run_id!r}")
     path = root / run_id
-    if not path.is_dir():
-        matches = sorted(p for p in root.glob(f"{run_id}*") if p.is_dir()) if root.is_dir() else []
+    if not safefs.is_real_dir(path) or not safefs.is_real_dir(root):
+        matches = [p for p in _run_dirs(root) if p.name.startswith(run_id)]
         if len(matches) != 1:
             raise UsageError(f"no run {run_id!r} under {root} (see `looprun runs`)")
         path = matches[0]
@@ -430,11 +468,8 @@ class RunInfoRow:
 
 def list_runs(workdir: Path) -> list[RunInfoRow]:
     """Every run under ``workdir/.looprun/runs``, oldest first, with its outcome so far."""
-    root = workdir / RUNS_DIR
     rows = []
-    for d in sorted(root.iterdir() if root.is_dir() else []):
-        if not d.is_dir():
-            continue
+    for d in _run_dirs(runs_root(workdir)):
         inv = _load_json(d / "run.json") or {}
         status = run_status(d)
         summary = _load_json(d / "summary.json")

@@ -1,12 +1,23 @@
 """One way to keep secrets out of text and data: every known secret value is replaced,
-longest first (so a secret that contains another is never half-replaced)."""
+longest first (so a secret that contains another is never half-replaced). Text that
+cannot be written as UTF-8 (lone surrogates: a JSON ``\\ud800`` from a model, a file
+name with invalid bytes) is escaped on the way, so every writer can encode it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 REDACTED = "[REDACTED]"
+SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def escape_surrogates(s: str) -> str:
+    """Lone surrogates as the visible text ``\\udXXX``; other text unchanged."""
+    if SURROGATE.search(s) is None:
+        return s
+    return SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
 
 
 class Redactor:
@@ -17,6 +28,7 @@ class Redactor:
         self.marker = marker
 
     def text(self, s: str) -> str:
+        s = escape_surrogates(s)
         for v in self.values:
             if v in s:
                 s = s.replace(v, self.marker)

@@ -24,10 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from looprun import safefs
+from looprun.atomic import write_atomic
 from looprun.changes import FileChange
 from looprun.crashpoint import crash_point
 from looprun.errors import LooprunError, UsageError
-from looprun.gitutil import EMPTY_TREE, Git, GitError, SnapshotFacts
+from looprun.gitutil import (
+    EMPTY_TREE,
+    Git,
+    GitError,
+    SnapshotFacts,
+    base_ignore_rules,
+    current_ignore_rules,
+    remember_ignore_rules,
+)
 
 REF_PREFIX = "refs/looprun/"
 LOCK_GRACE_S = 1.0
@@ -81,8 +91,7 @@ class Workspace:
         workdir = Path(os.path.realpath(workdir))
         if not workdir.is_dir():
             raise UsageError(f"{workdir}: the working directory does not exist")
-        state_dir = Path(os.path.abspath(state_dir))
-        state_dir.mkdir(parents=True, exist_ok=True)
+        state_dir = safefs.checked_dir(Path(os.path.abspath(state_dir)))
         plain = Git(workdir)
         top = plain.run("rev-parse", "--show-toplevel", check=False).strip()
         if top and Path(os.path.realpath(top)) == workdir:
@@ -96,14 +105,22 @@ class Workspace:
                 outer._exclude_state_dir()
         ws._exclude_state_dir()
         if base is not None:
-            ws._base = ws.tree_of(base)
+            ws._adopt_base(ws.tree_of(base))
         return ws
+
+    def _adopt_base(self, tree: str) -> None:
+        self._base = tree
+        saved = safefs.read_bytes(self._base_file("ignore"))
+        if saved is not None:
+            remember_ignore_rules(self.git, tree, saved.decode("utf-8", "surrogateescape"))
 
     # -- snapshots ---------------------------------------------------------------------
 
     def snapshot(self) -> str:
         """The tree of the working tree now: tracked and untracked files, not ignored ones.
 
+        What is ignored is decided by the ignore rules of the base (see
+        ``gitutil.base_ignore_rules``): a ``.gitignore`` the run writes hides nothing.
         A persistent private index keeps git's stat cache, so unchanged files are not
         hashed again. It starts from HEAD, so tracked files that match an ignore rule
         are part of the snapshot too. A watched workspace reuses its last snapshot
@@ -114,11 +131,22 @@ class Workspace:
         if not self.watched:
             self._facts.forget()
         index = self.state_dir / "snapshot.index"
+        if index.is_symlink():  # git would read through it; the index is ours to rebuild
+            index.unlink()
         crash_point("snapshot.index-lock", lambda: self.git.hold_index_lock(index))
         self._tree = self.git.snapshot(
-            index, exclude=self._state_rel(), facts=self._facts, also=self._excluded
+            index,
+            exclude=self._state_rel(),
+            facts=self._facts,
+            also=self._excluded,
+            rules=self._rules(),
         )
         return self._tree
+
+    def _rules(self) -> str:
+        if self._base is None:  # the start state: the tree's own ignore files, as they are
+            return current_ignore_rules(self.git, self._state_rel())
+        return base_ignore_rules(self.git, self._base)
 
     def touched(self, paths: Sequence[str] | None = None) -> None:
         """The working tree may have changed: look again. ``paths``: only these files were
@@ -210,12 +238,30 @@ class Workspace:
         )
 
     def base(self) -> str:
-        """Tree of the start state (HEAD plus the dirty working tree), recorded once."""
+        """Tree of the start state (HEAD plus the dirty working tree), recorded once,
+        with the ignored files present then (so a rollback can remove those added since)."""
         if self._base is None:
+            rules = self._rules()
             tree = self.snapshot()
             self._anchor(f"{REF_PREFIX}base/{tree}", tree, "looprun base")
             self._base = tree
+            remember_ignore_rules(self.git, tree, rules)
+            ignored = b"".join(
+                p.encode("utf-8", "surrogateescape") + b"\0" for p in self._ignored()
+            )
+            write_atomic(
+                self._base_file("ignore"), rules.encode("utf-8", "surrogateescape"), nofollow=True
+            )
+            write_atomic(self._base_file("ignored"), ignored, nofollow=True)
         return self._base
+
+    def _ignored(self) -> set[str]:
+        return self.git.ignored(self._rules(), exclude=self._state_rel())
+
+    def _base_file(self, kind: str) -> Path:
+        """Where the ignore rules (``ignore``) and the ignored paths (``ignored``) of the
+        base are kept, so a resumed run judges with the same ones."""
+        return self.state_dir / "bases" / f"{self.base()[:16]}.{kind}"
 
     def checkpoint(self, ref: str) -> str:
         """Commit the working tree as it is to ``refs/looprun/<ref>``; returns the commit.
@@ -272,13 +318,31 @@ class Workspace:
     def restore(self, ref_or_sha: str) -> None:
         """Make the working tree exactly the snapshot ``ref_or_sha``.
 
-        Modified and deleted files come back, files added since are removed; ignored
-        files and the state directory are left alone, and so are the user's index and
-        HEAD. Directories emptied by the removal are removed too.
+        Modified and deleted files come back, files added since are removed, and so are
+        ignored files and directories that were not there when the run started. The
+        state directory is left alone, and so are the user's index and HEAD.
+        Directories emptied by the removal are removed too.
         """
         target = self.tree_of(ref_or_sha)
         self._apply(self.snapshot(), target)
+        self._remove_new_ignored()
         self.touched()
+
+    def _remove_new_ignored(self) -> None:
+        raw = safefs.read_bytes(self._base_file("ignored"))
+        if raw is None:
+            return  # a base recorded before ignored files were: nothing to compare with
+        before = {p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p}
+        state = self._state_rel().strip("/") + "/"
+        for rel in sorted(self._ignored() - before):
+            if (rel.rstrip("/") + "/").startswith(state) or state.startswith(rel):
+                continue  # never the state directory, nor a directory holding it
+            full = self.workdir / rel.rstrip("/")
+            if full.is_dir() and not full.is_symlink():
+                shutil.rmtree(full, ignore_errors=True)
+            elif full.is_symlink() or full.exists():
+                full.unlink()
+            _prune_empty_dirs(full.parent, self.workdir)
 
     def _apply(self, current: str, target: str) -> list[str]:
         if current == target:
@@ -300,7 +364,7 @@ class Workspace:
         if written:
             with self._temp_index() as env:
                 self.git.run("read-tree", target, env=env)
-                data = b"".join(p.encode("utf-8") + b"\0" for p in written)
+                data = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in written)
                 self.git.run("checkout-index", "-f", "-z", "--stdin", env=env, input=data)
         return sorted(set(removed) | set(written))
 
@@ -351,7 +415,7 @@ class Workspace:
         """``(path, added, removed)`` per changed file against ``base``; None for binary."""
         start = self.tree_of(base) if base else self.base()
         out = self.git.run(
-            "diff-tree", "-r", "-z", "--no-renames", "--numstat", start, self.snapshot()
+            "diff-tree", "-r", "-z", "--no-renames", "--text", "--numstat", start, self.snapshot()
         )
         rows: list[tuple[str, int | None, int | None]] = []
         for field in out.split("\0"):
@@ -393,7 +457,7 @@ class Workspace:
         if only is None:
             self.git.run("reset", "-q")
         elif only:
-            data = b"".join(p.encode("utf-8") + b"\0" for p in only)
+            data = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in only)
             self.git.run(
                 "reset",
                 "-q",
@@ -431,7 +495,7 @@ class Workspace:
             }
             zero = "0" * len(source)
             lines = [entries.get(p, f"0 blob {zero}\t{p}") for p in paths]
-            data = b"".join(ln.encode("utf-8") + b"\0" for ln in lines)
+            data = b"".join(ln.encode("utf-8", "surrogateescape") + b"\0" for ln in lines)
             self.git.run("update-index", "-z", "--index-info", env=env, input=data)
             return self.git.run("write-tree", env=env).strip()
 
@@ -602,7 +666,8 @@ class Workspace:
         if line in existing:
             return
         exclude.parent.mkdir(parents=True, exist_ok=True)
-        with open(exclude, "a", encoding="utf-8") as fh:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(exclude, flags, 0o644), "a", encoding="utf-8") as fh:
             prefix = "" if not existing or exclude.read_text("utf-8").endswith("\n") else "\n"
             fh.write(f"{prefix}{line}\n")
 
@@ -624,8 +689,9 @@ class RunLock:
     def __enter__(self) -> RunLock:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+", encoding="utf-8")
+        safefs.checked_dir(self.path.parent)
+        fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fh = open(fd, "r+", encoding="utf-8")
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -651,6 +717,7 @@ class RunLock:
 
 
 def _private_repo(workdir: Path, git_dir: Path) -> Git:
+    os.close(safefs.open_dir(git_dir, create=True))  # never a link to a repository elsewhere
     git = Git(workdir, git_dir)
     if not (git_dir / "HEAD").exists():
         git.run("init", "-q")

@@ -189,29 +189,57 @@ def pattern_allows_wrapper(pattern: str, wrapper: str) -> bool:
 
 # Options whose value names a directory the program deletes before use.
 CLEARING_OPTIONS: frozenset[str] = frozenset({"--basetemp"})
+# Options that delete a directory named somewhere else (a config file the repository
+# ships): what they delete cannot be judged from the command line.
+INDIRECT_CLEARING: frozenset[str] = frozenset({"--cache-clear"})
+_MAX_NESTING = 6
 
 
 def path_arguments(argv: Sequence[str]) -> list[tuple[str, str | None]]:
     """Every argument (after the program) that may name a path: ``(value, option)``.
 
-    The argument itself, the value of ``--opt=value`` and ``key=value`` forms, the value
-    attached to a short option (``-c/etc/x``), and the argument after an option that
-    deletes its value (``--basetemp DIR``). ``option`` is that option, if any.
+    The argument itself, the value of ``--opt=value`` and ``key=value`` forms, nested
+    (``--override-ini=cache_dir=/x``, ``-ocache_dir=/x``), the words of a value that
+    holds several (``addopts=--rootdir /``), the value attached to a short option
+    (``-c/etc/x``), and the argument after an option that deletes its value
+    (``--basetemp DIR``). ``option`` is the option or key the value belongs to, if any.
     """
     found: list[tuple[str, str | None]] = []
     args = list(argv[1:])
     for i, arg in enumerate(args):
-        if not arg:
-            continue
-        found.append((arg, None))
-        name, eq, value = arg.partition("=")
-        if eq and value:
-            found.append((value, name))
-        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
-            found.append((arg[2:], arg[:2]))
+        _collect(arg, None, found, 0)
         if arg in CLEARING_OPTIONS and i + 1 < len(args):
             found.append((args[i + 1], arg))
     return found
+
+
+def _collect(arg: str, option: str | None, found: list[tuple[str, str | None]], depth: int) -> None:
+    if not arg or depth > _MAX_NESTING:
+        return
+    found.append((arg, option))
+    if any(ch.isspace() for ch in arg):  # a value the program splits into arguments
+        try:
+            words = split(arg)
+        except ValueError:
+            words = arg.split()
+        for word in words:
+            _collect(word, option, found, depth + 1)
+        return
+    name, eq, value = arg.partition("=")
+    if eq and value:
+        _collect(value, name, found, depth + 1)
+    elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+        _collect(arg[2:], arg[:2], found, depth + 1)
+
+
+def unjudgeable(value: str) -> str | None:
+    """Why a path argument cannot be judged from its text, or None: a program may
+    expand ``~`` or ``$VAR`` itself (pytest does for ``--rootdir``), to anywhere."""
+    if value.startswith("~"):
+        return "starts with ~, which a program may expand to a home directory"
+    if "$" in value:
+        return "holds $, which a program may expand from the environment"
+    return None
 
 
 def literal_tokens(patterns: Sequence[str]) -> frozenset[str]:

@@ -181,10 +181,24 @@ class Policy:
     def _check_command_paths(self, argv: list[str], literal: frozenset[str]) -> None:
         """Arguments naming a path must stay inside the workdir and out of ``.git`` and
         ``.looprun`` (``pytest --basetemp=..`` would delete the parent directory)."""
+        for arg in argv[1:]:
+            if arg in commandline.INDIRECT_CLEARING and arg not in literal:
+                raise PolicyViolation(
+                    "command.unjudged",
+                    f"{arg} deletes a directory named in configuration, which may lie outside "
+                    "the working directory; it cannot be judged, so it is refused",
+                )
         for value, option in commandline.path_arguments(argv):
             if value in literal or (option is not None and f"{option}={value}" in literal):
                 continue  # written out by the template author
             shown = value if option is None else f"{option} {value}"
+            why = commandline.unjudgeable(value)
+            if why:
+                raise PolicyViolation(
+                    "command.unjudged",
+                    f"the argument {shown!r} {why}; it cannot be judged, so it is refused "
+                    "(write the path out, relative to the working directory)",
+                )
             where = Path(os.path.normpath(self.workdir / value))
             resolved = Path(os.path.realpath(where))
             if not _inside(where, self.workdir) or not _inside(resolved, self.workdir):
@@ -200,6 +214,12 @@ class Policy:
                             "command.path_protected",
                             f"the argument {shown!r} names {part}/, which is off limits",
                         )
+                if rel != "." and self._deny.match_file(rel):
+                    raise PolicyViolation(
+                        "command.path_deny",
+                        f"the argument {shown!r} names {rel!r}, which matches a denied path "
+                        "glob (commands may neither read nor write there)",
+                    )
             if option in commandline.CLEARING_OPTIONS and (
                 resolved == self.workdir or (resolved.exists() and any(_entries(resolved)))
             ):

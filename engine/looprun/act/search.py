@@ -53,6 +53,7 @@ def main(argv: list[str]) -> int:
     regex = re.compile(config["pattern"])
     root = Path(config["root"])
     out = sys.stdout
+    out.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]  # odd file names
     shown = 0
     more = 0
     for hit in search_tree(root, Path(config["start"]), regex, deny=config.get("deny", [])):

@@ -25,7 +25,7 @@ from looprun.atomic import write_atomic
 from looprun.errors import PolicyViolation, ToolError
 from looprun.models.base import ToolCall, ToolSpec
 from looprun.proc import run_process, scrubbed_env, secret_values
-from looprun.redact import Redactor
+from looprun.redact import SURROGATE, Redactor, escape_surrogates
 from looprun.template.model import BUILTIN_TOOLS, Constraints
 
 if TYPE_CHECKING:
@@ -180,7 +180,9 @@ class Toolbox:
         if call.arguments is None:
             why = call.error or "they were not a JSON object"
             return ToolResult(f"error: the arguments of {call.name} could not be read: {why}", True)
-        problem = _check_arguments(_SPECS[call.name], call.arguments)
+        problem = _check_arguments(_SPECS[call.name], call.arguments) or _invalid_unicode(
+            call.arguments
+        )
         if problem:
             return ToolResult(f"error: {call.name}: {problem}", True)
         if self.deadline is not None and time.monotonic() >= self.deadline:
@@ -391,6 +393,21 @@ def _check_arguments(spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
             return f"argument {name!r} must be a string, not {type(value).__name__}"
         if value is None and name in spec.parameters["required"]:
             return f"argument {name!r} must be a string"
+    return None
+
+
+def _invalid_unicode(args: Mapping[str, Any]) -> str | None:
+    """A string argument holding a lone surrogate (a JSON ``\\ud800`` escape) names no
+    file and cannot be written as UTF-8: refused as it is, never half-used."""
+    for key, value in args.items():
+        if isinstance(value, str):
+            m = SURROGATE.search(value)
+            if m is not None:
+                return (
+                    f"`{key}` holds invalid Unicode (a lone surrogate, "
+                    f"{escape_surrogates(m.group())}, at character {m.start()}); "
+                    "send valid UTF-8 text"
+                )
     return None
 
 

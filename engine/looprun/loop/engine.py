@@ -129,6 +129,8 @@ class Engine:
             return self._finish(Stop("done", self._done_reason()))
         except caps.CannotFund as exc:  # the planner's request: the budget cannot pay for it
             return self._finish(exc.stop)
+        except PlanError as exc:
+            return self._finish(Stop("error", str(exc), "plan_invalid"))
         except LooprunError as exc:
             return self._finish(Stop("error", str(exc), type(exc).__name__))
 

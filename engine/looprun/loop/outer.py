@@ -492,7 +492,7 @@ class OuterPhase:
 
     def _save(self) -> None:
         data = {"records": self.records, "merges": self.merges}
-        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True))
+        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True), nofollow=True)
 
     def _report(self, line: str) -> None:
         with self._lock:

@@ -64,9 +64,10 @@ def fingerprint(
 ) -> str:
     h = hashlib.sha256()
     for action in actions:
-        h.update(b"A" + action.encode() + b"\0")
+        h.update(b"A" + action.encode("utf-8", "surrogatepass") + b"\0")
     for name in sorted(observations):
-        h.update(b"O" + observation_signature(name, observations[name]).encode() + b"\0")
+        sig = observation_signature(name, observations[name])
+        h.update(b"O" + sig.encode("utf-8", "surrogatepass") + b"\0")
     h.update(b"G" + "".join("1" if g else "0" for g in goal).encode())
     return h.hexdigest()[:16]
 

@@ -19,7 +19,7 @@ import click
 
 from looprun.crashpoint import crash_point
 from looprun.errors import EXIT_ERROR, UsageError, one_line
-from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_status
+from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_status, runs_root
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
@@ -494,9 +494,11 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
         click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
     if not rows:
-        click.echo(f"no runs under {wd / '.looprun' / 'runs'}")
+        click.echo(f"no runs under {runs_root(wd)}")
         return 0
     from looprun.report.text import duration
+
+    click.echo(f"runs under {runs_root(wd)}:", err=True)  # stdout: the table alone
 
     table = [
         ("RUN", "STARTED", "DURATION", "ITER", "TOKENS", "COST", "OUTCOME", "TEMPLATE", "RESUME")

@@ -225,7 +225,9 @@ class JsonClient:
         """
         start = time.monotonic()
         deadline = start + timeout_s if timeout_s is not None else None
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        # every request is redacted as a whole: a secret a test printed, quoted in feedback
+        # or an attempt summary, never reaches the provider (nor does invalid Unicode)
+        payload = json.dumps(self._redact.data(body), ensure_ascii=False).encode("utf-8")
         attempts = max(1, self.policy.max_attempts)
         last = ""
         for attempt in range(1, attempts + 1):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from looprun.gitutil import EMPTY_TREE, Git, GitError
+from looprun.gitutil import EMPTY_TREE, Git, GitError, base_ignore_rules
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
@@ -74,7 +74,7 @@ class GitDiffParser:
                     EMPTY_FACTS,
                 )
             base = data.base or git.head() or EMPTY_TREE
-            target = git.snapshot(also=data.exclude)
+            target = git.snapshot(rules=base_ignore_rules(git, base), also=data.exclude)
             numstat = git.diff(base, target, "--numstat", "-z")
             status = git.diff(base, target, "--name-status", "-z")
             patch = git.diff(base, target, "-U0") if patterns else ""

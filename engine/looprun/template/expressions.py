@@ -9,13 +9,16 @@ dict can be reached from a template at all.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pathspec
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from looprun.errors import ExpressionError, Location, Problem, TemplateError
@@ -120,6 +123,80 @@ def _make_env(**kwargs: Any) -> ImmutableSandboxedEnvironment:
 ENV = _make_env()
 SHELL_ENV = _make_env(finalize=_quote_for_shell)
 
+# A condition a model wrote is evaluated under a budget: no value it builds, and no value
+# a filter or operator is given, may weigh more than this (characters of strings plus
+# items of lists, counted through nesting), so joins, repetition and concatenation of
+# repeated values cannot add up to gigabytes.
+UNTRUSTED_MAX_WEIGHT = 250_000
+
+
+def _weight(value: Any, budget: int = UNTRUSTED_MAX_WEIGHT + 1) -> int:
+    """Characters + items in ``value``, counted until ``budget`` is passed."""
+    total = 0
+    stack = [value]
+    while stack and total <= budget:
+        v = stack.pop()
+        if isinstance(v, (str, bytes)):
+            total += len(v)
+        elif isinstance(v, Mapping):
+            total += len(v)
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            total += len(v)
+            stack.extend(v)
+        else:
+            total += 1
+    return total
+
+
+def _within_budget(*values: Any, weight: int = 0) -> None:
+    """Refuse when the values (plus ``weight`` more) weigh over the budget."""
+    for v in values:
+        weight += _weight(v)
+    if weight > UNTRUSTED_MAX_WEIGHT:
+        raise SecurityError(
+            f"a planned condition may not build values over {UNTRUSTED_MAX_WEIGHT} characters/items"
+        )
+
+
+def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` refusing inputs and results over the budget (keeps Jinja's pass_* marks)."""
+
+    @functools.wraps(fn)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        for value in (*args, *kwargs.values()):
+            if not isinstance(value, _JINJA_PASSED):
+                _within_budget(value)
+        result = fn(*args, **kwargs)
+        if isinstance(result, Iterator):
+            result = list(itertools.islice(result, UNTRUSTED_MAX_WEIGHT + 1))
+        _within_budget(result)
+        return result
+
+    return bounded
+
+
+class _UntrustedEnvironment(_RecordEnvironment):
+    """The sandbox for model-written conditions: ``%`` formatting refused, ``*`` and
+    ``+`` and every filter held to :data:`UNTRUSTED_MAX_WEIGHT`."""
+
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "%":
+            if isinstance(left, (str, bytes)):
+                raise SecurityError("% formatting is not allowed in a planned condition")
+            return left % right
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(times, int) and _size(seq) is not None:
+                    _within_budget(weight=_weight(seq) * max(times, 0))
+        if operator == "+":
+            _within_budget(left, right)
+        result = super().call_binop(context, operator, left, right)
+        _within_budget(result)
+        return result
+
 
 @dataclass(frozen=True)
 class NameUse:
@@ -212,6 +289,17 @@ UNTRUSTED_FILTERS = frozenset(
      "reject", "selectattr", "rejectattr", "map", "join"}
 )  # fmt: skip
 UNTRUSTED_CALLS = frozenset({"matching", "without"})
+_JINJA_PASSED = (Context, ImmutableSandboxedEnvironment)
+
+
+def _untrusted_env() -> ImmutableSandboxedEnvironment:
+    env = _UntrustedEnvironment(undefined=StrictUndefined, autoescape=False)
+    env.filters = {n: _bounded_filter(f) for n, f in env.filters.items() if n in UNTRUSTED_FILTERS}
+    env.globals.update({n: _bounded_filter(ENV.globals[n]) for n in UNTRUSTED_CALLS})
+    return env
+
+
+UNTRUSTED_ENV = _untrusted_env()
 
 
 def _untrusted_problem(text: str, ast: nodes.Template) -> str | None:
@@ -221,6 +309,8 @@ def _untrusted_problem(text: str, ast: nodes.Template) -> str | None:
     for attr in ast.find_all(nodes.Getattr):
         if attr.attr.startswith("_"):
             return f"the attribute {attr.attr!r} is not allowed in a planned condition"
+    if any(True for _ in ast.find_all(nodes.Mod)):
+        return "the % operator (string formatting) is not allowed in a planned condition"
     for node in ast.find_all(nodes.Filter):
         if node.name not in UNTRUSTED_FILTERS:
             return f"the filter {node.name!r} is not allowed in a planned condition"
@@ -235,13 +325,15 @@ def compile_condition(source: str, location: Location, *, untrusted: bool = Fals
     """Compile a condition once. Raises TemplateError naming the location on bad syntax.
 
     ``untrusted=True`` is for conditions a model wrote (a planner's ``done_when``): they
-    are held to a small subset (short; no method calls; filters of bounded cost).
+    are held to a small subset (short; no method calls; no ``%``; filters of bounded
+    cost) and evaluated under a budget (:data:`UNTRUSTED_MAX_WEIGHT`).
     """
     text = str(source).strip()
     if not text:
         raise TemplateError([Problem(location, "condition is empty")])
     try:
-        fn = ENV.compile_expression(text, undefined_to_none=False)
+        env = UNTRUSTED_ENV if untrusted else ENV
+        fn = env.compile_expression(text, undefined_to_none=False)
         ast = ENV.parse("{{ (" + text + ") }}")
     except TemplateSyntaxError as exc:
         raise _syntax_problem(location, "condition", exc) from None

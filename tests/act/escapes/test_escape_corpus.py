@@ -29,7 +29,7 @@ SECRET = "sk-live-9f8e7d6c5b4a39281706"
 
 CONSTRAINTS = Constraints(
     paths=PathRules(allow=("src/**", "tests/**"), deny=("secrets/",)),
-    commands=(f"{PY} -m pytest *", f"{PY} scripts/*", "echo *", "env", "printenv *"),
+    commands=(f"{PY} -m pytest *", f"{PY} scripts/*", "echo *", "env", "printenv *", "git diff *"),
     command_timeout_s=1.5,
     max_output_bytes=8_000,
 )
@@ -214,6 +214,64 @@ CORPUS: list[tuple[str, ToolCall, str]] = [
         "command.shell_syntax",
     ),
     ("wrap-absolute-shell", tc("run", command="/bin/sh -c id"), "command.not_allowed"),
+    # arguments that reach outside by other spellings: expanded by the program itself
+    ("arg-rootdir-tilde", tc("run", command=f"{PY} -m pytest --rootdir=~"), "command.unjudged"),
+    ("arg-tilde-path", tc("run", command=f"{PY} -m pytest ~/tests"), "command.unjudged"),
+    (
+        "arg-home-single-quoted",
+        tc("run", command=f"{PY} -m pytest '--rootdir=$HOME'"),
+        "command.unjudged",
+    ),
+    ("arg-cache-clear", tc("run", command=f"{PY} -m pytest --cache-clear"), "command.unjudged"),
+    # ... nested in long options, key=value values and values the program splits again
+    (
+        "arg-override-ini-long",
+        tc("run", command=f"{PY} -m pytest --override-ini=cache_dir=../outside/c"),
+        "command.path_outside",
+    ),
+    (
+        "arg-override-ini-attached",
+        tc("run", command=f"{PY} -m pytest -ocache_dir=/tmp/elsewhere"),
+        "command.path_outside",
+    ),
+    (
+        "arg-addopts-words",
+        tc("run", command=f"{PY} -m pytest -o 'addopts=--rootdir ..'"),
+        "command.path_outside",
+    ),
+    ("arg-rootdir-up", tc("run", command=f"{PY} -m pytest --rootdir=.."), "command.path_outside"),
+    (
+        "arg-junitxml-outside",
+        tc("run", command=f"{PY} -m pytest --junitxml=../canary.txt"),
+        "command.path_outside",
+    ),
+    # deny globs hold for what commands read and write
+    (
+        "arg-junitxml-denied",
+        tc("run", command=f"{PY} -m pytest --junitxml=secrets/report.xml"),
+        "command.path_deny",
+    ),
+    (
+        "git-no-index-reads-denied",
+        tc("run", command="git diff --no-index README.md secrets/prod.env"),
+        "command.path_deny",
+    ),
+    (
+        "git-no-index-reads-outside",
+        tc("run", command="git diff --no-index README.md ../canary.txt"),
+        "command.path_outside",
+    ),
+    (
+        "git-output-denied",
+        tc("run", command="git diff --output=secrets/prod.env"),
+        "command.path_deny",
+    ),
+    (
+        "git-output-outside",
+        tc("run", command="git diff --output ../canary.txt"),
+        "command.path_outside",
+    ),
+    ("echo-names-denied", tc("run", command="echo secrets/prod.env"), "command.path_deny"),
 ]
 
 
