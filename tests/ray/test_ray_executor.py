@@ -16,27 +16,11 @@ from pathlib import Path
 
 import yaml
 from ray_helpers import busy_workers
+from tests.remote.remote_helpers import STEPS, step_turns
 from tests.support.cli import cli_env, looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
-STEPS = """\
-looprun: 1
-name: steps
-inputs:
-  intent: {type: string, required: true}
-plan: {mode: none}
-act:
-  prompt: "{{ intent }}"
-  tools: [write_file]
-  max_steps: 3
-observe:
-  third: {run: "test -f c.txt", parser: exit_code}
-exit: [third.ok]
-refine:
-  - else: {retry: "not yet"}
-limits: {max_iterations: 5}
-"""
 ONE = """\
 looprun: 1
 name: one
@@ -58,20 +42,6 @@ limits: {max_iterations: 1}
 """
 
 
-def _turns(delay_s: float = 0.0) -> list[dict]:
-    turns: list[dict] = []
-    for i, name in enumerate(("a.txt", "b.txt", "c.txt")):
-        call: dict = {
-            "tool_calls": [
-                {"name": "write_file", "arguments": {"path": name, "content": f"{name}\n"}}
-            ]
-        }
-        if i == 1 and delay_s:
-            call["delay_s"] = delay_s
-        turns += [call, {"text": f"wrote {name}"}]
-    return turns
-
-
 def _one(tmp: Path, delay_s: float) -> tuple[Path, Path]:
     work = tmp / "proj"
     work.mkdir()
@@ -79,7 +49,7 @@ def _one(tmp: Path, delay_s: float) -> tuple[Path, Path]:
     (work / "one.yaml").write_text(ONE)
     git_repo(work)
     script = tmp / "script.yaml"
-    script.write_text(yaml.safe_dump({"tasks": {"one": _turns(delay_s)}}))
+    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns(delay_s)}}))
     return work, script
 
 
@@ -185,7 +155,7 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
     lines: list[str] = []
     worker = _wait_for(proc, r"\[one\] worker \w+ on \S+ pid \d+", lines, 300)
     _wait_for(proc, r"\[one\] #1 ", lines, 300)
-    script.write_text(yaml.safe_dump({"tasks": {"one": _turns()}}))  # the next one is quick
+    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))  # the next one is quick
     time.sleep(2)  # the step's push follows its progress line
     os.kill(int(worker.rsplit("pid", 1)[1]), signal.SIGKILL)
     _wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
@@ -252,7 +222,7 @@ def test_kill_9_of_the_outer_run_then_resume_finishes_without_rerunning(
     while busy_workers() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not busy_workers()
-    script.write_text(yaml.safe_dump({"tasks": {"one": _turns()}}))
+    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))
     run_id = next((work / ".looprun" / "runs").iterdir()).name
     resumed = looprun(
         "resume", run_id, "--executor", f"ray:{ray_address}", "--json", cwd=work, timeout=600
@@ -283,7 +253,7 @@ def test_the_watchdog_resumes_a_sub_loop_that_stopped_making_progress(
     )
     lines: list[str] = []
     _wait_for(proc, r"\[one\] #1 ", lines, 300)
-    script.write_text(yaml.safe_dump({"tasks": {"one": _turns()}}))  # the stuck one is not
+    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))  # the stuck one is not
     _wait_for(proc, r"\[one\] no pushed step for 10 s: cancelling", lines, 120)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, "".join(lines) + err
