@@ -27,7 +27,7 @@ def test_runs_lists_start_duration_iterations_cost_and_outcome(finished_run) -> 
     assert row["duration_s"] > 0 and row["tokens"] > 0 and row["cost_usd"] == 0.0
     header, line = looprun("runs", cwd=repo).stdout.splitlines()
     assert header.split() == [
-        "RUN", "STARTED", "DURATION", "ITER", "TOKENS", "COST", "OUTCOME", "TEMPLATE",
+        "RUN", "STARTED", "DURATION", "ITER", "TOKENS", "COST", "OUTCOME", "TEMPLATE", "RESUME",
     ]  # fmt: skip
     assert line.startswith(run_id)
     assert row["started"].replace("T", " ") in line
