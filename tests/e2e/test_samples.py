@@ -65,7 +65,7 @@ def test_sample_ends_done_after_a_wrong_first_fix(name: str, tmp_path: Path) -> 
     schema = json.loads((schemas_dir() / "journal-event.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     events = list(read_jsonl(Path(summary["run_dir"]) / "journal.jsonl"))
-    assert [e["event"] for e in events][:2] == ["run_started", "plan"]
+    assert [e["event"] for e in events][:3] == ["run_started", "baseline", "plan"]
     assert events[-1]["event"] == "run_finished"
     for event in events:
         validator.validate(event)
