@@ -93,14 +93,15 @@ def test_exit_127_during_a_run_stops_instead_of_retrying(tmp_path: Path) -> None
     # `cd . && ...` is a compound the preflight leaves alone; the shell then says 127
     summary, run_dir, _ = _run(tmp_path, "cd . && pytestx -q")
     assert summary["outcome"] == "error" and summary["code"] == "observer_cannot_run"
-    assert summary["iterations"] == 1  # not max_iterations (6)
+    # the baseline observation meets it before any model call, not max_iterations (6) later
+    assert summary["iterations"] == 0
     assert "exited 127" in summary["reason"] and "pytestx" in summary["reason"]
-    assert len(_exchanges(run_dir)) == 2  # one act turn: a tool call, then its answer
+    assert len(_exchanges(run_dir)) == 0
 
 
 def test_exit_126_not_executable_during_a_run(tmp_path: Path) -> None:
     summary, _, _ = _run(tmp_path, "cd . && ./plain.sh")
-    assert summary["code"] == "observer_cannot_run" and summary["iterations"] == 1
+    assert summary["code"] == "observer_cannot_run" and summary["iterations"] == 0
     assert "exited 126" in summary["reason"]
 
 

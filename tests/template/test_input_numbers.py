@@ -44,7 +44,8 @@ def test_numbers_take_the_inputs_values(tmp_path: Path) -> None:
     proc = looprun("explain", "numbers.yaml", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "max diff lines: 120" in proc.stdout
-    assert "limits: max_iterations 4, timeout 10m, max_cost_usd 0.5, max_repeats 3, run calls 4" in proc.stdout
+    limits = "limits: max_iterations 4, timeout 10m, max_cost_usd 0.5, max_repeats 3, run calls 4"
+    assert limits in proc.stdout
 
 
 def test_a_bad_reference_is_a_located_error(tmp_path: Path) -> None:
