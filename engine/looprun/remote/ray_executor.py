@@ -277,11 +277,9 @@ class RayExecutor:
         job, remote = a.job, a.remote
         own = checkpoint_refs(job.run_id)
         journal = sync_ref(job.run_id, "journal")
-        if _same_repository(remote):
-            sha = remote.git.run("rev-parse", "-q", "--verify", journal, check=False).strip()
-        else:
+        if not _same_repository(remote):
             remote.fetch(f"+{own}:{own}", f"+{journal}:{journal}")
-            sha = remote.git.run("rev-parse", "-q", "--verify", journal, check=False).strip()
+        sha = remote.git.run("rev-parse", "-q", "--verify", journal, check=False).strip()
         if sha:
             extract_commit(remote.git, sha, Path(job.run_dir))
 
