@@ -28,8 +28,7 @@ def _boundary(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except LooprunError as exc:
-            from looprun.proc import secret_values
-            from looprun.redact import Redactor
+            from looprun.redact import Redactor, secret_values
 
             text = Redactor(secret_values()).text(str(exc))  # secrets never reach stderr
             click.echo(f"looprun: {text}" if "\n" not in text else text, err=True)
@@ -81,16 +80,26 @@ def main() -> None:
     is_flag=True,
     help="Skip YAML files that are not looprun's (no `looprun:` key, not a case file).",
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Check every file in full, not trusting files found valid before "
+    "($XDG_CACHE_HOME/looprun/valid).",
+)
 @_boundary
-def validate_cmd(paths: tuple[str, ...], quiet: bool, skip_other: bool) -> None:
+def validate_cmd(paths: tuple[str, ...], quiet: bool, skip_other: bool, no_cache: bool) -> None:
     """Validate templates, fragments and case files; a directory: the looprun files in
     it. Exit 0 if all are valid, 2 if any is not.
+
+    A file found valid is remembered with the content of every file it read; while none
+    of them (nor looprun) changes, it is not checked again.
 
     In GitHub Actions (GITHUB_ACTIONS=true) each problem is also written as an
     `::error file=...,line=...,col=...::` annotation."""
     import os
 
     from looprun.template.commands import validate
+    from looprun.template.valid_cache import ValidCache, default_dir
 
     in_actions = os.environ.get("GITHUB_ACTIONS") == "true"  # annotate the pull request
     sys.exit(
@@ -101,6 +110,7 @@ def validate_cmd(paths: tuple[str, ...], quiet: bool, skip_other: bool) -> None:
             skip_other=skip_other,
             annotate=in_actions,
             workspace=os.environ.get("GITHUB_WORKSPACE"),
+            cache=None if no_cache else ValidCache(default_dir()),
         )
     )
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -18,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# secret-looking names: never passed to children (and their values redacted everywhere)
+from looprun.redact import SECRET_NAME as _SECRET_NAME
+from looprun.redact import secret_values  # noqa: F401 - re-exported for the callers here
+
 if TYPE_CHECKING:
     from looprun.sandbox import Sandbox
 
-# Environment variable names that look like credentials are never passed to children.
-_SECRET_NAME = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE
-)
 _POLL_S = 0.1
 _DRAIN_AFTER_EXIT_S = 0.5
 _SAFE_NAMES = frozenset({"SSH_AUTH_SOCK_DISABLED"})
@@ -41,13 +40,6 @@ def scrubbed_env(
     if extra:
         env.update(extra)
     return env
-
-
-def secret_values(base: Mapping[str, str] | None = None, min_len: int = 8) -> list[str]:
-    """Values of secret-looking variables, longest first, for redaction of artifacts."""
-    env = os.environ if base is None else base
-    values = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= min_len}
-    return sorted(values, key=len, reverse=True)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,19 @@ from typing import Any
 
 REDACTED = "[REDACTED]"
 SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Environment variable names that look like credentials.
+SECRET_NAME = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE
+)
+
+
+def secret_values(base: Mapping[str, str] | None = None, min_len: int = 8) -> list[str]:
+    """Values of secret-looking variables, longest first, for redaction of artifacts."""
+    import os
+
+    env = os.environ if base is None else base
+    values = {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= min_len}
+    return sorted(values, key=len, reverse=True)
 
 
 def escape_surrogates(s: str) -> str:

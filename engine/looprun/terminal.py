@@ -53,7 +53,7 @@ class SafeStream:
 
 def guard_streams() -> None:
     """Route the process's stdout and stderr through :class:`SafeStream` (once)."""
-    from looprun.proc import secret_values
+    from looprun.redact import secret_values
 
     redactor = Redactor(secret_values())
     for name in ("stdout", "stderr"):

@@ -6,11 +6,15 @@ import contextlib
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from looprun.errors import EXIT_DONE, EXIT_INVALID, Location, Problem, TemplateError
-from looprun.template.compose import FRAGMENT_KEYS, compose
-from looprun.template.loader import load_template
-from looprun.template.yamlpos import load_document
+
+if TYPE_CHECKING:
+    from looprun.template.valid_cache import ValidCache
+
+# YAML, the schema and the expression engine are imported only when a file is actually
+# checked: a file the on-disk cache knows as valid needs none of them.
 
 Echo = Callable[..., None]
 
@@ -19,6 +23,9 @@ _NOT_IN_FRAGMENTS = ("name", "extends", "plan", "each_task", "act")
 
 def _is_fragment(path: Path) -> bool:
     """A file without a name that holds only fragment keys (observer packs, input sets)."""
+    from looprun.template.compose import FRAGMENT_KEYS
+    from looprun.template.yamlpos import load_document
+
     try:
         data = load_document(path).data
     except TemplateError:
@@ -33,6 +40,7 @@ def _is_fragment(path: Path) -> bool:
 def check_fragment(path: Path) -> list[Problem]:
     """Validate a fragment on its own: composition, schema (minus template-only keys), observers."""
     from looprun.template.build import Builder
+    from looprun.template.compose import compose
     from looprun.template.schema_check import schema_problems
 
     doc = compose(path, fragment=True)
@@ -45,6 +53,8 @@ def check_fragment(path: Path) -> list[Problem]:
 
 def _is_case_file(path: Path) -> bool:
     """A `looprun test` case file: a mapping with `cases` and no template keys."""
+    from looprun.template.yamlpos import load_document
+
     try:
         data = load_document(path).data
     except TemplateError:
@@ -55,6 +65,7 @@ def _is_case_file(path: Path) -> bool:
 def check_case_file(path: Path) -> list[Problem]:
     """A case file is valid when its template loads and every case fits that template."""
     from looprun.template.cases import load_cases, template_of
+    from looprun.template.loader import load_template
 
     load_cases(path, load_template(template_of(str(path))))
     return []
@@ -62,6 +73,8 @@ def check_case_file(path: Path) -> list[Problem]:
 
 def check_file(ref: str) -> list[Problem]:
     """Every problem in one template, fragment or case file (empty when it is valid)."""
+    from looprun.template.loader import load_template
+
     path = Path(ref)
     try:
         if path.is_file() and _is_case_file(path):
@@ -125,6 +138,22 @@ def is_case_file(ref: str) -> bool:
     return path.is_file() and path.suffix in (".yaml", ".yml") and _is_case_file(path)
 
 
+def checked(ref: str, cache: ValidCache | None) -> list[Problem]:
+    """check_file, skipped when ``cache`` knows the file as valid and nothing it read has
+    changed; a file found valid is remembered there (problems never are)."""
+    if cache is None or not Path(ref).is_file():
+        return check_file(ref)
+    if cache.known_valid(ref):
+        return []
+    from looprun.template.deps import recording
+
+    with recording() as deps:
+        problems = check_file(ref)
+    if not problems:
+        cache.remember_valid(ref, deps)
+    return problems
+
+
 def validate(
     paths: Iterable[str],
     *,
@@ -133,6 +162,7 @@ def validate(
     skip_other: bool = False,
     annotate: bool = False,
     workspace: str | None = None,
+    cache: ValidCache | None = None,
 ) -> int:
     """Validate each file (a directory: the looprun files in it); print `path: OK` or each
     problem as `path:line:col: message`. ``skip_other``: YAML files that are not looprun's
@@ -140,7 +170,10 @@ def validate(
 
     With ``annotate`` (in GitHub Actions) each problem is also printed as an ``::error``
     workflow command, which GitHub shows on the file's line in the pull request; paths
-    are made relative to ``workspace`` (the checkout) when they are inside it."""
+    are made relative to ``workspace`` (the checkout) when they are inside it.
+
+    ``cache``: where files found valid are remembered (see ``valid_cache``); None checks
+    every file in full."""
     if skip_other:
         paths = [p for p in paths if Path(p).is_dir() or is_looprun_file(Path(p))]
         if not paths:
@@ -153,7 +186,7 @@ def validate(
     bad_files = 0
     count = 0
     for ref in refs:
-        problems = check_file(ref)
+        problems = checked(ref, cache)
         if not problems:
             if not quiet:
                 echo(f"{ref}: OK")
@@ -196,5 +229,6 @@ def _order(problem: Problem) -> tuple[str, int, int]:
 def explain(ref: str, fmt: str = "text") -> str:
     """The resolved template as text, a Mermaid flowchart, or JSON."""
     from looprun.template.explain import explain as render
+    from looprun.template.loader import load_template
 
     return render(load_template(ref), fmt)

@@ -24,6 +24,7 @@ from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
 from looprun.resources import builtin_names, builtin_template
+from looprun.template import deps
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import Document, JsonPath, load_document
 
@@ -46,7 +47,9 @@ def resolve_ref(ref: str, base_dir: Path) -> Path | None:
     candidate = Path(ref).expanduser()
     if not candidate.is_absolute():
         candidate = base_dir / candidate
-    if candidate.exists():
+    exists = candidate.exists()
+    deps.probe(candidate, exists)  # a file created here later names another template
+    if exists:
         return candidate
     name = ref.removesuffix(".yaml").removesuffix(".yml")
     return builtin_template(name)

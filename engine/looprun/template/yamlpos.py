@@ -11,6 +11,7 @@ timestamps stay strings, and a repeated key is an error rather than a silent ove
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from looprun.errors import Location, Problem, TemplateError
+from looprun.template import deps
 
 JsonPath = tuple[str | int, ...]
 
@@ -89,6 +91,11 @@ def _loc(path: Path, mark: yaml.Mark | None) -> Location:
 
 def read_text(path: Path) -> str:
     """Read a template file as UTF-8 text, or raise a located TemplateError saying why not."""
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[str, str]:
+    """The file's text and the sha256 of its bytes (what an on-disk result is keyed by)."""
     where = Location(str(path), 1, 1)
     if not path.exists():
         raise TemplateError([Problem(where, "no such file")])
@@ -110,7 +117,7 @@ def read_text(path: Path) -> str:
         raise TemplateError(
             [Problem(at, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); save the file as UTF-8")]
         ) from None
-    return text.removeprefix("\ufeff")
+    return text.removeprefix("\ufeff"), hashlib.sha256(raw).hexdigest()
 
 
 def load_document(path: Path, text: str | None = None) -> Document:
@@ -118,6 +125,7 @@ def load_document(path: Path, text: str | None = None) -> Document:
 
     Documents are cached per file identity (path, size, mtime), so a fragment included by
     several templates is parsed once per process. Callers must not mutate the result.
+    Each file read is noted (with its content digest) for :mod:`looprun.template.deps`.
     """
     if text is not None:
         return _parse(path, text)
@@ -127,16 +135,20 @@ def load_document(path: Path, text: str | None = None) -> Document:
     except OSError:
         key = None
     if key is not None and key in _CACHE:
-        return _CACHE[key]
-    doc = _parse(path, read_text(path))
+        doc, digest = _CACHE[key]
+        deps.read(path, digest)
+        return doc
+    text, digest = _read(path)
+    doc = _parse(path, text)
+    deps.read(path, digest)
     if key is not None:
         if len(_CACHE) > 256:
             _CACHE.clear()
-        _CACHE[key] = doc
+        _CACHE[key] = (doc, digest)
     return doc
 
 
-_CACHE: dict[tuple[str, int, int, int], Document] = {}
+_CACHE: dict[tuple[str, int, int, int], tuple[Document, str]] = {}
 
 
 def _parse(path: Path, text: str) -> Document:

@@ -1,0 +1,56 @@
+"""What a validation read: every file's content digest and every path it probed.
+
+Loading a template reads files (the template, its ``extends`` parent, ``include``
+fragments, sub-loops, a case file's template) and probes paths that decide which file
+a reference names (``extends: base`` is ``./base.yaml`` if that exists, else the
+built-in). Recording both lets an on-disk result be reused only while none of them
+changed: same bytes in every file read, same answer from every probe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Deps:
+    """Files read (absolute path -> sha256 of the bytes parsed) and paths probed
+    (absolute path -> whether it existed)."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    probes: dict[str, bool] = field(default_factory=dict)
+
+
+_ACTIVE: list[Deps] = []
+
+
+def _key(path: Path) -> str:
+    # not resolved: references are resolved relative to the path as given, links included
+    return os.path.abspath(path)
+
+
+def read(path: Path, digest: str) -> None:
+    """Note that ``path`` was parsed with this content digest."""
+    for deps in _ACTIVE:
+        deps.files.setdefault(_key(path), digest)
+
+
+def probe(path: Path, exists: bool) -> None:
+    """Note that resolving a reference asked whether ``path`` exists."""
+    for deps in _ACTIVE:
+        deps.probes.setdefault(_key(path), exists)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Deps]:
+    """Record what is read and probed inside the block."""
+    deps = Deps()
+    _ACTIVE.append(deps)
+    try:
+        yield deps
+    finally:
+        _ACTIVE.remove(deps)
