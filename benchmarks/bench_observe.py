@@ -92,15 +92,17 @@ print(tests, failed)
 """
 
 
-def fresh(cmd: list[str]) -> tuple[float, float]:
-    """Seconds and peak RSS (MB) of one fresh process."""
+def fresh(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MB) of one fresh process.
+    CPU time is what the process itself cost: on a loaded machine the wall time also
+    counts the time other processes had the cores."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) not in (0, 1):  # observe exits 1: tests failed
         raise SystemExit(f"{cmd[:4]} failed")
-    return took, usage.ru_maxrss / 1024
+    return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def compare_fresh(report: Path, runs: int) -> None:
@@ -108,12 +110,13 @@ def compare_fresh(report: Path, runs: int) -> None:
     for _ in range(runs):
         ours.append(fresh([sys.executable, "-m", "looprun", "observe", "junit", str(report)]))
         alone.append(fresh([sys.executable, "-c", ALONE, str(report)]))
-    o_s, a_s = statistics.median(t for t, _ in ours), statistics.median(t for t, _ in alone)
-    o_mb, a_mb = max(m for _, m in ours), max(m for _, m in alone)
-    print("  fresh processes (interpreter start-up included):")
-    print(f"    looprun observe junit : median {o_s:.2f} s, peak RSS {o_mb:.0f} MB")
-    print(f"    junitparser alone     : median {a_s:.2f} s, peak RSS {a_mb:.0f} MB")
-    print(f"    ratio (ours / alone)  : time {o_s / a_s:.2f}x")
+    o_s, a_s = statistics.median(t for t, _, _ in ours), statistics.median(t for t, _, _ in alone)
+    o_c, a_c = statistics.median(c for _, c, _ in ours), statistics.median(c for _, c, _ in alone)
+    o_mb, a_mb = max(m for _, _, m in ours), max(m for _, _, m in alone)
+    print("  fresh processes (interpreter start-up included), medians, interleaved:")
+    print(f"    looprun observe junit : {o_s:.2f} s wall, {o_c:.2f} s CPU, peak RSS {o_mb:.0f} MB")
+    print(f"    junitparser alone     : {a_s:.2f} s wall, {a_c:.2f} s CPU, peak RSS {a_mb:.0f} MB")
+    print(f"    ratio (ours / alone)  : wall {o_s / a_s:.2f}x, CPU {o_c / a_c:.2f}x")
 
 
 def junitparser_alone(path: Path) -> tuple[int, int]:
@@ -127,18 +130,20 @@ def junitparser_alone(path: Path) -> tuple[int, int]:
     return tests, failed
 
 
-def timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
-    """Median seconds over ``runs``, and peak traced memory (MB) of one extra run."""
-    times = []
+def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """Median wall and CPU seconds over ``runs``, and peak traced memory (MB) of one
+    extra run."""
+    times, cpu = [], []
     for _ in range(runs):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
     tracemalloc.start()
     fn()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return statistics.median(times), peak / 1e6
+    return statistics.median(times), statistics.median(cpu), peak / 1e6
 
 
 def make_pytest_log(path: Path, target_bytes: int, failures: int) -> None:
@@ -197,13 +202,17 @@ def main() -> None:
         obs = parser.parse(data)
         assert obs.counts["tests"] == args.cases and obs.counts["failed"] == failing, obs.counts
         assert junitparser_alone(report) == (args.cases, failing)
-        ours, ours_mb = timed(lambda: parser.parse(data), args.runs)
-        alone, alone_mb = timed(lambda: junitparser_alone(report), args.runs)
-        print("  in-process (after imports):")
-        print(f"  looprun junit parser : median {ours:.3f} s, peak {ours_mb:.1f} MB")
-        print(f"  junitparser alone    : median {alone:.3f} s, peak {alone_mb:.1f} MB")
+        ours, ours_cpu, ours_mb = timed(lambda: parser.parse(data), args.runs)
+        alone, alone_cpu, alone_mb = timed(lambda: junitparser_alone(report), args.runs)
+        print("  in-process (after imports), medians:")
+        for name, wall, cpu, mb in (
+            ("looprun junit parser", ours, ours_cpu, ours_mb),
+            ("junitparser alone   ", alone, alone_cpu, alone_mb),
+        ):
+            print(f"  {name} : {wall:.3f} s wall, {cpu:.3f} s CPU, peak {mb:.1f} MB")
         print(
-            f"  ratio (ours / alone) : time {ours / alone:.2f}x, memory {ours_mb / alone_mb:.2f}x"
+            f"  ratio (ours / alone) : wall {ours / alone:.2f}x, CPU {ours_cpu / alone_cpu:.2f}x, "
+            f"memory {ours_mb / alone_mb:.2f}x"
         )
         print(f"  feedback             : {len(obs.feedback.encode())} bytes")
 

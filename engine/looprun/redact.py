@@ -28,7 +28,7 @@ def secret_values(base: Mapping[str, str] | None = None, min_len: int = 8) -> li
 
 def escape_surrogates(s: str) -> str:
     """Lone surrogates as the visible text ``\\udXXX``; other text unchanged."""
-    if SURROGATE.search(s) is None:
+    if s.isascii() or SURROGATE.search(s) is None:  # isascii: a flag, not a scan
         return s
     return SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
 

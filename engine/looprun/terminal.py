@@ -27,9 +27,17 @@ _SEQUENCES = re.compile(
 )
 
 
+# Every sequence above starts with one of these: text without any (nearly all of it,
+# megabytes of JSON from `looprun observe`) is searched once by a plain character class.
+_STARTS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def for_terminal(text: str) -> str:
     """``text`` without anything a terminal would act on (and valid to encode)."""
-    return _SEQUENCES.sub("", escape_surrogates(text))
+    text = escape_surrogates(text)
+    if _STARTS.search(text) is None:
+        return text
+    return _SEQUENCES.sub("", text)
 
 
 class SafeStream:

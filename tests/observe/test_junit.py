@@ -188,3 +188,70 @@ def test_real_world_dialects(name):
     if name == "nextest-rerun-flaky.xml":
         item = obs.items[0]
         assert (item.file, item.line) == ("tests/basic.rs", 19)
+
+
+def test_a_large_mixed_report_reads_as_junitparser_reads_it(tmp_path):
+    """Cases are classified from the tag stream, without building a tree: the counts and
+    failing ids are junitparser's own reading of the same file, failures past the
+    kept ones are named, and a kept failure's text (entities, CDATA, a child element
+    after it) is its text as junitparser gives it."""
+    from junitparser import JUnitXml
+
+    lines = ['<?xml version="1.0" encoding="utf-8"?>\n<testsuites>']
+    for s in range(3):
+        lines.append(
+            f'<testsuite name="s{s}"><properties><property name="p" value="v"/></properties>'
+        )
+        for n in range(s * 1000, s * 1000 + 1000):
+            cls = f"pkg.test_m{s}.TestC"
+            if n % 3 == 0:
+                lines.append(
+                    f'<testcase classname="{cls}" name="t{n}"><failure message="m{n}" type="E">'
+                    f"lib/x.py:1: in f\n&gt;   assert {n} == 0\nE   assert {n} == 0 &amp; more"
+                    f"<![CDATA[\n<cdata {n}>]]><stackTrace>child</stackTrace>tail</failure>"
+                    "<system-out>out</system-out></testcase>"
+                )
+            elif n % 7 == 0:
+                lines.append(
+                    f'<testcase classname="{cls}" name="t{n}"><error message="e"/></testcase>'
+                )
+            elif n % 11 == 0:
+                lines.append(f'<testcase classname="{cls}" name="t{n}"><skipped/></testcase>')
+            elif n % 13 == 0:
+                lines.append(
+                    f'<testcase classname="{cls}" name="t{n}">'
+                    '<flakyFailure message="once"/><system-out>x</system-out></testcase>'
+                )
+            else:
+                lines.append(f'<testcase classname="{cls}" name="t{n}" time="0.1"/>')
+        lines.append("</testsuite>")
+    lines.append("</testsuites>")
+    report = tmp_path / "mixed.xml"
+    report.write_text("\n".join(lines), "utf-8")
+
+    expected = {"tests": 0, "failed": 0, "errors": 0, "skipped": 0}
+    failing, texts = [], {}
+    for suite in JUnitXml.fromfile(str(report)):
+        for case in suite:
+            expected["tests"] += 1
+            kinds = {type(r).__name__ for r in case.result}
+            if "Failure" in kinds or "Error" in kinds:
+                expected["failed" if "Failure" in kinds else "errors"] += 1
+                failing.append(f"{case.classname}.{case.name}")
+                texts[failing[-1]] = case.result[0].text
+            elif "Skipped" in kinds:
+                expected["skipped"] += 1
+    obs = parse(tmp_path, report)
+    counts = {k: obs.counts[k] for k in expected}
+    assert counts == expected
+    assert obs.counts["passed"] == expected["tests"] - len(failing) - expected["skipped"]
+    assert list(obs.facts["failing"]) == failing and len(failing) > 1000
+    assert len(obs.items) == 1000  # kept in full; the rest only named
+    assert len(obs.facts["flaky"]) > 0 and obs.facts["flaky"][0] == "pkg.test_m0.TestC.t13"
+    first = obs.items[0]
+    assert (
+        texts[first.id]
+        == "lib/x.py:1: in f\n>   assert 0 == 0\nE   assert 0 == 0 & more\n<cdata 0>"
+    )
+    assert first.message == "assert 0 == 0 & more"
+    assert "> assert 0 == 0" in first.detail or ">   assert 0 == 0" in first.detail

@@ -16,7 +16,6 @@ from typing import Any
 from looprun.errors import EXIT_DONE, EXIT_ERROR, UsageError
 from looprun.observe.registry import BUILTIN, UnknownParser, option_problems, parser_names
 from looprun.observe.runner import observe_command
-from looprun.sandbox import Confinement, sandbox_for
 
 _NEEDS_FILE = frozenset({"junit", "sarif", "coverage", "json"})
 
@@ -73,6 +72,8 @@ def observe(
         raise UsageError(f"--workdir {workdir}: not a directory")
     confined = None
     if run is not None:
+        from looprun.sandbox import Confinement, sandbox_for
+
         root = root.resolve()
         report = (root / file).resolve() if file else root
         # a report named outside the workdir is the invoker's choice: its directory too

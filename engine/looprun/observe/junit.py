@@ -1,10 +1,12 @@
 """JUnit/xUnit XML reports (pytest, Surefire, Gradle, jest-junit, go-junit-report, gotestsum,
 PHPUnit, ctest, mocha, xUnit.net, nextest ...) into test counts, failing ids and feedback.
 
-The file is streamed: each ``<testcase>`` is read through junitparser's element classes
-and then dropped, so memory stays bounded by the number of *failing* tests, not the size
-of the report. Counts come from the test cases actually present, not from the (often
-stale or trimmed) ``tests=``/``failures=`` attributes.
+The file is streamed through expat as start and end tags, no tree is built: a case is
+classified by the tags inside it, as junitparser classifies it, and only the failures kept
+in full (the first 1,000) have their text read and become junitparser ``Failure``/``Error``
+objects, so memory stays bounded by the number of *failing* tests, not the size of the
+report. Counts come from the test cases actually present, not from the (often stale or
+trimmed) ``tests=``/``failures=`` attributes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from xml.parsers import expat
 
 from junitparser import Error, Failure
 from junitparser.xunit2 import FlakyError, FlakyFailure, RerunError, RerunFailure
@@ -64,12 +67,26 @@ class _Tally:
     flaky: list[str] = field(default_factory=list)
     items: list[Item] = field(default_factory=list)
     _module_files: dict[str, tuple[str, list[str]] | None] = field(default_factory=dict)
+    _prefixes: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
 
-    def case_id(self, elem: ET.Element, file_attr: str | None) -> str:
+    def case_id(self, name: str, classname: str, file_attr: str | None) -> str:
         """``file::Class::name`` when the test file is known (pytest node ids), else
-        ``classname.name``."""
-        name = elem.get("name") or "<unnamed>"
-        classname = elem.get("classname") or ""
+        ``classname.name``. What precedes the name is worked out once per class."""
+        key = (classname, file_attr)
+        try:
+            prefix = self._prefixes[key]
+        except KeyError:
+            prefix = self._prefixes[key] = self._prefix(classname, file_attr)
+        if prefix is not None:
+            return prefix + name
+        module = self._module_file(name)  # pytest's collection error: name is the module
+        if module and not module[1]:
+            return module[0]
+        return name
+
+    def _prefix(self, classname: str, file_attr: str | None) -> str | None:
+        """What goes before a test's name in its id; None when there is no class name
+        (then the name alone decides)."""
         path = project_path(file_attr, str(self.workdir)) if file_attr else None
         if path:
             module = Path(path).with_suffix("").as_posix().replace("/", ".")
@@ -78,16 +95,13 @@ class _Tally:
                 if classname.startswith(module + ".")
                 else []
             )
-            return "::".join([path, *[p for p in rest if p], name])
-        if not classname:  # pytest's collection error: name is the module, dotted
-            module = self._module_file(name)
-            if module and not module[1]:
-                return module[0]
+            return "::".join([path, *[p for p in rest if p]]) + "::"
+        if not classname:
+            return None
         found = self._module_file(classname)
         if found:
-            path, rest = found
-            return "::".join([path, *rest, name])
-        return f"{classname}.{name}" if classname else name
+            return "::".join([found[0], *found[1]]) + "::"
+        return classname + "."
 
     def _module_file(self, classname: str) -> tuple[str, list[str]] | None:
         """pytest writes ``tests.test_x.TestC`` as classname: find ``tests/test_x.py``."""
@@ -113,6 +127,10 @@ class _Tally:
             self.failing.append(case_id)
         if len(self.items) < _MAX_ITEMS:
             self.items.append(item())
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= _MAX_ITEMS
 
 
 def _result_item(
@@ -147,17 +165,124 @@ def _result_item(
     )
 
 
-def _on_case(tally: _Tally, elem: ET.Element) -> None:
-    """Classify one ``<testcase>`` by the tags junitparser reads as results (anywhere
-    inside it); junitparser's objects are built only for the failures kept in full."""
-    tally.tests += 1
-    if not len(elem):  # no result inside: passed, the common case, nothing to build
-        tally.passed += 1
-        tally.passing.append(tally.case_id(elem, elem.get("file")))
-        return
-    tags = {e.tag for e in elem.iter()}
-    file_attr = elem.get("file")
-    line_attr = elem.get("line")
+class _Result:
+    """A ``<failure>``/``<error>`` element as junitparser sees it: its attributes and its
+    text before any child element (the element is rebuilt only if its item is kept)."""
+
+    __slots__ = ("attrib", "parts", "tag")
+
+    def __init__(self, tag: str, attrib: dict[str, str]):
+        self.tag = tag
+        self.attrib = attrib
+        self.parts: list[str] = []
+
+    def element(self) -> ET.Element:
+        elem = ET.Element(self.tag, self.attrib)
+        if self.parts:
+            elem.text = "".join(self.parts)
+        return elem
+
+
+class _Inner:
+    """What a ``<testcase>`` holds, once it holds anything: every tag inside it and the
+    first result element of each kind."""
+
+    __slots__ = ("results", "tags")
+
+    def __init__(self) -> None:
+        self.tags: set[str] = set()
+        self.results: dict[str, _Result] = {}
+
+
+class _Scan:
+    """Handlers for expat: the report is read as a stream of start and end tags, without
+    building a tree. A passing ``<testcase/>`` costs a counter and its id; the tags inside
+    other cases classify them as junitparser would (``failure``/``error``/``skipped``
+    anywhere inside, xunit2 rerun/flaky tags); character data is delivered only while a
+    kept result's text is read (expat skips it everywhere else)."""
+
+    def __init__(self, tally: _Tally, shown: str, parser: Any):
+        self.tally = tally
+        self.shown = shown
+        self.parser = parser
+        self.stack: list[str] = []  # local tag names of the open elements
+        self.names: dict[str, str] = {_CASE: _CASE}  # tag -> local name, once per tag
+        self.case: dict[str, str] | None = None  # the open case's attributes
+        self.inner: _Inner | None = None  # what it holds, if anything
+        self.case_depth = 0
+        self.text: _Result | None = None  # the result whose text is being read
+        self.text_depth = 0
+        self.suites: list[tuple[str, list[_Result]]] = []  # per open suite: its results
+
+    def _read_text(self, result: _Result | None, depth: int = 0) -> None:
+        self.text, self.text_depth = result, depth
+        self.parser.CharacterDataHandler = None if result is None else result.parts.append
+
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
+        stack = self.stack
+        if self.text is not None:  # an element's text is what precedes its first child
+            self._read_text(None)
+        if self.case is not None:
+            inner = self.inner
+            if inner is None:
+                inner = self.inner = _Inner()
+            inner.tags.add(tag)
+            if tag in ("failure", "error") and tag not in inner.results:
+                result = inner.results[tag] = _Result(tag, attrib)
+                if not self.tally.full:
+                    self._read_text(result, len(stack) + 1)
+            stack.append("")
+            return
+        local = self.names.get(tag)
+        if local is None:
+            local = self.names[tag] = _local(tag)
+        if local == _CASE and stack and stack[-1] in ("testsuites", _SUITE):
+            self.case = attrib
+            self.case_depth = len(stack) + 1
+        elif local == _SUITE:
+            self.suites.append((attrib.get("name") or "<suite>", []))
+        elif local in ("error", "failure") and stack and stack[-1] == _SUITE:
+            result = _Result(local, attrib)
+            self.suites[-1][1].append(result)
+            self._read_text(result, len(stack) + 1)
+        elif not stack and local != "testsuites":
+            raise ReportProblem(
+                f"{self.shown}: not a JUnit report (root element is <{local}>, "
+                "expected <testsuites> or <testsuite>)"
+            )
+        stack.append(local)
+
+    def end(self, tag: str) -> None:
+        stack = self.stack
+        depth = len(stack)
+        local = stack.pop()
+        if self.text is not None and depth == self.text_depth:
+            self._read_text(None)
+        if self.case is not None:
+            if depth == self.case_depth:
+                attrib, inner = self.case, self.inner
+                self.case = self.inner = None
+                self.tally.tests += 1
+                # nothing inside (the common case) is a pass without looking further
+                if inner is None or _on_case(self.tally, attrib, inner):
+                    self.tally.passed += 1
+                    self.tally.passing.append(
+                        self.tally.case_id(
+                            attrib.get("name") or "<unnamed>",
+                            attrib.get("classname") or "",
+                            attrib.get("file"),
+                        )
+                    )
+        elif local == _SUITE:
+            name, results = self.suites.pop()
+            for result in results:
+                _on_suite_result(self.tally, name, result)
+
+
+def _on_case(tally: _Tally, attrib: dict[str, str], inner: _Inner) -> bool:
+    """Classify a ``<testcase>`` that holds elements; True when it passed.
+    junitparser's objects are built only for the failures kept in full."""
+    tags = inner.tags
     kind = "failure" if "failure" in tags else "error" if "error" in tags else None
     if kind is not None:
         if kind == "failure":
@@ -165,75 +290,49 @@ def _on_case(tally: _Tally, elem: ET.Element) -> None:
         else:
             tally.errors += 1
         cls = Failure if kind == "failure" else Error
-        case_id = tally.case_id(elem, file_attr)
+        result = inner.results[kind]
+        file_attr, line_attr = attrib.get("file"), attrib.get("line")
+        case_id = tally.case_id(
+            attrib.get("name") or "<unnamed>", attrib.get("classname") or "", file_attr
+        )
         tally.add_failure(
             case_id,
             lambda: _result_item(
-                tally,
-                case_id,
-                cls.fromelem(next(elem.iter(kind))),
-                kind,
-                file_attr,
-                line_attr,
+                tally, case_id, cls.fromelem(result.element()), kind, file_attr, line_attr
             ),
         )
-        return
+        return False
     if "skipped" in tags:
         tally.skipped += 1
-        return
-    tally.passed += 1
-    tally.passing.append(tally.case_id(elem, file_attr))
+        return False
     if tags & _INTERIM:
-        tally.flaky.append(tally.case_id(elem, file_attr))
+        name, classname = attrib.get("name") or "<unnamed>", attrib.get("classname") or ""
+        tally.flaky.append(tally.case_id(name, classname, attrib.get("file")))
+    return True
 
 
-def _on_suite(tally: _Tally, elem: ET.Element) -> None:
+def _on_suite_result(tally: _Tally, name: str, result: _Result) -> None:
     """A suite-level ``<error>``/``<failure>`` (a suite that failed to start) is an error."""
-    for child in list(elem):
-        kind = _local(child.tag)
-        if kind in ("error", "failure"):
-            tally.errors += 1
-            name = elem.get("name") or "<suite>"
-            cls = Error if kind == "error" else Failure
-            tally.add_failure(
-                name,
-                lambda cls=cls, child=child, name=name: _result_item(  # type: ignore[misc]
-                    tally, name, cls.fromelem(child), "error", None, None
-                ),
-            )
+    tally.errors += 1
+    cls = Error if result.tag == "error" else Failure
+    tally.add_failure(
+        name, lambda: _result_item(tally, name, cls.fromelem(result.element()), "error", None, None)
+    )
 
 
 def _scan(path: Path, tally: _Tally, shown: str) -> None:
-    stack: list[str] = []  # local tag names of the open elements
-    parents: list[ET.Element] = []  # the open suites (and the root), to drop children from
-    names: dict[str, str] = {}  # tag -> local name, read once per distinct tag
+    # namespaced tags read as ElementTree spells them without the brace: "uri}local"
+    parser = expat.ParserCreate(namespace_separator="}")
+    scan = _Scan(tally, shown, parser)
+    parser.buffer_text = True  # one call per text run, not one per line or entity
+    parser.buffer_size = 1 << 16
+    parser.StartElementHandler = scan.start
+    parser.EndElementHandler = scan.end
     try:
-        for event, elem in ET.iterparse(path, events=("start", "end")):
-            raw = elem.tag
-            tag = names.get(raw)
-            if tag is None:
-                tag = names[raw] = _local(raw)
-            if event == "start":
-                if not stack and tag not in ("testsuites", _SUITE):
-                    raise ReportProblem(
-                        f"{shown}: not a JUnit report (root element is <{tag}>, "
-                        "expected <testsuites> or <testsuite>)"
-                    )
-                stack.append(tag)
-                parents.append(elem)
-                continue
-            stack.pop()
-            parents.pop()
-            if tag == _CASE and stack[-1] in ("testsuites", _SUITE):
-                _on_case(tally, elem)
-            elif tag == _SUITE:
-                _on_suite(tally, elem)
-            else:
-                continue
-            if parents:  # done with it: drop it so memory stays bounded
-                parents[-1].remove(elem)
-    except ET.ParseError as exc:
-        if "no element found" in str(exc) and tally.tests == 0 and not stack:
+        with path.open("rb") as fh:
+            parser.ParseFile(fh)
+    except expat.ExpatError as exc:
+        if "no element found" in str(exc) and tally.tests == 0 and not scan.stack:
             raise ReportProblem(f"{shown}: not a JUnit report (no XML element found)") from None
         raise ReportProblem(
             f"{shown}: not well-formed XML ({exc}); the report may be truncated"

@@ -17,14 +17,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprun.atomic import write_atomic
 from looprun.frozen import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.registry import get_parser
-from looprun.proc import run_process, secret_values
-from looprun.redact import Redactor
+from looprun.redact import Redactor, secret_values
 
 if TYPE_CHECKING:
     from looprun.template.model import Constraints, ObserverSpec
@@ -84,6 +82,8 @@ def observe_command(
     timed_out = False
     redactor = Redactor(secret_values(), marker="***")
     if command is not None:
+        from looprun.proc import run_process  # reading a report alone starts no process
+
         if report is not None and report.is_file():
             report.unlink()  # never let an old report pass as this run's result
         result = run_process(
@@ -101,6 +101,8 @@ def observe_command(
             result.timed_out,
         )
         if output_log is not None:
+            from looprun.atomic import write_atomic
+
             write_atomic(output_log, output or "", sync="none")  # a log, not a record
     data = ParseInput(
         workdir=workdir,

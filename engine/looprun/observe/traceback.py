@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from looprun.observe.feedback import clip
@@ -50,6 +51,7 @@ _WINDOWS = re.compile(r"^[A-Za-z]:\\")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
 
+@lru_cache(maxsize=4096)  # a traceback names the same few files again and again
 def project_path(path: str, workdir: str | None) -> str | None:
     """``path`` relative to the project, or None for files outside it (libraries, stdlib)."""
     path = path.strip().replace("\\", "/") if not _WINDOWS.match(path) else path
@@ -72,27 +74,35 @@ def frames(text: str, workdir: str | None = None) -> list[Frame]:
     python: list[Frame] = []
     at: list[Frame] = []
     bare: list[Frame] = []
+    lists = {"python": python, "at": at, "bare": bare}
     for raw in bounded(text).splitlines():
         if ":" not in raw and "line" not in raw:
             continue  # no file:line and no `File "...", line N`: not a frame
-        m = _PY_STD.match(raw) or _PY_TEST.match(raw)
-        if m:
-            f = project_path(m["file"], workdir)
-            if f:
-                python.append(Frame(f, int(m["line"]), raw.strip()))
-            continue
-        m = _AT.match(raw)
-        if m:
-            if not _LIBRARY.search(raw):
-                f = project_path(m["file"], workdir)
-                if f:
-                    at.append(Frame(f, int(m["line"]), raw.strip()))
-            continue
-        for m in _BARE.finditer(raw):
-            f = project_path(m["file"], workdir)
-            if f and not f[0].isdigit():
-                bare.append(Frame(f, int(m["line"]), raw.strip()))
+        kind, found = _line_frames(raw, workdir)
+        if found:
+            lists[kind].extend(found)
     return list(reversed(python)) + at + bare
+
+
+@lru_cache(maxsize=8192)  # failures of one suite pass through the same library frames
+def _line_frames(raw: str, workdir: str | None) -> tuple[str, tuple[Frame, ...]]:
+    """The project frames one traceback line names, and which kind of line it is."""
+    m = _PY_STD.match(raw) or _PY_TEST.match(raw)
+    if m:
+        f = project_path(m["file"], workdir)
+        return "python", ((Frame(f, int(m["line"]), raw.strip()),) if f else ())
+    m = _AT.match(raw)
+    if m:
+        if _LIBRARY.search(raw):
+            return "at", ()
+        f = project_path(m["file"], workdir)
+        return "at", ((Frame(f, int(m["line"]), raw.strip()),) if f else ())
+    found = []
+    for m in _BARE.finditer(raw):
+        f = project_path(m["file"], workdir)
+        if f and not f[0].isdigit():
+            found.append(Frame(f, int(m["line"]), raw.strip()))
+    return "bare", tuple(found)
 
 
 def innermost(text: str, workdir: str | None = None) -> Frame | None:
@@ -106,14 +116,22 @@ _FRAME_LINE = re.compile(r"^\s*(?:at |File \")")
 
 
 def _e_lines(lines: list[str]) -> list[str]:
-    return [ln.strip() for ln in lines if _E_LINE.match(ln)]
+    return [ln.strip() for ln in lines if "E" in ln and _E_LINE.match(ln)]
+
+
+@lru_cache(maxsize=8)
+def _read(text: str) -> tuple[list[str], list[str]]:
+    """A traceback's (bounded) lines and its ``E`` lines, read once for the several
+    questions asked of the same text. Callers must not change the lists."""
+    lines = bounded(text).splitlines()
+    return lines, _e_lines(lines)
 
 
 def first_assertion(message: str | None, text: str | None) -> str:
     """The line that says what went wrong: the first ``E`` line of a pytest traceback,
     else the message's first line, else the text's first line."""
-    lines = bounded(text or "").splitlines()
-    for ln in _e_lines(lines):
+    lines, errors = _read(text or "")
+    for ln in errors:
         stripped = ln[1:].strip()
         if stripped:
             return clip(stripped, 300)
@@ -173,13 +191,12 @@ def key_lines(
     the text's ``frames`` when the caller has read them already."""
     if not text:
         return ""
-    lines = bounded(text).splitlines()
+    lines, errors = _read(text)
     picked: list[str] = []
-    errors = _e_lines(lines)
     if found is None:
         found = frames(text, workdir)
     if errors:
-        source = [ln.strip() for ln in lines if _SOURCE_LINE.match(ln)]
+        source = [ln.strip() for ln in lines if ">" in ln and _SOURCE_LINE.match(ln)]
         picked.extend(source[-1:])
         picked.extend(errors[: max_lines - 2])
         picked.extend(f.text for f in found[:1])
