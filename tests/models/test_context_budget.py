@@ -236,3 +236,44 @@ def test_thousand_step_turn_keeps_prompt_and_newest_steps_within_budget() -> Non
     kept = [int(m.tool_calls[0].id[1:].split("_")[0]) for m in request if m.role == "assistant"]
     assert kept == list(range(1000 - len(kept), 1000)) and len(kept) >= 3
     assert f"({1000 - len(kept)} earlier steps" in prompts[0].content
+
+
+def _request(budget: ContextBudget, pinned: list[Message], rounds: list) -> object:
+    try:
+        return [
+            (m.role, m.content, m.tool_calls, m.tool_call_id) for m in budget.build(pinned, rounds)
+        ]
+    except ValueError as exc:
+        return str(exc)
+
+
+def test_a_growing_turn_gets_the_requests_a_fresh_budget_builds() -> None:
+    """Requests inside one turn reuse what the previous request of the turn learnt (where
+    its steps begin, their sizes, which steps are well-formed); every request must be the
+    one a budget that never saw the turn builds, malformed steps and their errors included."""
+    rnd = random.Random(11)
+    pinned = [SYSTEM, head(3, "E   assert 41 == 42\n" * 20, 6)]
+    earlier = make_round(0, 300)
+    turn = [Message("user", "act: fix the invoice totals")]
+    warm = ContextBudget(900, 4)
+    malformed = errors = 0
+    for n in range(1, 400):
+        calls = tuple(
+            ToolCall(id=f"t{n}_{k}", name="write_file", arguments={"path": f"f{n}", "content": "x"})
+            for k in range(rnd.choice([1, 1, 2]))
+        )
+        turn.append(Message("assistant", f"step {n}", calls))
+        for call in calls:
+            if n in (150, 320) and call is calls[0]:
+                malformed += 1  # a result that answers no call, then one answering an older step
+                turn.append(Message("tool", "stray", tool_call_id="t1_0" if n == 320 else "zz"))
+                continue
+            turn.append(Message("tool", "ok " * rnd.choice([2, 40, 400]), tool_call_id=call.id))
+        if n % 37 == 0:
+            turn.append(Message("user", "Your last reply was cut off; continue."))
+        if n % 3 == 0 or n in (150, 151, 320, 321):
+            fresh = ContextBudget(900, 4)
+            request = _request(warm, pinned, [earlier, turn])
+            assert request == _request(fresh, pinned, [earlier, turn])
+            errors += isinstance(request, str)
+    assert malformed == 2 and errors > 0

@@ -13,10 +13,10 @@ and the estimate is corrected from the prompt token counts providers report.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from itertools import islice
-from operator import attrgetter, countOf
+from operator import attrgetter
 from typing import Any
 
 from looprun.errors import ContextTooLong
@@ -77,6 +77,87 @@ def check_round(index: int, round_: Sequence[Message]) -> None:
         raise ValueError(f"round {index}: tool calls without a result: {sorted(missing)}")
 
 
+_size = attrgetter("size_chars")
+
+
+def _chars(messages: Sequence[Message]) -> int:
+    """The characters of ``messages`` (each size is cached on its message): summed
+    without a Python frame per message, as every request is sized several times."""
+    return sum(map(_size, messages))
+
+
+def _well_formed(round_: Sequence[Message]) -> bool:
+    try:
+        check_round(0, round_)
+    except ValueError:
+        return False
+    return True
+
+
+class _Steps:
+    """Where the steps of one act turn begin and running sums of their sizes, kept
+    across the requests of the turn: the turn only grows, so each request adds its new
+    messages and finds the oldest step that still fits by bisection, instead of sizing
+    the kept steps one by one again (which made every step cost more than the last)."""
+
+    def __init__(self, round_: Sequence[Message], lead_end: int):
+        self.round = round_
+        self.lead_end = lead_end
+        self.lead_chars = _chars(round_[:lead_end])
+        self.begins: list[int] = []  # index of each step's assistant message
+        # least[i]: the sizes of round_[lead_end : lead_end + i] cut to the first pass's
+        # floor (see _least_chars); whole[i]: their sizes as they are
+        self.least = [0]
+        self.whole = [0]
+        self.last: Message | None = None  # the last message taken in
+        # Each step is checked on its own once it is complete (a newer step began): when
+        # every step and the prompt pass, every prompt + suffix of steps passes
+        # check_round, so the kept part of a long turn need not be rescanned per request.
+        self.checked = 0  # steps checked so far (all but the newest, at most)
+        self.sound = all(m.role not in ("tool", "assistant") for m in round_[:lead_end])
+
+    def continued_by(self, round_: Sequence[Message], lead_end: int) -> bool:
+        """Whether ``round_`` is this turn, only grown (the same list, the same prompt,
+        the last message taken in still in its place)."""
+        seen = self.lead_end + len(self.least) - 1
+        return (
+            round_ is self.round
+            and lead_end == self.lead_end
+            and len(round_) >= seen
+            and (seen == 0 or round_[seen - 1] is self.last)
+        )
+
+    def extend(self) -> None:
+        """Take in the messages added to the round since the last request."""
+        round_, least, whole = self.round, self.least, self.whole
+        for i in range(self.lead_end + len(least) - 1, len(round_)):
+            message = round_[i]
+            if message.role == "assistant":
+                self.begins.append(i)
+            least.append(least[-1] + ContextBudget._least_chars(message))
+            whole.append(whole[-1] + message.size_chars)
+        self.last = round_[-1] if round_ else None
+        begins = self.begins
+        while self.sound and self.checked < len(begins) - 1:
+            self.sound = _well_formed(round_[begins[self.checked] : begins[self.checked + 1]])
+            self.checked += 1
+
+    def all_well_formed(self) -> bool:
+        """Whether the prompt and every step (the newest as it is now) pass on their own."""
+        if not self.sound:
+            return False
+        return not self.begins or _well_formed(self.round[self.begins[-1] :])
+
+    def total_chars(self) -> int:
+        return self.lead_chars + self.whole[-1]
+
+    def least_between(self, begin: int, end: int) -> int:
+        return self.least[end - self.lead_end] - self.least[begin - self.lead_end]
+
+    def whole_between(self, begin: int, end: int) -> int:
+        return self.whole[end - self.lead_end] - self.whole[begin - self.lead_end]
+
+
 class ContextBudget:
     """Builds requests that fit a token budget; deterministic for the same inputs."""
 
@@ -101,8 +182,8 @@ class ContextBudget:
         # Reported tokens / estimated tokens, learned from usage (1.0 until calibrated).
         self.correction = 1.0
         self._calibrated = False
-        # (round, its lead's end, up to where, assistant messages counted): see _steps_before
-        self._counted: tuple[Sequence[Message], int, int, int] | None = None
+        # the steps of the turn being fitted (see _Steps)
+        self._steps: _Steps | None = None
 
     def __repr__(self) -> str:
         return (
@@ -113,7 +194,7 @@ class ContextBudget:
     # -- estimation ---------------------------------------------------------------------
 
     def _raw(self, messages: Sequence[Message]) -> float:
-        return sum(m.size_chars for m in messages) / self.chars_per_token
+        return _chars(messages) / self.chars_per_token
 
     def _tokens(self, chars: int, count: int) -> int:
         """Estimated tokens of ``count`` messages holding ``chars`` characters in all."""
@@ -124,7 +205,7 @@ class ContextBudget:
 
     def estimate(self, messages: Sequence[Message]) -> int:
         """Estimated prompt tokens of ``messages``, corrected by calibration."""
-        return self._tokens(sum(m.size_chars for m in messages), len(messages))
+        return self._tokens(_chars(messages), len(messages))
 
     def calibrate(self, sent: Sequence[Message], reported_prompt_tokens: int) -> None:
         """Correct the estimator from the prompt tokens a provider reported for ``sent``.
@@ -209,9 +290,11 @@ class ContextBudget:
         are known to exceed it: sized from the newest back, so a long turn that cannot
         fit costs what fits, not its whole length."""
         chars = 0
+        per, cpt, correction = self.per_message_overhead, self.chars_per_token, self.correction
         for count, message in enumerate(reversed(messages), 1):
             chars += message.size_chars
-            tokens = self._tokens(chars, count)
+            # _tokens(chars, count), inline: this runs for every message of a request
+            tokens = math.ceil(chars / cpt * correction) + per * count
             if tokens > cap:
                 return tokens
         return self._tokens(chars, len(messages))
@@ -229,46 +312,51 @@ class ContextBudget:
         lines. Tool call arguments are never cut (they must stay JSON). Only the kept
         steps are sized, so a turn of thousands of steps costs what one request holds.
         """
-        if self._cost_within(round_, room) <= room:
+        steps = self._steps_of(round_)
+        if self._tokens(steps.total_chars(), len(round_)) <= room:
             return list(round_), 0
-        lead_end = next((i for i, m in enumerate(round_) if m.role == "assistant"), len(round_))
+        lead_end, begins = steps.lead_end, steps.begins
         users = [i for i in range(lead_end) if round_[i].role == "user"]
-        chars = sum(m.size_chars for m in round_[:lead_end])
+        chars = steps.lead_chars
         if users:
             chars += len(_STEPS_NOTE.format(n=10**6, s="s"))
-        count, start, end = lead_end, len(round_), len(round_)
-        while end > lead_end:
-            begin = end - 1
-            while round_[begin].role != "assistant":
-                begin -= 1
-            if start == len(round_):  # the newest step counts whole: it is cut last
-                step_chars = sum(m.size_chars for m in round_[begin:end])
-            else:
-                step_chars = sum(self._least_chars(round_[i]) for i in range(begin, end))
-            if start < len(round_) and self._tokens(chars + step_chars, count + end - begin) > room:
-                break
-            chars += step_chars
-            count += end - begin
-            start = end = begin
-        dropped = self._steps_before(round_, lead_end, start)
+        start = len(round_)
+        if begins:  # the newest step counts whole: it is cut last
+            newest = begins[-1]
+            chars += steps.whole_between(newest, len(round_))
+            count = lead_end + len(round_) - newest
+
+            def fits(first: int) -> bool:
+                """Whether the steps from ``begins[first]`` to the newest (older ones
+                with their outputs cut to the floor) fit beside the prompt."""
+                older = steps.least_between(begins[first], newest)
+                return self._tokens(chars + older, count + newest - begins[first]) <= room
+
+            # older steps stay, newest first, while they fit: the oldest that does
+            low, high = 0, len(begins) - 1
+            while low < high:
+                middle = (low + high) // 2
+                if fits(middle):
+                    high = middle
+                else:
+                    low = middle + 1
+            start = begins[low]
+        dropped = bisect_left(begins, start)  # a step begins at each assistant message
         kept = list(round_[:lead_end]) + list(round_[start:])
         if dropped and users:
             note = _STEPS_NOTE.format(n=dropped, s="" if dropped == 1 else "s")
             kept[users[-1]] = replace(kept[users[-1]], content=kept[users[-1]].content + note)
         return self._cut_texts(kept, room), dropped
 
-    def _steps_before(self, round_: Sequence[Message], lead_end: int, start: int) -> int:
-        """Assistant messages in ``round_[lead_end:start]``. A turn only grows, so the
-        count goes on from the last call's for the same round: each call counts only
-        the steps dropped since, not the whole turn again."""
-        known = self._counted
-        if known is not None and known[0] is round_ and known[1] == lead_end <= known[2] <= start:
-            begin, count = known[2], known[3]
-        else:
-            begin, count = lead_end, 0
-        count += countOf(map(attrgetter("role"), islice(round_, begin, start)), "assistant")
-        self._counted = (round_, lead_end, start, count)
-        return count
+    def _steps_of(self, round_: Sequence[Message]) -> _Steps:
+        """The step index of ``round_``: the last request's when this is the same turn
+        grown since (same list, same prompt), else a new one."""
+        lead_end = next((i for i, m in enumerate(round_) if m.role == "assistant"), len(round_))
+        steps = self._steps
+        if steps is None or not steps.continued_by(round_, lead_end):
+            steps = self._steps = _Steps(round_, lead_end)
+        steps.extend()
+        return steps
 
     @staticmethod
     def _least_chars(message: Message) -> int:
@@ -283,8 +371,10 @@ class ContextBudget:
 
     def _cut_texts(self, round_: list[Message], room: int) -> list[Message]:
         """Cut texts in the middle until ``round_`` fits ``room`` (or nothing more can go)."""
-        chars = sum(m.size_chars for m in round_)
+        chars = _chars(round_)
         count = len(round_)
+        if self._tokens(chars, count) <= room:
+            return round_
         last_call = max((i for i, m in enumerate(round_) if m.role == "assistant"), default=-1)
         tools = [i for i, m in enumerate(round_) if m.role == "tool"]
         older = [i for i in tools if i < last_call]
@@ -326,7 +416,7 @@ class ContextBudget:
         # The head comes first, but the answer to the model's last call must fit too:
         # the latest round is guaranteed up to half the budget.
         latest = (
-            self._cost_within(rounds[-1], self.budget_tokens)
+            self._tokens(self._steps_of(rounds[-1]).total_chars(), len(rounds[-1]))
             if rounds and self.recent_rounds
             else 0
         )
@@ -336,11 +426,15 @@ class ContextBudget:
         candidates = list(rounds)[-self.recent_rounds :] if self.recent_rounds else []
         dropped = len(rounds) - len(candidates)
         kept: list[list[Message]] = []
+        latest_sound = False  # the latest round is known to pass check_round as kept
         for position, round_ in enumerate(reversed(candidates)):
             if position == 0:
                 fitted, _ = self._fit_round(round_, room)
                 kept.append(fitted)
                 room -= self.estimate(fitted)
+                steps = self._steps
+                latest_sound = steps is not None and steps.round is round_
+                latest_sound = latest_sound and steps.all_well_formed()
                 continue
             cost = self._cost_within(round_, room)
             if cost > room:
@@ -350,7 +444,8 @@ class ContextBudget:
         # Only what is sent is checked: a long turn is not rescanned for every request.
         first = len(rounds) - len(kept)
         for index, round_ in enumerate(reversed(kept)):
-            check_round(first + index, round_)
+            if not (latest_sound and index == len(kept) - 1):
+                check_round(first + index, round_)
         dropped += len(candidates) - len(kept)
         if dropped and head and head[-1].role == "user":
             note = _OMITTED_NOTE.format(n=dropped, s="" if dropped == 1 else "s")

@@ -129,7 +129,8 @@ class ScriptedModel:
             for n, c in enumerate(turn.get("tool_calls") or [])
         )
         text = str(turn.get("text") or "")
-        prompt = sum(_estimate_tokens(m.content) + 4 for m in messages)
+        # _estimate_tokens(m.content) + 4 per message, without a call per message
+        prompt = sum(max(1, len(m.content) // 4) for m in messages) + 4 * len(messages)
         usage = Usage(prompt, _estimate_tokens(text + str(turn.get("tool_calls") or "")))
         return Reply(
             message=Message("assistant", text, calls),
