@@ -32,8 +32,16 @@ def _templates() -> list[str]:
     return [str(p) for p in sorted((REPO / "templates").glob("*.yaml"))]
 
 
+# As an installed copy runs: compiled modules cached (.pyc). Where the environment forbids
+# writing them, every fresh process would compile looprun from source (its libraries
+# keep the .pyc files their installation wrote), which is not what a user pays.
+_ENV = {
+    k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "LOOPRUN_CACHE_DIR")
+}
+
+
 def _fresh(argv: list[str], cache: str) -> float:
-    env = {**os.environ, "XDG_CACHE_HOME": cache}
+    env = {**_ENV, "XDG_CACHE_HOME": cache}
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     took = time.perf_counter() - start
