@@ -33,14 +33,16 @@ _PROBE = (
 )
 
 
-def validate(cache: Path, *args: str, cwd: Path) -> tuple[int, str, bool]:
+def validate(
+    cache: Path, *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[int, str, bool]:
     """Exit code, stdout, and whether any file was checked in full (YAML was loaded)."""
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, json.dumps(list(args))],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**os.environ, "LOOPRUN_CACHE_DIR": str(cache)},
+        env={**os.environ, **(env or {}), "LOOPRUN_CACHE_DIR": str(cache)},
         timeout=120,
     )
     checked = proc.stderr.strip().splitlines()[-1]
@@ -192,3 +194,26 @@ def test_the_cache_lives_under_the_user_cache_directory() -> None:
     assert default_dir({"HOME": "/home/a"}) == Path("/home/a/.cache/looprun/valid")
     assert default_dir({"HOME": "/home/a", "XDG_CACHE_HOME": "/c"}) == Path("/c/looprun/valid")
     assert default_dir({"XDG_CACHE_HOME": "/c", "LOOPRUN_CACHE_DIR": "/x"}) == Path("/x")
+
+
+def test_a_template_using_a_plugin_parser_is_always_checked(tmp_path: Path) -> None:
+    """Whether a plugin's parser exists depends on what is installed, not on any file the
+    validation read: such a template is never remembered."""
+    site = tmp_path / "site"
+    info = site / "looprun_tap-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: looprun-tap\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[looprun.parsers]\ntap = looprun_tap:TapParser\n")
+    plugin = os.pathsep.join([str(site), str(REPO / "samples" / "parser_plugin" / "src")])
+    tapped = tmp_path / "tapped.yaml"
+    tapped.write_text(
+        "looprun: 1\nname: tapped\nextends: bugfix\n"
+        "observe:\n  tap:\n    parser: tap\n    run: prove -v t/\n"
+    )
+    cache = tmp_path / "cache"
+    ok = (0, "tapped.yaml: OK\n", True)
+    assert validate(cache, "tapped.yaml", cwd=tmp_path, env={"PYTHONPATH": plugin}) == ok
+    assert validate(cache, "tapped.yaml", cwd=tmp_path, env={"PYTHONPATH": plugin}) == ok
+    assert _entries(cache) == []
+    code, out, _ = validate(cache, "tapped.yaml", cwd=tmp_path)  # the plugin removed
+    assert code == 2 and "unknown parser 'tap'" in out

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
+from looprun.observe.registry import BUILTIN as BUILTIN_PARSERS
 from looprun.observe.registry import option_problems, parser_names
+from looprun.template import deps
 from looprun.template.compile_cache import compiled_condition, compiled_text, syntax_line
 from looprun.template.expressions import Condition, NameUse, Text, freeze
 from looprun.template.model import (
@@ -281,6 +283,8 @@ class Builder:
             if not isinstance(spec, dict):
                 continue
             parser = spec.get("parser")
+            if isinstance(parser, str) and parser not in BUILTIN_PARSERS:
+                deps.volatile()  # a plugin's parser: valid only while it is installed
             if isinstance(parser, str) and parser not in known_parsers:
                 hint = (
                     did_you_mean(parser, known_parsers) or f" (known: {', '.join(known_parsers)})"

@@ -23,6 +23,8 @@ class Deps:
 
     files: dict[str, str] = field(default_factory=dict)
     probes: dict[str, bool] = field(default_factory=dict)
+    # the verdict also depended on something outside files (installed plugins): not kept
+    volatile: bool = False
 
 
 _ACTIVE: list[Deps] = []
@@ -43,6 +45,13 @@ def probe(path: Path, exists: bool) -> None:
     """Note that resolving a reference asked whether ``path`` exists."""
     for deps in _ACTIVE:
         deps.probes.setdefault(_key(path), exists)
+
+
+def volatile() -> None:
+    """Note that the outcome depends on more than files (an observer parser a plugin
+    provides: installing or removing it changes the verdict)."""
+    for deps in _ACTIVE:
+        deps.volatile = True
 
 
 @contextlib.contextmanager

@@ -116,8 +116,8 @@ class ValidCache:
         from looprun.atomic import write_atomic
 
         path, where = self._entry(ref)
-        if where not in deps.files:
-            return  # the file itself was not read (a built-in name): nothing to key on
+        if where not in deps.files or deps.volatile:
+            return  # not keyed on its own file (a built-in name), or not on files alone
         entry = {
             "format": _FORMAT,
             "stamp": engine_stamp(),

@@ -1,4 +1,4 @@
-"""Settings every test gets."""
+"""Each template test remembers valid files in its own cache directory, never the user's."""
 
 from __future__ import annotations
 
