@@ -105,6 +105,10 @@ class Git:
             env["GIT_WORK_TREE"] = str(self.workdir)
         return env
 
+    def env(self) -> dict[str, str]:
+        """The environment git runs with (identity included); a copy."""
+        return dict(self._base_env)
+
     def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         return {**self._base_env, **extra} if extra else self._base_env
 

@@ -38,6 +38,7 @@ from looprun.gitutil import (
     current_ignore_rules,
     remember_ignore_rules,
 )
+from looprun.quicksnap import QuickSnapshots
 
 REF_PREFIX = "refs/looprun/"
 LOCK_GRACE_S = 1.0
@@ -74,6 +75,11 @@ class Workspace:
         # share it; an iteration that wrote nothing costs no git call at all).
         self.watched = watched
         self._tree: str | None = None
+        # The last snapshot and the paths the engine's file tools wrote since (None: a
+        # command ran, anything may have changed): those alone are hashed in-process.
+        self._prev: str | None = None
+        self._pending: set[str] | None = None
+        self._quick = QuickSnapshots(git)
         self._facts = SnapshotFacts()
         self._trees: dict[str, str] = {}  # object id -> its tree (never changes)
         self._diff: tuple[tuple[str, str], str, list[str]] | None = None
@@ -128,6 +134,17 @@ class Workspace:
         """
         if self._tree is not None and self.watched:
             return self._tree
+        if self.watched and self._prev is not None and self._pending is not None and self._base:
+            tree = self._prev if not self._pending else self._quick.update(
+                self._prev,
+                self._pending,
+                rules=self._rules(),
+                skip=(self._state_rel(), *self._excluded),
+            )
+            if tree is not None:
+                self._tree = self._prev = tree
+                self._pending = set()
+                return tree
         if not self.watched:
             self._facts.forget()
         index = self.state_dir / "snapshot.index"
@@ -141,6 +158,7 @@ class Workspace:
             also=self._excluded,
             rules=self._rules(),
         )
+        self._prev, self._pending = self._tree, set()
         return self._tree
 
     def _rules(self) -> str:
@@ -153,6 +171,10 @@ class Workspace:
         written (HEAD stays, and the ignore rules unless one is a ``.gitignore``); None:
         anything may have changed (a command ran)."""
         self._tree = None
+        if paths is None:
+            self._pending = None
+        elif self._pending is not None:
+            self._pending.update(paths)
         if paths is None or any(PurePosixPath(p).name == ".gitignore" for p in paths):
             self._facts.forget()
 
@@ -183,7 +205,7 @@ class Workspace:
             kept = [p for p in rel if p not in ignored]
             if kept:
                 self._excluded = tuple(sorted({*self._excluded, *kept}))
-                self._tree = None  # the next snapshot leaves them out
+                self._tree = self._pending = None  # the next snapshot leaves them out
 
     def file_changes(
         self, since: str, until: str | None = None, *, contents: bool = False
@@ -294,7 +316,9 @@ class Workspace:
         head = self._head()
         if head:
             parents = ["-p", head]
-        commit = self.git.run("commit-tree", tree, *parents, "-m", message).strip()
+        commit = self._quick.commit(tree, parents[1:], message) or self.git.run(
+            "commit-tree", tree, *parents, "-m", message
+        ).strip()
         self.git.run("update-ref", "-m", message, ref, commit)
         self._last_checkpoint = (tree, head, commit)
         self._trees[commit] = tree
