@@ -61,7 +61,8 @@ for n in range(steps):
     call_id = f"call_{n}"
     call = {"id": call_id, "type": "function",
             "function": {"name": "bash", "arguments": '{"command": %r}' % command}}
-    outputs.append(make_toolcall_output(None, [call], [{"command": command, "tool_call_id": call_id}]))
+    action = {"command": command, "tool_call_id": call_id}
+    outputs.append(make_toolcall_output(None, [call], [action]))
 model = DeterministicToolcallModel(
     outputs=outputs, observation_template=config["model"]["observation_template"]
 )
@@ -143,7 +144,7 @@ def main(argv: list[str]) -> int:
         check=False,
     )
     if version.returncode != 0:
-        print(f"{args.peer_python} cannot import minisweagent. Set it up:\n{SETUP}", file=sys.stderr)
+        print(f"{args.peer_python}: no minisweagent there; set it up:\n{SETUP}", file=sys.stderr)
         return 2
     median: dict[str, list[float]] = {"looprun": [], "peer": []}
     mean: dict[str, list[float]] = {"looprun": [], "peer": []}

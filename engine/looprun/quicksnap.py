@@ -40,7 +40,7 @@ class QuickSnapshots:
 
     def __init__(self, git: Git):
         self.git = git
-        self._repo: _Repo | None | bool = False  # False: not asked yet; None: unsupported
+        self._repo: _Repo | bool | None = False  # False: not asked yet; None: unsupported
         self._model: TreeModel | None = None
         self._rules: tuple[str, list[object]] | None = None
 

@@ -19,6 +19,7 @@ import re
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -33,7 +34,9 @@ from looprun.gitutil import (
     EMPTY_TREE,
     Git,
     GitError,
+    RefUpdates,
     SnapshotFacts,
+    TreeDiffs,
     base_ignore_rules,
     current_ignore_rules,
     remember_ignore_rules,
@@ -80,6 +83,10 @@ class Workspace:
         self._prev: str | None = None
         self._pending: set[str] | None = None
         self._quick = QuickSnapshots(git)
+        # long-lived git processes for the checkpoint refs and the diffs of an iteration
+        # (watched workspaces only: those run one iteration after another)
+        self._refs: RefUpdates | None = None
+        self._diffs: TreeDiffs | None = None
         self._facts = SnapshotFacts()
         self._trees: dict[str, str] = {}  # object id -> its tree (never changes)
         self._diff: tuple[tuple[str, str], str, list[str]] | None = None
@@ -135,11 +142,15 @@ class Workspace:
         if self._tree is not None and self.watched:
             return self._tree
         if self.watched and self._prev is not None and self._pending is not None and self._base:
-            tree = self._prev if not self._pending else self._quick.update(
-                self._prev,
-                self._pending,
-                rules=self._rules(),
-                skip=(self._state_rel(), *self._excluded),
+            tree = (
+                self._prev
+                if not self._pending
+                else self._quick.update(
+                    self._prev,
+                    self._pending,
+                    rules=self._rules(),
+                    skip=(self._state_rel(), *self._excluded),
+                )
             )
             if tree is not None:
                 self._tree = self._prev = tree
@@ -316,10 +327,17 @@ class Workspace:
         head = self._head()
         if head:
             parents = ["-p", head]
-        commit = self._quick.commit(tree, parents[1:], message) or self.git.run(
-            "commit-tree", tree, *parents, "-m", message
-        ).strip()
-        self.git.run("update-ref", "-m", message, ref, commit)
+        commit = (
+            self._quick.commit(tree, parents[1:], message)
+            or self.git.run("commit-tree", tree, *parents, "-m", message).strip()
+        )
+        if self.watched:
+            if self._refs is None:
+                self._refs = RefUpdates(self.git, "looprun checkpoint")
+                weakref.finalize(self, self._refs.close)
+            self._refs.update(ref, commit)
+        else:
+            self.git.run("update-ref", "-m", message, ref, commit)
         self._last_checkpoint = (tree, head, commit)
         self._trees[commit] = tree
         return commit
@@ -422,7 +440,13 @@ class Workspace:
         tree = self.snapshot()
         if self._diff is not None and self._diff[0] == (start, tree):
             return self._diff[1], list(self._diff[2])
-        out = self.git.diff(start, tree, "--patch-with-raw", "-z")
+        if self.watched:
+            if self._diffs is None:
+                self._diffs = TreeDiffs(self.git, "--patch-with-raw", "-z")
+                weakref.finalize(self, self._diffs.close)
+            out = self._diffs.diff(start, tree)
+        else:
+            out = self.git.diff(start, tree, "--patch-with-raw", "-z")
         paths: list[str] = []
         pos = 0
         while out.startswith(":", pos):  # ":modes ids status\0path\0" per path, then "\0"
