@@ -198,3 +198,35 @@ def test_a_sha256_repository_is_left_to_git(tmp_path: Path) -> None:
     assert QuickSnapshots(ws.git).repo() is None
     write(root, ws, "g.txt")
     assert ws.snapshot() == full_tree(root, base)
+
+
+def test_the_diff_kept_per_path_is_the_diff_git_gives(repo: Path) -> None:
+    """Through edits of the same file, reverts, deletions, mode and type changes and
+    odd names, the watched workspace's diff equals a fresh ``git diff`` every time."""
+    rnd = random.Random(7)
+    ws, base = opened(repo)
+    names = ["README.md", "src/a.py", "n/new.txt", "n/two words.txt", "é.txt", 'q"uote.txt']
+    for step in range(40):
+        rel = rnd.choice(names)
+        path = repo / rel
+        roll = rnd.random()
+        if roll < 0.15 and path.exists():
+            path.unlink()
+            ws.touched([rel])
+        elif roll < 0.25 and rel == "README.md":
+            path.write_text("hello\n")  # back to its base content
+            ws.touched([rel])
+        elif roll < 0.3:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)
+            os.symlink("elsewhere", path)  # a change of type
+            ws.touched(None)
+        else:
+            if path.is_symlink():
+                path.unlink()
+            write(repo, ws, rel, f"line {step}\n{rel}\n".encode())
+            if roll > 0.9:
+                path.chmod(0o755)
+        fresh = Workspace.open(repo, state_dir=repo / ".looprun", base=base)
+        assert ws.diff() == fresh.diff(), step
+        assert ws.changed_files() == fresh.changed_files(), step

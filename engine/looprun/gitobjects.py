@@ -172,3 +172,11 @@ def _tree_body(entries: dict[str, tuple[str, str | None]]) -> bytes:
         out += f"{mode} ".encode() + name.encode("utf-8", "surrogateescape") + b"\0"
         out += bytes.fromhex(oid)
     return bytes(out)
+
+
+def path_tree(objects: Path, path: str, mode: str, oid: str) -> str:
+    """Store a tree holding only ``path`` (with the trees above it); its id."""
+    for name in reversed(path.split("/")):
+        oid = write_object(objects, "tree", _tree_body({name: (mode, oid)}))
+        mode = TREE_MODE
+    return oid

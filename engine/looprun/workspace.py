@@ -13,6 +13,7 @@ directory itself is never part of a snapshot.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 import re
@@ -30,6 +31,7 @@ from looprun.atomic import write_atomic
 from looprun.changes import FileChange
 from looprun.crashpoint import crash_point
 from looprun.errors import LooprunError, UsageError
+from looprun.gitobjects import path_tree
 from looprun.gitutil import (
     EMPTY_TREE,
     Git,
@@ -41,6 +43,7 @@ from looprun.gitutil import (
     current_ignore_rules,
     remember_ignore_rules,
 )
+from looprun.patches import PatchCache, split_diff
 from looprun.quicksnap import QuickSnapshots
 
 REF_PREFIX = "refs/looprun/"
@@ -87,6 +90,7 @@ class Workspace:
         # (watched workspaces only: those run one iteration after another)
         self._refs: RefUpdates | None = None
         self._diffs: TreeDiffs | None = None
+        self._patch_cache: PatchCache | None = None
         self._facts = SnapshotFacts()
         self._trees: dict[str, str] = {}  # object id -> its tree (never changes)
         self._diff: tuple[tuple[str, str], str, list[str]] | None = None
@@ -434,30 +438,28 @@ class Workspace:
         return self._diff_against(base)[0]
 
     def _diff_against(self, base: str | None) -> tuple[str, list[str]]:
-        """The patch and the changed paths, from one git call; remembered for the pair of
-        trees (a diff of two trees never changes)."""
+        """The patch and the changed paths; remembered for the pair of trees (a diff of
+        two trees never changes). A watched workspace keeps each path's part between
+        iterations and asks git only for what changed since (``patches.PatchCache``)."""
         start = self.tree_of(base) if base else self.base()
         tree = self.snapshot()
         if self._diff is not None and self._diff[0] == (start, tree):
             return self._diff[1], list(self._diff[2])
         if self.watched:
-            if self._diffs is None:
-                self._diffs = TreeDiffs(self.git, "--patch-with-raw", "-z")
-                weakref.finalize(self, self._diffs.close)
-            out = self._diffs.diff(start, tree)
+            patch, paths = self._patches().diff(start, tree)
         else:
-            out = self.git.diff(start, tree, "--patch-with-raw", "-z")
-        paths: list[str] = []
-        pos = 0
-        while out.startswith(":", pos):  # ":modes ids status\0path\0" per path, then "\0"
-            meta_end = out.index("\0", pos)
-            path_end = out.index("\0", meta_end + 1)
-            paths.append(out[meta_end + 1 : path_end])
-            pos = path_end + 1
-        if out.startswith("\0", pos):
-            pos += 1
-        self._diff = ((start, tree), out[pos:], paths)
-        return out[pos:], list(paths)
+            patch, paths = split_diff(self.git.diff(start, tree, "--patch-with-raw", "-z"))
+        self._diff = ((start, tree), patch, paths)
+        return patch, list(paths)
+
+    def _patches(self) -> PatchCache:
+        if self._patch_cache is None:
+            diffs = self._diffs = TreeDiffs(self.git, "--patch-with-raw", "-z")
+            weakref.finalize(self, diffs.close)
+            repo = self._quick.repo()
+            one = None if repo is None else functools.partial(path_tree, repo.objects)
+            self._patch_cache = PatchCache(diffs.diff, one)
+        return self._patch_cache
 
     def numstat(self, base: str | None = None) -> list[tuple[str, int | None, int | None]]:
         """``(path, added, removed)`` per changed file against ``base``; None for binary."""
