@@ -230,3 +230,23 @@ def test_the_diff_kept_per_path_is_the_diff_git_gives(repo: Path) -> None:
         fresh = Workspace.open(repo, state_dir=repo / ".looprun", base=base)
         assert ws.diff() == fresh.diff(), step
         assert ws.changed_files() == fresh.changed_files(), step
+
+
+def test_checkpoint_refs_written_in_process_are_what_git_reads(repo: Path) -> None:
+    ws, _ = opened(repo)
+    write(repo, ws, "n.txt")
+    commit = ws.checkpoint("run/1")
+    assert git(repo, "rev-parse", "refs/looprun/run/1").strip() == commit
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/looprun/").split()
+    assert refs[-1] == "refs/looprun/run/1" and refs[0].startswith("refs/looprun/base/")
+    git(repo, "fsck", "--strict", "--no-dangling")
+    # once looprun refs are packed, or where git logs every ref, git writes them
+    git(repo, "pack-refs", "--all")
+    packed = Workspace.open(repo, state_dir=repo / ".looprun", watched=True)
+    assert QuickSnapshots(packed.git).set_ref("refs/looprun/run/2", commit) is False
+    git(repo, "config", "core.logAllRefUpdates", "always")
+    (repo / ".git" / "packed-refs").unlink()
+    logged = Workspace.open(repo, state_dir=repo / ".looprun", watched=True)
+    assert QuickSnapshots(logged.git).set_ref("refs/looprun/run/3", commit) is False
+    logged.checkpoint("run/4")
+    assert git(repo, "reflog", "show", "refs/looprun/run/4").strip()

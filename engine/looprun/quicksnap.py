@@ -33,6 +33,7 @@ class _Repo:
     objects: Path
     info_attributes: Path
     filemode: bool
+    refs: Path | None  # the common git directory, when refs may be written here
 
 
 class QuickSnapshots:
@@ -52,25 +53,64 @@ class QuickSnapshots:
     def _ask_repo(self) -> _Repo | None:
         code, out, _ = self.git.run_status(
             "rev-parse", "--show-object-format", "--git-path", "objects",
-            "--git-path", "info/attributes",
+            "--git-path", "info/attributes", "--git-common-dir",
         )  # fmt: skip
         lines = out.splitlines()
-        if code != 0 or len(lines) != 3 or lines[0] != "sha1":
+        if code != 0 or len(lines) != 4 or lines[0] != "sha1":
             return None
         code, cfg, _ = self.git.run_status(
-            "config", "--type=bool", "-z", "--get-regexp", r"^core\.(filemode|ignorecase)$"
-        )
+            "config", "-z", "--get-regexp",
+            r"^(core\.(filemode|ignorecase|logallrefupdates)|extensions\.refstorage)$",
+        )  # fmt: skip
         if code not in (0, 1):  # 1: none set
             return None
-        values = dict(rec.split("\n", 1) for rec in cfg.split("\0") if "\n" in rec)
-        if values.get("core.ignorecase", "false") != "false":
+        values = {  # a key with no value is true
+            k.lower(): v if sep else "true"
+            for k, sep, v in (r.partition("\n") for r in cfg.split("\0") if r)
+        }
+        if _true(values.get("core.ignorecase", "false")) is not False:
             return None
-        objects, attributes = (
+        filemode = _true(values.get("core.filemode", "true"))
+        if filemode is None:
+            return None
+        objects, attributes, common = (
             Path(p) if os.path.isabs(p) else self.git.workdir / p for p in lines[1:]
         )
         if not objects.is_dir():
             return None
-        return _Repo(objects, attributes, values.get("core.filemode", "true") == "true")
+        # Checkpoint refs are written here only as git's files backend writes a new loose
+        # ref that nothing logs: otherwise git writes them.
+        refs = None
+        logged = values.get("core.logallrefupdates", "true").lower() == "always"
+        if values.get("extensions.refstorage", "files").lower() == "files" and not logged:
+            packed = common / "packed-refs"
+            if not (packed.exists() and b" refs/looprun/" in packed.read_bytes()):
+                refs = common
+        return _Repo(objects, attributes, filemode, refs)
+
+    def set_ref(self, ref: str, commit: str) -> bool:
+        """Point the new loose ref ``ref`` (under ``refs/looprun/``) at ``commit`` as git
+        does (a ``.lock`` file created exclusively, then renamed); False: let git."""
+        repo = self.repo()
+        if repo is None or repo.refs is None or not ref.startswith("refs/looprun/"):
+            return False
+        path = repo.refs / ref
+        lock = path.with_name(path.name + ".lock")
+        try:
+            if (repo.refs / "logs" / ref).exists() or path.is_dir():
+                return False
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        except OSError:
+            return False  # a file where a directory must be, or a lock held: git says why
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(commit + "\n")
+            os.replace(lock, path)
+        except BaseException:
+            lock.unlink(missing_ok=True)
+            raise
+        return True
 
     def forget(self) -> None:
         """The tree may have changed in ways not told: the next update starts afresh."""
@@ -172,3 +212,13 @@ class QuickSnapshots:
             time.time(),
         )
         return write_object(repo.objects, "commit", body)
+
+
+def _true(value: str) -> bool | None:
+    """A git boolean (a key with no value is true); None when it is not one."""
+    low = value.strip().lower()
+    if low in ("true", "yes", "on", "1"):
+        return True
+    if low in ("false", "no", "off", "0", ""):
+        return False
+    return None

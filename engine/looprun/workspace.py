@@ -76,6 +76,7 @@ class Workspace:
         self.private = private
         self._base: str | None = None
         self._excluded: tuple[str, ...] = ()
+        self._settled: set[str] = set()  # paths given to ``exclude`` with a lasting answer
         # Watched: whoever writes to the tree calls ``touched``, so a snapshot is taken
         # once and reused until then (diff, changed files and checkpoint of one iteration
         # share it; an iteration that wrote nothing costs no git call at all).
@@ -202,6 +203,8 @@ class Workspace:
         """Keep ``paths`` (workdir-relative or absolute; observers' report files) out of
         every snapshot from now on, so they are never part of a diff, a rollback or a
         commit. A path outside the working tree is ignored."""
+        if self._settled.issuperset(paths):
+            return  # each one excluded already or outside the tree (asked every iteration)
         state = self._state_rel().strip("/") + "/"
         rel: list[str] = []
         for path in paths:
@@ -209,8 +212,10 @@ class Workspace:
             try:
                 r = full.relative_to(self.workdir).as_posix()
             except ValueError:
+                self._settled.add(path)
                 continue
             if r in ("", ".") or r.startswith(("../", state)) or r in self._excluded:
+                self._settled.add(path)
                 continue
             rel.append(r)
         if rel:  # an ignored (untracked) path is never in a snapshot: git refuses to name it
@@ -335,7 +340,9 @@ class Workspace:
             self._quick.commit(tree, parents[1:], message)
             or self.git.run("commit-tree", tree, *parents, "-m", message).strip()
         )
-        if self.watched:
+        if self._quick.set_ref(ref, commit):
+            pass
+        elif self.watched:
             if self._refs is None:
                 self._refs = RefUpdates(self.git, "looprun checkpoint")
                 weakref.finalize(self, self._refs.close)
