@@ -110,6 +110,7 @@ def test_agent_subloops_in_worktrees_report_their_facts_and_usage_to_the_outer_l
     summary, events, starts, err = _run(tmp_path, work, outer, "write:{prompt}.txt=x|usage:300/50")
     # done needs the exit conditions on subloops.agent: the outer loop saw the CLI turns
     assert summary["outcome"] == "done", err
+    assert "(no model: its sub-loops run agent CLIs)" in err.splitlines()[0]
     assert (work / "left.txt").read_text() == "x" and (work / "right.txt").read_text() == "x"
     # each CLI turn ran in its sub-loop's worktree, its home under the sub-loop's run
     run = Path(summary["run_dir"])
