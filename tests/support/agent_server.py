@@ -1,6 +1,6 @@
 """Streaming answers for the agent CLIs' loopback server: Anthropic Messages (SSE) and the
-OpenAI Responses API (SSE), and a scripted responder that plays one step per main-loop
-request.
+OpenAI Responses API (SSE), OpenAI chat completions (Aider, not streamed), and a scripted
+responder that plays one step per main-loop request.
 
 The real CLIs stream; these turn one scripted step into the event sequence each wire
 format defines, served by ``FakeProvider``. A CLI also sends side requests (a title, a
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.fake_provider import Canned, Recorded, canned
+from tests.support.fake_provider import Canned, Recorded, canned, openai_reply
 
 _ids = itertools.count(1)
 
@@ -267,6 +267,8 @@ def _is_main(path: str, body: Mapping[str, Any]) -> bool:
     """A main-loop request carries the tools (side requests for titles or probes do not)."""
     if "count_tokens" in path:
         return False
+    if path.rstrip("/").endswith("/chat/completions"):
+        return True  # Aider: its edits are in the text, it sends no tools
     return bool(body.get("tools"))
 
 
@@ -299,6 +301,13 @@ class AgentScript:
                 self.side.append(request)
                 step = Step(text="ok", input_tokens=10, output_tokens=2)
         model = str(body.get("model") or self.model)
+        if request.path.rstrip("/").endswith("/chat/completions"):
+            return openai_reply(
+                step.text,
+                prompt_tokens=step.input_tokens,
+                completion_tokens=step.output_tokens,
+                model=model,
+            )
         if request.path.rstrip("/").endswith("/responses"):
             return responses_stream(step, model)
         if body.get("stream"):
