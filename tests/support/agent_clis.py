@@ -19,7 +19,12 @@ PINNED = {
     for line in (Path(__file__).with_name("agent-clis.txt")).read_text().splitlines()
     if line.strip() and not line.startswith("#")
 }
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "opencode": "opencode-ai",
+    "gemini": "@google/gemini-cli",
+}
 
 
 def search_path() -> str:

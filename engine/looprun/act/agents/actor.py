@@ -19,6 +19,8 @@ from pathlib import Path
 from looprun.act.agents.base import Adapter, Parsed, Turn
 from looprun.act.agents.claude import ClaudeCode
 from looprun.act.agents.codex import Codex
+from looprun.act.agents.gemini import Gemini
+from looprun.act.agents.opencode import OpenCode
 from looprun.atomic import write_atomic
 from looprun.errors import LooprunError
 from looprun.loop.agent import AgentReport, AgentRequest
@@ -28,7 +30,7 @@ from looprun.proc import run_process, scrubbed_env, secret_values
 from looprun.redact import Redactor
 from looprun.template.model import AgentSpec, Constraints
 
-ADAPTERS: Mapping[str, Adapter] = {a.cli: a for a in (ClaudeCode(), Codex())}
+ADAPTERS: Mapping[str, Adapter] = {a.cli: a for a in (ClaudeCode(), Codex(), OpenCode(), Gemini())}
 RAW_CAP = 32 * 1024 * 1024  # the raw output kept and parsed; a turn printing more is cut
 
 
@@ -99,6 +101,7 @@ class AgentActor:
             workdir=self.workdir,
         )
         env = {**self.env_base, **self.adapter.environment(turn, self.source_env)}
+        env["PWD"] = str(self.workdir)  # a CLI that trusts $PWD (opencode) over its cwd
         raw = bytearray()
 
         def keep(chunk: bytes) -> None:
@@ -170,28 +173,37 @@ class AgentActor:
         )
 
 
-# Which model references fit each CLI: a CLI talks to its own provider's models.
-_SCHEMES = {"claude-code": "anthropic", "codex": "openai"}
+# Which model references fit each CLI: a CLI talks to its own provider's models
+# (opencode to several, named provider/model in its own terms).
+_SCHEMES = {
+    "claude-code": ("anthropic",),
+    "codex": ("openai",),
+    "opencode": ("openai", "anthropic"),
+    "gemini": ("gemini",),
+}
 
 
 def agent_model(cli: str, ref: str | None, source: str = "") -> str:
     """The model name to hand the CLI from a reference (``anthropic:NAME`` for Claude
-    Code, ``openai:NAME`` for Codex, or a bare name); "" leaves the CLI's own default."""
+    Code, ``openai:NAME`` for Codex, ``openai:``/``anthropic:`` for opencode, which names
+    it ``provider/NAME``, ``gemini:NAME`` for Gemini CLI, or a bare name in the CLI's own
+    terms); "" leaves the CLI's own default."""
     if not ref or ref.strip() in ("", "default"):
         return ""
     ref = ref.strip()
     scheme, sep, name = ref.partition(":")
     if not sep:
         return ref
-    if scheme != _SCHEMES.get(cli):
+    schemes = _SCHEMES.get(cli, ())
+    if scheme not in schemes:
         from looprun.errors import UsageError
 
+        fits = " or ".join(f"{s}:<model>" for s in schemes) or "?"
         raise UsageError(
             f"{source or 'model'}: {ref!r} does not fit act.agent.cli {cli}, which runs "
-            f"{_SCHEMES.get(cli, '?')} models: give {_SCHEMES.get(cli, '?')}:<model> or a "
-            "bare model name"
+            f"{'/'.join(schemes) or '?'} models: give {fits} or a bare model name"
         )
-    return name.strip()
+    return f"{scheme}/{name.strip()}" if cli == "opencode" else name.strip()
 
 
 class AgentActRole:
