@@ -111,6 +111,8 @@ def test_opencode_edit_counts_each_model_call() -> None:
     # does not know at 0, which is no price: the table prices it
     assert (p.prompt_tokens, p.completion_tokens) == (360, 90)
     assert p.cost_usd is None and not p.cumulative
+    text = (OPENCODE / "edit.jsonl").read_text()
+    assert text.count('"status":"completed"') == 2 and '"status":"error"' not in text
 
 
 def test_opencode_refused_command_is_a_denial_and_it_still_claims_success() -> None:
@@ -151,8 +153,10 @@ def test_gemini_edit() -> None:
     # the result's stats add up this run's calls (120/30 each), not a session total
     assert (p.prompt_tokens, p.completion_tokens) == (360, 90)
     assert p.cost_usd is None and not p.cumulative
-    # stderr notices are in the raw output too; the parser reads only the JSON lines
-    assert "Ripgrep is not available" in (GEMINI / "edit.jsonl").read_text()
+    # both calls ran; stderr notices are in the raw output too, the parser reads JSON lines
+    text = (GEMINI / "edit.jsonl").read_text()
+    assert text.count('"status":"success"') == 3 and '"status":"error"' not in text
+    assert "Ripgrep is not available" in text
 
 
 def test_gemini_refused_command_is_a_denial_and_it_still_claims_success() -> None:

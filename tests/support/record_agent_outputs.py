@@ -98,7 +98,15 @@ def _gemini_scenarios() -> dict[str, Scenario]:
         a = str(w / "a.py")
         return [
             call("read_file", {"file_path": a}),
-            call("replace", {"file_path": a, "old_string": "x = 1", "new_string": "x = 2"}),
+            call(
+                "replace",
+                {
+                    "file_path": a,
+                    "old_string": "x = 1",
+                    "new_string": "x = 2",
+                    "instruction": "x=2",
+                },
+            ),
             say("Changed x to 2."),
         ]
 
