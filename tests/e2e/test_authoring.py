@@ -57,7 +57,7 @@ def test_an_added_rule_fires_by_its_id_and_an_unnamed_failing_check_reaches_the_
     assert '1. [fix_incomplete] if task.id == "fix" and tests.failed > 0 -> retry' in (
         explained.stdout
     )
-    assert "2. [bugfix.yaml:" in explained.stdout  # the inherited tree follows, unchanged
+    assert "2. [policy_violation] if" in explained.stdout  # the inherited tree follows
 
     proc = looprun(
         "loops/invoice-bugfix.yaml",

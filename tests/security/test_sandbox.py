@@ -601,3 +601,103 @@ def test_looprun_observe_runs_its_command_in_the_sandbox(tmp_path: Path) -> None
     assert (work / "report.txt").read_text() == "1" and not outside.exists()
     proc = looprun("observe", "exit_code", "--run", command, "--sandbox", "off", cwd=work)
     assert proc.returncode == 0 and outside.exists()
+
+
+# -- credential stores ------------------------------------------------------------------------
+
+READ_SECRETS = """\
+import sys
+# the model's command names no outside path (the policy would refuse it): its file does
+paths = sys.argv[1:] or open("secret-paths.txt").read().split()
+readable = []
+for path in paths:
+    try:
+        with open(path) as f:
+            if "canary" in f.read():
+                readable.append(path)
+    except OSError:
+        pass
+print("readable:", readable)
+sys.exit(1 if readable else 0)
+"""
+
+SECRETS = {
+    ".ssh/id_ed25519": "ssh key",
+    ".aws/credentials": "aws key",
+    ".netrc": "netrc password",
+    ".config/gh/hosts.yml": "gh token",
+    "private/notes.txt": "a path the template hides",
+}
+
+
+def _secrets_run(tmp_path: Path, mode: str) -> tuple[dict[str, Any], str]:
+    """A run whose observer and model command try to read a canary from each credential
+    store of a home directory that also holds the workdir."""
+    home = tmp_path / "home"
+    canary = f"canary-{uuid.uuid4().hex}"
+    for rel, what in SECRETS.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(f"{what}: {canary}\n")
+    work = home / "src" / "work"
+    work.mkdir(parents=True)
+    (work / "read_secrets.py").write_text(READ_SECRETS)
+    paths = " ".join(str(home / rel) for rel in SECRETS)
+    (work / "secret-paths.txt").write_text(paths)
+    git_repo(work)
+    (tmp_path / "t.yaml").write_text(
+        _head("secrets", f"{{mode: {mode}, hide: ['~/private']}}")
+        + f"""\
+observe:
+  secrets: {{run: "python3 read_secrets.py {paths}", parser: exit_code}}
+  writes: {{run: "python3 -c \\"open('written.txt', 'w').write('ok')\\"", parser: exit_code}}
+exit: [secrets.ok, writes.ok]
+limits: {{max_iterations: 1}}
+"""
+    )
+    turn = {"name": "run", "arguments": {"command": "python3 read_secrets.py"}}
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump([{"tool_calls": [turn]}, {"text": "k"}]))
+    proc = looprun(
+        str(tmp_path / "t.yaml"),
+        *("--intent", "x", "--workdir", str(work), "--json"),
+        *("--model", f"script:{tmp_path / 'script.yaml'}"),
+        cwd=tmp_path,
+        env={"HOME": str(home)},
+    )
+    assert proc.stdout.strip(), proc.stderr
+    return json.loads(proc.stdout), canary
+
+
+@needs_bwrap
+def test_credential_stores_and_hidden_paths_cannot_be_read_in_the_sandbox(
+    tmp_path: Path,
+) -> None:
+    summary, canary = _secrets_run(tmp_path, "required")
+    assert summary["outcome"] == "done", summary
+    run_dir = Path(summary["run_dir"])
+    observed = json.loads((run_dir / "observe" / "1.json").read_text())["observers"]
+    assert observed["secrets"]["output_tail"].strip() == "readable: []"
+    assert observed["writes"]["exit_code"] == 0  # the workdir inside the home stays writable
+    [call] = [e for e in _journal(summary, "tool_call") if e["tool"] == "run"]
+    assert "readable: []" in json.dumps(call)
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert canary not in path.read_text(errors="replace"), path
+
+
+def test_without_the_sandbox_credential_stores_are_readable(tmp_path: Path) -> None:
+    summary, _ = _secrets_run(tmp_path, "'off'")
+    assert summary["outcome"] != "done"
+    observed = json.loads((Path(summary["run_dir"]) / "observe" / "1.json").read_text())
+    tail = observed["observers"]["secrets"]["output_tail"]
+    assert all(rel in tail for rel in SECRETS)
+
+
+def test_a_hidden_path_must_be_absolute_or_under_home(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(
+        _head("relative", "{mode: auto, hide: [/srv/keys, secrets]}") + SIMPLE
+    )
+    proc = looprun("validate", "t.yaml", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert (
+        "t.yaml:3:41: sandbox.hide[1]: 'secrets' is neither absolute nor under ~/" in proc.stdout
+    ), proc.stdout

@@ -265,3 +265,107 @@ def test_looprun_test_names_rules_as_explain_does(tmp_path: Path) -> None:
     proc = looprun("test", "loops/team.cases.yaml", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "4 passed, 0 failed" in proc.stdout
+
+
+BUILTIN_IDS = {
+    "bugfix": [
+        "policy_violation",
+        "stuck",
+        "repeated",
+        "reproduce",
+        "reproduce_errors",
+        "reproduce_missing",
+        "reproduce_outside_tests",
+        "fix_not_passing",
+        "regressed",
+        "vanished",
+        "lint",
+        "fallback",
+    ],
+    "feature": ["stuck", "repeated", "subloops_failed", "integration_failing", "unexplained"],
+    "refactor": [
+        "policy_violation",
+        "stuck",
+        "repeated",
+        "behaviour_changed",
+        "broke_many",
+        "behaviour_changed_retry",
+        "diff_too_large",
+        "lint",
+        "fallback",
+    ],
+    "test_backfill": ["policy_violation", "stuck", "repeated", "tests_failing", "coverage_short"],
+}
+
+
+def test_every_builtin_rule_has_the_id_the_docs_list(tmp_path: Path) -> None:
+    docs = (REPO / "docs" / "templates.md").read_text(encoding="utf-8")
+    for name, expected in BUILTIN_IDS.items():
+        builtin = str(REPO / "templates" / f"{name}.yaml")
+        proc = looprun("explain", builtin, "--format", "json", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        rules: list[dict] = json.loads(proc.stdout)["refine"]
+        found: list[str] = []
+        while rules:
+            rule = rules.pop(0)
+            found.append(rule["id"])
+            for key in ("then", "else"):
+                if isinstance(rule.get(key), list):
+                    rules[:0] = rule[key]
+        assert found == expected, name
+        row = next(line for line in docs.splitlines() if line.startswith(f"| `{name}` |"))
+        assert all(f"`{rule_id}`" in row for rule_id in expected), row
+
+
+def test_a_team_template_edits_a_builtin_tree_by_id(tmp_path: Path) -> None:
+    loops = tmp_path / "loops"
+    loops.mkdir()
+    (loops / "team.yaml").write_text(
+        textwrap.dedent(
+            """\
+            looprun: 1
+            name: team-bugfix
+            extends: bugfix
+            refine:
+              replace:
+                stuck: {if: progress.repeats >= 2, then: {escalate: "Stuck twice on {{ task.id }}"}}
+                repeated: null
+              insert:
+                - after: regressed
+                  rules:
+                    - id: too_big
+                      if: diff.lines > 200
+                      then: {retry: "Keep the fix under 200 changed lines."}
+            """
+        ),
+        encoding="utf-8",
+    )
+    (loops / "team.cases.yaml").write_text(
+        textwrap.dedent(
+            """\
+            template: team.yaml
+            cases:
+              - name: the replaced rule fires at its new threshold
+                task: fix
+                facts:
+                  progress: {repeats: 2}
+                  tests: {ok: false, failed: 1, failing: [tests/test_a.py::test_a]}
+                  tasks:
+                    reproduce: {baseline: {tests: {newly_failing: [tests/test_a.py::test_a]}}}
+                expect: {rule: stuck, action: escalate, message: "Stuck twice on fix"}
+              - name: the inserted rule sits after the inherited one
+                task: fix
+                facts:
+                  diff: {lines: 450}
+                expect: {rule: too_big, action: retry}
+            """
+        ),
+        encoding="utf-8",
+    )
+    proc = looprun("test", "loops/team.cases.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed, 0 failed" in proc.stdout
+    proc = looprun("explain", "loops/team.yaml", "--format", "json", cwd=tmp_path)
+    top = [rule["id"] for rule in json.loads(proc.stdout)["refine"]]
+    assert "repeated" not in top
+    assert top.index("too_big") == top.index("regressed") + 1

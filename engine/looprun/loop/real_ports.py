@@ -3,6 +3,7 @@ observers, the context budget and the approver, wired for one run."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.models.base import Model
 from looprun.observe.base import Observation
 from looprun.sandbox import Confinement, Sandbox, sandbox_for
+from looprun.sandbox.hidden import hidden_paths
 from looprun.template.model import Constraints, ObserverSpec, Template
 
 Echo = Callable[[str], None]
@@ -69,11 +71,13 @@ def run_sandbox(
     template: Template, workdir: Path, artifacts: Path, mode: str, warn: Echo
 ) -> Sandbox | None:
     """The sandbox a run's commands use: the workdir and the artifacts writable, the
-    repository's ``.git`` and the state directory read-only even inside the workdir."""
+    repository's ``.git`` and the state directory read-only even inside the workdir, the
+    user's credential stores and the template's ``hide`` paths unreadable."""
     confinement = Confinement(
         writable=(workdir, artifacts),
         read_only=(workdir / ".git", workdir / ".looprun"),
         network=template.sandbox.network,
+        hidden=hidden_paths(os.environ, template.sandbox.hide),
     )
     return sandbox_for(mode, confinement, warn)
 

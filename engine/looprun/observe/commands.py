@@ -8,6 +8,7 @@ usage errors (unknown parser, bad ``--option``, neither FILE nor ``--run``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +18,7 @@ from looprun.errors import EXIT_DONE, EXIT_ERROR, UsageError
 from looprun.observe.registry import BUILTIN, UnknownParser, option_problems, parser_names
 from looprun.observe.runner import observe_command
 from looprun.sandbox import Confinement, sandbox_for
+from looprun.sandbox.hidden import hidden_paths
 
 _NEEDS_FILE = frozenset({"junit", "sarif", "coverage", "json"})
 
@@ -77,7 +79,12 @@ def observe(
         report = (root / file).resolve() if file else root
         # a report named outside the workdir is the invoker's choice: its directory too
         writable = (root,) if report.is_relative_to(root) else (root, report.parent)
-        confinement = Confinement(writable, read_only=(root / ".git",), network=network)
+        confinement = Confinement(
+            writable,
+            read_only=(root / ".git",),
+            network=network,
+            hidden=hidden_paths(os.environ),
+        )
         confined = sandbox_for(sandbox, confinement, _warn)
     try:
         obs = observe_command(

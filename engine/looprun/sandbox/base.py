@@ -32,11 +32,14 @@ class Confinement:
     ``writable`` directories (the workdir, the run's artifacts) are writable; everything
     else is read-only. ``read_only`` directories inside a writable one (``.git``, the
     state directory) stay read-only, except for writable directories nested in them.
+    ``hidden`` paths (credential stores, see ``hidden.py``) cannot be read at all, except
+    for the parts of them that are writable or read-only directories of the run.
     """
 
     writable: tuple[Path, ...]
     read_only: tuple[Path, ...] = ()
     network: bool = False
+    hidden: tuple[Path, ...] = ()
 
 
 def _nothing() -> None:

@@ -4,7 +4,8 @@ template allows network) network namespace.
 The host's root is mounted read-only; the run's writable directories and a private temp
 directory are bound back writable; ``/proc`` is a fresh one for the new PID namespace,
 so the command sees only its own processes; ``/dev`` is a minimal one; ``/run`` is an
-empty tmpfs, so host sockets there (D-Bus, container runtimes) are out of reach. Every
+empty tmpfs, so host sockets there (D-Bus, container runtimes) are out of reach; the
+user's credential stores are covered by empty mounts (``hidden.py``). Every
 capability is dropped. When the command exits, the namespace's init exits and the kernel
 kills whatever is left in it, whether it called ``setsid`` or not; if the engine dies,
 ``--die-with-parent`` takes the sandbox with it.
@@ -36,17 +37,24 @@ _PROBE_TIMEOUT_S = 10.0
 
 
 def _mounts(confinement: Confinement, tmp: Path) -> list[str]:
-    """Bind arguments, parents before children so a nested bind lands on top."""
-    wanted: dict[Path, str] = {}
+    """Mount arguments, parents before children so a nested mount lands on top: a hidden
+    directory becomes an empty tmpfs, a hidden file ``/dev/null``; the run's own
+    directories inside a hidden one are bound back over it."""
+    wanted: dict[Path, list[str]] = {}
+    for path in confinement.hidden:
+        if path.is_dir():
+            wanted[path] = ["--tmpfs", str(path)]
+        elif path.exists():
+            wanted[path] = ["--ro-bind", "/dev/null", str(path)]
     for path in confinement.read_only:
         if path.is_dir() and not path.is_symlink():
-            wanted[path] = "--ro-bind"
+            wanted[path] = ["--ro-bind", str(path), str(path)]
     for path in (*confinement.writable, tmp):
         if path.is_dir():
-            wanted[path] = "--bind"
+            wanted[path] = ["--bind", str(path), str(path)]
     args: list[str] = []
     for path in sorted(wanted, key=lambda p: len(p.parts)):
-        args += [wanted[path], str(path), str(path)]
+        args += wanted[path]
     return args
 
 

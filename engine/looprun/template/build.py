@@ -677,8 +677,22 @@ class Builder:
         mode = self.get(("sandbox", "mode"), (str, bool), SandboxSpec.mode)
         mode = "off" if mode is False else mode
         network = self.get(("sandbox", "network"), bool, SandboxSpec.network)
+        hide: list[str] = []
+        for i, path in enumerate(self.get(("sandbox", "hide"), list, [])):
+            if not isinstance(path, str):
+                continue  # the schema reports it
+            if path == "~" or path.startswith(("/", "~/")):
+                hide.append(path)
+            else:
+                self.problem(
+                    ("sandbox", "hide", i),
+                    f"{path!r} is neither absolute nor under ~/ (the workdir is the "
+                    "model's to read; name paths outside it)",
+                )
         return SandboxSpec(
-            mode=mode if mode in ("auto", "required", "off") else "auto", network=network
+            mode=mode if mode in ("auto", "required", "off") else "auto",
+            network=network,
+            hide=tuple(hide),
         )
 
     def each_task(self, plan: PlanSpec) -> EachTask | None:

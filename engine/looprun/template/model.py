@@ -230,11 +230,13 @@ class ContextSpec:
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """Whether commands run in an OS sandbox (``--sandbox`` overrides ``mode``), and
-    whether they may use the network there."""
+    """Whether commands run in an OS sandbox (``--sandbox`` overrides ``mode``), whether
+    they may use the network there, and which paths (absolute or ``~/``) they may not
+    read on top of the user's credential stores."""
 
     mode: SandboxMode = "auto"
     network: bool = False
+    hide: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
