@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from tests.support.agent_clis import PINNED
 
+from looprun.act.agents.aider import ANALYTICS_MARK, CHAT_MARK, Aider
 from looprun.act.agents.claude import ClaudeCode
 from looprun.act.agents.codex import Codex
 from looprun.act.agents.gemini import Gemini
@@ -182,4 +183,60 @@ def test_gemini_invalid_key_is_auth_though_the_api_says_400() -> None:
 @pytest.mark.parametrize("output", ["", '{"type":"init","session_id":"s"}\n'])
 def test_gemini_without_a_result_event_crashed(output: str) -> None:
     p = Gemini().parse(output)
+    assert not p.ok and p.error == "crashed"
+
+
+AIDER = RECORDED / f"aider-{PINNED['aider-chat']}"
+
+
+def _aider(name: str):
+    return Aider().parse((AIDER / f"{name}.jsonl").read_text())
+
+
+def test_aider_edit_from_its_console_analytics_log_and_transcript() -> None:
+    p = _aider("edit")
+    assert p.ok and p.error == ""
+    assert p.tool_calls == ["edit(a.py)"] and p.denials == []
+    assert p.turns == 1  # one message_send event in the analytics log
+    assert (p.prompt_tokens, p.completion_tokens) == (120, 30) and not p.cumulative
+    assert p.cost_usd is not None and p.cost_usd > 0  # priced by aider (litellm's table)
+    assert p.model == "gpt-4o"
+    assert p.final_message.startswith("Changed x to 2.")
+    assert p.session_id == ""  # aider keeps no session
+
+
+def test_aider_skipped_edit_of_an_ignored_file_is_a_denial() -> None:
+    p = _aider("gitignored")
+    assert p.ok and p.tool_calls == []
+    assert p.denials == ["edit(notes.txt)"]
+    assert p.final_message.startswith("Writing the notes.")
+
+
+def test_aider_rejected_key_is_auth_though_it_exits_0() -> None:
+    assert (AIDER / "auth_401.exit").read_text().strip() == "0"
+    p = _aider("auth_401")
+    assert not p.ok and p.error == "auth"
+    assert p.error_detail.startswith("litellm.AuthenticationError:")
+    assert "Incorrect API key provided" in p.error_detail  # unwrapped, from the transcript
+    assert p.turns == 0 and p.prompt_tokens == 0 and p.cost_usd is None
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ("litellm.RateLimitError: RateLimitError: slow down", "rate_limit"),
+        ("litellm.InternalServerError: InternalServerError: boom", "server"),
+        ("litellm.APIConnectionError: APIConnectionError: refused", "server"),
+        ("litellm.NotFoundError: NotFoundError: no such model", "api_error"),
+    ],
+)
+def test_aider_failed_calls_are_classified_by_litellms_exception(line: str, error: str) -> None:
+    exit_event = '{"event": "exit", "properties": {"reason": "Completed --message"}}'
+    output = f"Aider v0.86.2\n{line}\n\n{ANALYTICS_MARK}\n{exit_event}\n\n{CHAT_MARK}\n"
+    p = Aider().parse(output)
+    assert not p.ok and p.error == error and p.error_detail == line
+
+
+def test_aider_without_an_exit_event_crashed() -> None:
+    p = Aider().parse("Traceback (most recent call last):\n  ...\nKeyError: 'x'\n")
     assert not p.ok and p.error == "crashed"

@@ -1,7 +1,7 @@
 """Streaming answers for the agent CLIs' loopback server: Anthropic Messages (SSE), the
-OpenAI Responses API (SSE), OpenAI Chat Completions (SSE) and the Gemini API's
-streamGenerateContent (SSE), and a scripted responder that plays one step per main-loop
-request.
+OpenAI Responses API (SSE), OpenAI Chat Completions (SSE for opencode; whole answers for
+Aider, which does not stream) and the Gemini API's streamGenerateContent (SSE), and a
+scripted responder that plays one step per main-loop request.
 
 The real CLIs stream; these turn one scripted step into the event sequence each wire
 format defines, served by ``FakeProvider``. A CLI also sends side requests (a title, a
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.fake_provider import Canned, Recorded, canned
+from tests.support.fake_provider import Canned, Recorded, canned, openai_reply
 
 _ids = itertools.count(1)
 
@@ -355,6 +355,8 @@ def _is_main(path: str, body: Mapping[str, Any]) -> bool:
     """A main-loop request carries the tools (side requests for titles or probes do not)."""
     if "count_tokens" in path or ":countTokens" in path:
         return False
+    if path.rstrip("/").endswith("/chat/completions") and not body.get("stream"):
+        return True  # Aider: its edits are in the text, it sends no tools and no stream
     return bool(body.get("tools"))
 
 
@@ -394,6 +396,13 @@ class AgentScript:
             return gemini_stream(step, path.rsplit("/", 1)[-1].split(":", 1)[0])
         if ":generateContent" in path:
             return gemini_json(step, path.rsplit("/", 1)[-1].split(":", 1)[0])
+        if path.endswith("/chat/completions") and not body.get("stream"):
+            return openai_reply(
+                step.text,
+                prompt_tokens=step.input_tokens,
+                completion_tokens=step.output_tokens,
+                model=model,
+            )
         if path.endswith("/responses"):
             return responses_stream(step, model)
         if path.endswith("/chat/completions"):

@@ -13,8 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-SUPPORTED: tuple[str, ...] = ("claude-code", "codex", "opencode", "gemini")
-NOT_YET: tuple[str, ...] = ("aider",)
+SUPPORTED: tuple[str, ...] = ("claude-code", "codex", "aider", "opencode", "gemini")
 
 # Claude Code permission rules: Bash(prefix:*) allows a command starting with the prefix,
 # Bash(exact) one command exactly. looprun's command patterns are globs: "cmd *" and
@@ -135,15 +134,9 @@ def agent_refusals(
     commands: tuple[str, ...],
     per_tool: tuple[str, ...],
     max_turns: bool,
+    session: str = "fresh",
 ) -> list[Refusal]:
     """Every setting ``cli`` cannot enforce, located; [] when the template is runnable."""
-    if cli in NOT_YET:
-        return [
-            Refusal(
-                ("act", "agent", "cli"),
-                f"'{cli}' is not supported yet (supported: {', '.join(SUPPORTED)})",
-            )
-        ]
     out: list[Refusal] = []
     if per_tool:
         out.append(
@@ -202,6 +195,50 @@ def agent_refusals(
                     "codex exec has no turn cap; bound the turn with act.agent.timeout",
                 )
             )
+    elif cli == "aider":
+        out += _aider_refusals(allow_tools, commands, max_turns, session)
+    return out
+
+
+def _aider_refusals(
+    allow_tools: tuple[str, ...], commands: tuple[str, ...], max_turns: bool, session: str
+) -> list[Refusal]:
+    """Aider edits files through its edit format and, as looprun runs it, runs nothing:
+    no shell suggestions, lint or test runs; so nothing about tools or commands can be
+    handed to it."""
+    out = []
+    if commands:
+        out.append(
+            Refusal(
+                ("act", "constraints", "commands"),
+                "aider runs no commands under looprun (its shell suggestions, lint and test "
+                "runs are off) and has no allow-list to pass these patterns to; remove them "
+                "(`commands: null` in a template that extends another)",
+            )
+        )
+    if allow_tools:
+        out.append(
+            Refusal(
+                ("act", "agent", "allow_tools"),
+                "aider has no tools to allow: it edits files through its edit format - "
+                "remove allow_tools",
+            )
+        )
+    if max_turns:
+        out.append(
+            Refusal(
+                ("act", "agent", "max_turns"),
+                "aider has no turn cap to pass max_turns to; bound the turn with act.agent.timeout",
+            )
+        )
+    if session == "resume":
+        out.append(
+            Refusal(
+                ("act", "agent", "session"),
+                "aider keeps no session to resume headless (each --message turn starts a "
+                "fresh chat); use session: fresh",
+            )
+        )
     return out
 
 
