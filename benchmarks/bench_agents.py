@@ -125,6 +125,8 @@ def main() -> None:
         env["PATH"] = os.pathsep.join((str(bindir), str(Path(sys.executable).parent), env["PATH"]))
         env |= {"FAKE_AGENT_MODE": MODE, "ANTHROPIC_API_KEY": "sk-ant-bench-key"}
         env["XDG_CONFIG_HOME"] = str(root / "config")  # no config file of the user's
+        # as an installed looprun starts: its modules' bytecode cached after the first run
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         times: dict[str, list[float]] = {"direct": [], "looprun": [], "startup": []}
         for run in (direct, lambda w, e: through_looprun(w, template, e)):  # warm both
             run(work, env)

@@ -166,6 +166,10 @@ def test_a_missing_program_stops_with_the_package_to_install(tmp_path: Path) -> 
         ("codex", "openai:gpt-5-codex", "gpt-5-codex"),
         ("codex", "default", ""),
         ("codex", None, ""),
+        ("opencode", "openai:gpt-4.1", "openai/gpt-4.1"),
+        ("opencode", "anthropic:claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"),
+        ("opencode", "openrouter/qwen3-coder", "openrouter/qwen3-coder"),
+        ("gemini", "gemini:gemini-2.5-pro", "gemini-2.5-pro"),
         ("aider", "openai:gpt-4o", "openai/gpt-4o"),
         ("aider", "anthropic:claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"),
         ("aider", "deepseek/deepseek-chat", "deepseek/deepseek-chat"),
@@ -178,6 +182,8 @@ def test_model_references_map_to_the_clis_names(cli: str, ref: str | None, name:
 def test_a_model_of_another_provider_is_refused() -> None:
     with pytest.raises(UsageError, match="--model: 'openai:gpt-4o' does not fit"):
         agent_model("claude-code", "openai:gpt-4o", "--model")
+    with pytest.raises(UsageError, match="give gemini:<model> or a bare model name"):
+        agent_model("gemini", "anthropic:claude-sonnet-4-5", "--model")
 
 
 def _aider(tmp_path: Path, **env: str) -> AgentActor:

@@ -14,7 +14,14 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "agents"
 
 
 @pytest.mark.parametrize(
-    "name", ["bugfix-claude-code.yaml", "bugfix-codex.yaml", "bugfix-aider.yaml"]
+    "name",
+    [
+        "bugfix-claude-code.yaml",
+        "bugfix-codex.yaml",
+        "bugfix-aider.yaml",
+        "bugfix-opencode.yaml",
+        "bugfix-gemini.yaml",
+    ],
 )
 def test_the_agent_samples_validate(name: str) -> None:
     template = load_template(str(SAMPLES / name))

@@ -115,6 +115,9 @@ def test_aider_fixes_the_invoice_bug_and_the_checks_decide(tmp_path: Path, aider
     (run,) = run_dirs(work)
     raw = (run / "artifacts" / turns[0]["artifact"]).read_text()
     assert "Applied edit to tests/test_cancelled_lines.py" in raw
+    # it started offline: no attempt to download litellm's model table (it prints the
+    # failure when it tries), no version check
+    assert "model_prices_and_context_window" not in raw and "HTTPSConnectionPool" not in raw
     assert '"event": "message_send"' in raw
     for path in run.rglob("*"):
         if path.is_file():

@@ -26,7 +26,13 @@ PINNED |= {
     for line in (Path(__file__).with_name("agent-pypi.txt")).read_text().splitlines()
     if line.strip() and not line.startswith("#")
 }
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "aider": "aider-chat"}
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "aider": "aider-chat",
+    "opencode": "opencode-ai",
+    "gemini": "@google/gemini-cli",
+}
 # a CLI installed in a virtualenv of its own: its executable, named by looprun's setting
 SETTINGS = {"aider": "LOOPRUN_AIDER"}
 

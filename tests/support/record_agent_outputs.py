@@ -1,6 +1,6 @@
 """Record the real agent CLIs' output for the parser tests (tests/agents/recorded/).
 
-    python -m tests.support.record_agent_outputs claude|codex|aider
+    python -m tests.support.record_agent_outputs claude|codex|aider|opencode|gemini
 
 Each scenario has the actor run the installed, pinned binary exactly as looprun does,
 against the loopback server with scripted replies, and keeps its raw output (the actor's
@@ -25,6 +25,7 @@ from tests.support.fake_provider import (
     FakeProvider,
     Recorded,
     anthropic_error,
+    canned,
     openai_error,
 )
 from tests.support.git_repos import git_repo
@@ -94,6 +95,70 @@ def _aider_scenarios() -> dict[str, Scenario]:
     }
 
 
+def _opencode_scenarios() -> dict[str, Scenario]:
+    def edit(w: Path) -> list[Step]:
+        a = str(w / "a.py")
+        return [
+            call("read", {"filePath": a}),
+            call("edit", {"filePath": a, "oldString": "x = 1", "newString": "x = 2"}),
+            say("Changed x to 2."),
+        ]
+
+    def deny(w: Path) -> list[Step]:
+        cmd = "python3 -c \"open('a.py', 'w').write('x = 3')\""
+        return [call("bash", {"command": cmd, "description": "write"}), say("Done it.")]
+
+    def unauthorised(r: Recorded) -> Canned:
+        return openai_error(401, "Incorrect API key provided", "invalid_request_error")
+
+    return {"edit": (edit, None), "denied": (deny, None), "auth_401": (lambda w: [], unauthorised)}
+
+
+def _gemini_scenarios() -> dict[str, Scenario]:
+    def edit(w: Path) -> list[Step]:
+        a = str(w / "a.py")
+        return [
+            call("read_file", {"file_path": a}),
+            call(
+                "replace",
+                {
+                    "file_path": a,
+                    "old_string": "x = 1",
+                    "new_string": "x = 2",
+                    "instruction": "x=2",
+                },
+            ),
+            say("Changed x to 2."),
+        ]
+
+    def deny(w: Path) -> list[Step]:
+        cmd = "python3 -c \"open('a.py', 'w').write('x = 3')\""
+        return [
+            call("run_shell_command", {"command": cmd, "description": "write"}),
+            say("Done it."),
+        ]
+
+    def max_turns(w: Path) -> list[Step]:
+        return [call("read_file", {"file_path": str(w / "a.py")})] * 5
+
+    def bad_key(r: Recorded) -> Canned:  # the Gemini API answers a bad key with a 400
+        reason = {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "API_KEY_INVALID",
+            "domain": "googleapis.com",
+        }
+        message = "API key not valid. Please pass a valid API key."
+        error = {"code": 400, "message": message, "status": "INVALID_ARGUMENT", "details": [reason]}
+        return canned(400, {"error": error})
+
+    return {
+        "edit": (edit, None),
+        "denied": (deny, None),
+        "max_turns": (max_turns, None),
+        "bad_key": (lambda w: [], bad_key),
+    }
+
+
 def record(cli: str) -> None:
     """Every scenario of ``cli`` run by the actor itself, exactly as looprun runs it."""
     package, scenarios, model, key_env = {
@@ -101,6 +166,8 @@ def record(cli: str) -> None:
                         "ANTHROPIC_API_KEY"),
         "codex": ("@openai/codex", _codex_scenarios(), "gpt-5-codex", "OPENAI_API_KEY"),
         "aider": ("aider-chat", _aider_scenarios(), "openai/gpt-4o", "OPENAI_API_KEY"),
+        "opencode": ("opencode-ai", _opencode_scenarios(), "gpt-4.1", "OPENAI_API_KEY"),
+        "gemini": ("@google/gemini-cli", _gemini_scenarios(), "gemini-2.5-pro", "GEMINI_API_KEY"),
     }[cli]  # fmt: skip
     dest = OUT / f"{cli}-{PINNED[package]}"
     dest.mkdir(parents=True, exist_ok=True)
@@ -120,10 +187,13 @@ def record(cli: str) -> None:
                 "LOOPRUN_CODEX_BASE_URL": server.url + "/v1",
                 "LOOPRUN_AIDER_BASE_URL": server.url + "/v1",
                 "LOOPRUN_AIDER": os.environ.get("LOOPRUN_AIDER", ""),
+                "LOOPRUN_OPENCODE_BASE_URL": server.url + "/v1",
+                "GOOGLE_GEMINI_BASE_URL": server.url,
             }
+            rules = cli in ("claude-code", "opencode", "gemini")  # command rules it can take
             actor = AgentActor(
-                AgentSpec(cli=cli, max_turns=3 if cli == "claude-code" else None),
-                Constraints(commands=("python -m pytest *",) if cli == "claude-code" else ()),
+                AgentSpec(cli=cli, max_turns=3 if cli in ("claude-code", "gemini") else None),
+                Constraints(commands=("python -m pytest *",) if rules else ()),
                 workdir=work,
                 run_dir=run,
                 artifacts=run / "artifacts",
@@ -143,4 +213,4 @@ def record(cli: str) -> None:
 
 
 if __name__ == "__main__":
-    record({"claude": "claude-code", "codex": "codex", "aider": "aider"}[sys.argv[1]])
+    record({"claude": "claude-code"}.get(sys.argv[1], sys.argv[1]))

@@ -20,6 +20,8 @@ from looprun.act.agents.aider import Aider
 from looprun.act.agents.base import Adapter, Parsed, Turn
 from looprun.act.agents.claude import ClaudeCode
 from looprun.act.agents.codex import Codex
+from looprun.act.agents.gemini import Gemini
+from looprun.act.agents.opencode import OpenCode
 from looprun.atomic import write_atomic
 from looprun.errors import LooprunError
 from looprun.loop.agent import AgentReport, AgentRequest
@@ -29,14 +31,16 @@ from looprun.proc import run_process, scrubbed_env, secret_values
 from looprun.redact import Redactor
 from looprun.template.model import AgentSpec, Constraints
 
-ADAPTERS: Mapping[str, Adapter] = {a.cli: a for a in (ClaudeCode(), Codex(), Aider())}
+ADAPTERS: Mapping[str, Adapter] = {
+    a.cli: a for a in (ClaudeCode(), Codex(), Aider(), OpenCode(), Gemini())
+}
 RAW_CAP = 32 * 1024 * 1024  # the raw output kept and parsed; a turn printing more is cut
 
 
 def adapter_for(cli: str) -> Adapter:
     adapter = ADAPTERS.get(cli)
-    if adapter is None:  # validate refuses these; a hand-built template may still try
-        raise LooprunError(f"act.agent.cli: '{cli}' is not supported yet")
+    if adapter is None:  # the schema refuses these; a hand-built template may still try
+        raise LooprunError(f"act.agent.cli: '{cli}' is not an agent CLI looprun runs")
     return adapter
 
 
@@ -117,6 +121,7 @@ class AgentActor:
         if why:
             raise LooprunError(f"act.agent.cli {self.spec.cli}: {why}")
         env = {**self.env_base, **self.adapter.environment(turn, self.source_env)}
+        env["PWD"] = str(self.workdir)  # a CLI that trusts $PWD (opencode) over its cwd
         # what the CLI leaves in the tree about itself (a cache), if this turn made it
         scratch = getattr(self.adapter, "scratch", ())
         scratch = [p for p in scratch if not (self.workdir / p).exists()]
@@ -197,13 +202,21 @@ class AgentActor:
         )
 
 
-# Which model references fit each CLI: a CLI talks to its own provider's models.
-_SCHEMES = {"claude-code": "anthropic", "codex": "openai"}
+# Which model references fit each CLI: a CLI talks to its own provider's models
+# (opencode to several, named provider/model in its own terms).
+_SCHEMES = {
+    "claude-code": ("anthropic",),
+    "codex": ("openai",),
+    "opencode": ("openai", "anthropic"),
+    "gemini": ("gemini",),
+}
 
 
 def agent_model(cli: str, ref: str | None, source: str = "") -> str:
     """The model name to hand the CLI from a reference (``anthropic:NAME`` for Claude
-    Code, ``openai:NAME`` for Codex, or a bare name); "" leaves the CLI's own default."""
+    Code, ``openai:NAME`` for Codex, ``openai:``/``anthropic:`` for opencode, which names
+    it ``provider/NAME``, ``gemini:NAME`` for Gemini CLI, or a bare name in the CLI's own
+    terms); "" leaves the CLI's own default."""
     if not ref or ref.strip() in ("", "default"):
         return ""
     ref = ref.strip()
@@ -219,13 +232,14 @@ def agent_model(cli: str, ref: str | None, source: str = "") -> str:
             f"{source or 'model'}: {ref!r} does not fit act.agent.cli aider: give "
             "openai:<model>, anthropic:<model> or a name in aider's own terms (openai/<model>)"
         )
-    if scheme != _SCHEMES.get(cli):
+    schemes = _SCHEMES.get(cli, ())
+    if scheme not in schemes:
+        fits = " or ".join(f"{s}:<model>" for s in schemes) or "?"
         raise UsageError(
             f"{source or 'model'}: {ref!r} does not fit act.agent.cli {cli}, which runs "
-            f"{_SCHEMES.get(cli, '?')} models: give {_SCHEMES.get(cli, '?')}:<model> or a "
-            "bare model name"
+            f"{'/'.join(schemes) or '?'} models: give {fits} or a bare model name"
         )
-    return name.strip()
+    return f"{scheme}/{name.strip()}" if cli == "opencode" else name.strip()
 
 
 class AgentActRole:
