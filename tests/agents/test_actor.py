@@ -166,6 +166,13 @@ def test_a_missing_program_stops_with_the_package_to_install(tmp_path: Path) -> 
         ("codex", "openai:gpt-5-codex", "gpt-5-codex"),
         ("codex", "default", ""),
         ("codex", None, ""),
+        ("opencode", "openai:gpt-4.1", "openai/gpt-4.1"),
+        ("opencode", "anthropic:claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"),
+        ("opencode", "openrouter/qwen3-coder", "openrouter/qwen3-coder"),
+        ("gemini", "gemini:gemini-2.5-pro", "gemini-2.5-pro"),
+        ("aider", "openai:gpt-4o", "openai/gpt-4o"),
+        ("aider", "anthropic:claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"),
+        ("aider", "deepseek/deepseek-chat", "deepseek/deepseek-chat"),
     ],
 )
 def test_model_references_map_to_the_clis_names(cli: str, ref: str | None, name: str) -> None:
@@ -175,3 +182,68 @@ def test_model_references_map_to_the_clis_names(cli: str, ref: str | None, name:
 def test_a_model_of_another_provider_is_refused() -> None:
     with pytest.raises(UsageError, match="--model: 'openai:gpt-4o' does not fit"):
         agent_model("claude-code", "openai:gpt-4o", "--model")
+    with pytest.raises(UsageError, match="give gemini:<model> or a bare model name"):
+        agent_model("gemini", "anthropic:claude-sonnet-4-5", "--model")
+
+
+def _aider(tmp_path: Path, **env: str) -> AgentActor:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return AgentActor(
+        AgentSpec(cli="aider"),
+        Constraints(),
+        workdir=work,
+        run_dir=tmp_path / "run",
+        artifacts=tmp_path / "run" / "artifacts",
+        model="openai/gpt-4o",
+        env={"PATH": os.environ["PATH"], "OPENAI_API_KEY": KEY, **env},
+    )
+
+
+def test_aider_is_found_where_its_setting_names_it_and_runs_headless(tmp_path: Path) -> None:
+    exe = install(tmp_path / "venv-aider" / "bin", "aider")  # not on PATH
+    log = tmp_path / "log.jsonl"
+    actor = _aider(
+        tmp_path,
+        LOOPRUN_AIDER=str(exe),
+        LOOPRUN_AIDER_BASE_URL="http://127.0.0.1:9/v1",
+        AIDER_LOAD="commands.txt",  # the user's own aider settings do not reach it
+        FAKE_AGENT_MODE="write:.aider.tags.cache.v4/cache.db=x|write:a.py=x = 2",
+        FAKE_AGENT_LOG=str(log),
+    )
+    report = actor.act(_request())
+    (start,) = [json.loads(line) for line in log.read_text().splitlines()]
+    argv = start["argv"]
+    for flag in ("--yes-always", "--no-auto-commits", "--no-gitignore", "--no-stream",
+                 "--no-suggest-shell-commands", "--no-auto-test", "--no-check-update"):  # fmt: skip
+        assert flag in argv
+    assert argv[argv.index("--model") + 1] == "openai/gpt-4o"
+    assert argv[-2:] == ["--message", "be careful\n\nfix the bug"]
+    home = Path(start["home"])
+    assert home == tmp_path / "run" / "agent-home"
+    assert Path(argv[argv.index("--analytics-log") + 1]).parent == home / "aider"
+    assert Path(argv[argv.index("--chat-history-file") + 1]).parent == home / "aider"
+    assert "AIDER_OPENAI_API_BASE" in start["env"] and "AIDER_LOAD" not in start["env"]
+    assert "GIT_INDEX_FILE" in start["env"] and "LITELLM_LOCAL_MODEL_COST_MAP" in start["env"]
+    # its repo-map cache, made by this turn, is gone; its edit stays
+    work = tmp_path / "work"
+    assert not (work / ".aider.tags.cache.v4").exists()
+    assert (work / "a.py").read_text() == "x = 2"
+    # no analytics log with an exit event: not a finished aider turn
+    assert report.error == "crashed"
+
+
+@pytest.mark.parametrize("name", [".aider.conf.yml", ".env"])
+def test_aider_does_not_run_on_a_tree_that_configures_it(tmp_path: Path, name: str) -> None:
+    exe = install(tmp_path / "bin", "aider")
+    log = tmp_path / "log.jsonl"
+    actor = _aider(tmp_path, LOOPRUN_AIDER=str(exe), FAKE_AGENT_LOG=str(log))
+    (tmp_path / "work" / name).write_text("load: evil.txt\n")
+    with pytest.raises(LooprunError, match=f"the working tree has {name}: aider reads"):
+        actor.act(_request())
+    assert not log.exists()  # refused before it started
+
+
+def test_a_missing_aider_names_its_setting_and_pip(tmp_path: Path) -> None:
+    with pytest.raises(LooprunError, match=r"or name it in LOOPRUN_AIDER .*pip install aider-chat"):
+        _aider(tmp_path, PATH=str(tmp_path))

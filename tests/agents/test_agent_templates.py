@@ -13,7 +13,16 @@ from looprun.template.loader import load_template
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "agents"
 
 
-@pytest.mark.parametrize("name", ["bugfix-claude-code.yaml", "bugfix-codex.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bugfix-claude-code.yaml",
+        "bugfix-codex.yaml",
+        "bugfix-aider.yaml",
+        "bugfix-opencode.yaml",
+        "bugfix-gemini.yaml",
+    ],
+)
 def test_the_agent_samples_validate(name: str) -> None:
     template = load_template(str(SAMPLES / name))
     assert template.act is not None and template.act.agent is not None

@@ -19,22 +19,11 @@ from tests.support.agent_clis import require
 from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
+from tests.support.invoice_bug import INTENT, NEW, OLD, REPRO_TEST
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-claude-code.yaml"
-INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()
 SECRET = "sk-ant-loopback-secret-7f3a9c"
-
-REPRO_TEST = """from invoice.totals import Line, summary
-
-
-def test_summary_of_an_invoice_with_only_cancelled_lines():
-    result = summary([Line("cancelled widget", 0, 1250)])
-    assert result["total"] == 0
-    assert result["average_unit_price"] == 0
-"""
-OLD = "    units = sum(line.quantity for line in lines)\n"
-NEW = OLD + "    if units == 0:\n        return 0\n"
 
 
 def _env(server: FakeProvider, bindir: str) -> dict[str, str]:

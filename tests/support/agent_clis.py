@@ -1,8 +1,10 @@
-"""Where the real agent CLIs are for the tests that run them, pinned in agent-clis.txt.
+"""Where the real agent CLIs are for the tests that run them, pinned in agent-clis.txt
+(npm) and agent-pypi.txt (PyPI).
 
-They are found on PATH (``.ci/run`` installs them globally) or in the directory named by
-LOOPRUN_AGENT_BIN. Missing, such a test is skipped on a developer's machine and fails in
-CI (CI=true): a CI run that silently skipped them would prove nothing.
+They are found on PATH (``.ci/run`` installs the npm ones globally), in the directory
+named by LOOPRUN_AGENT_BIN, or, for Aider (installed in a virtualenv of its own), at the
+executable LOOPRUN_AIDER names. Missing, such a test is skipped on a developer's machine
+and fails in CI (CI=true): a CI run that silently skipped them would prove nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,20 @@ PINNED = {
     for line in (Path(__file__).with_name("agent-clis.txt")).read_text().splitlines()
     if line.strip() and not line.startswith("#")
 }
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+PINNED |= {
+    line.split("==", 1)[0]: line.split("==", 1)[1].strip()
+    for line in (Path(__file__).with_name("agent-pypi.txt")).read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "aider": "aider-chat",
+    "opencode": "opencode-ai",
+    "gemini": "@google/gemini-cli",
+}
+# a CLI installed in a virtualenv of its own: its executable, named by looprun's setting
+SETTINGS = {"aider": "LOOPRUN_AIDER"}
 
 
 def search_path() -> str:
@@ -30,7 +45,8 @@ def search_path() -> str:
 def require(program: str) -> str:
     """The directory holding ``program`` at its pinned version; skip (or fail in CI)."""
     package = PACKAGES[program]
-    found = shutil.which(program, path=search_path())
+    named = os.environ.get(SETTINGS.get(program, ""), "")
+    found = shutil.which(named) if named else shutil.which(program, path=search_path())
     if found is None:
         why = f"`{program}` ({package}@{PINNED[package]}) is not installed"
         if os.environ.get("CI"):

@@ -1,6 +1,7 @@
-"""Streaming answers for the agent CLIs' loopback server: Anthropic Messages (SSE) and the
-OpenAI Responses API (SSE), and a scripted responder that plays one step per main-loop
-request.
+"""Streaming answers for the agent CLIs' loopback server: Anthropic Messages (SSE), the
+OpenAI Responses API (SSE), OpenAI Chat Completions (SSE for opencode; whole answers for
+Aider, which does not stream) and the Gemini API's streamGenerateContent (SSE), and a
+scripted responder that plays one step per main-loop request.
 
 The real CLIs stream; these turn one scripted step into the event sequence each wire
 format defines, served by ``FakeProvider``. A CLI also sends side requests (a title, a
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.fake_provider import Canned, Recorded, canned
+from tests.support.fake_provider import Canned, Recorded, canned, openai_reply
 
 _ids = itertools.count(1)
 
@@ -260,13 +261,102 @@ def responses_stream(step: Step, model: str) -> Canned:
     return Canned(200, _sse(events), {"content-type": "text/event-stream"})
 
 
+# --- OpenAI Chat Completions, streaming ---------------------------------------------------
+
+
+def _data_sse(chunks: Sequence[Mapping[str, Any]], done: bool) -> bytes:
+    text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+    return (text + ("data: [DONE]\n\n" if done else "")).encode("utf-8")
+
+
+def chat_stream(step: Step, model: str) -> Canned:
+    """Chat Completions' SSE chunks for one reply: the role, the text as a delta, each tool
+    call (id and name first, then its arguments in two pieces), the finish reason, then the
+    usage chunk with no choices (``stream_options.include_usage``) and ``[DONE]``."""
+    cid = f"chatcmpl-loop{next(_ids)}"
+    base = {"id": cid, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model}
+
+    def chunk(delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if step.text:
+        chunks.append(chunk({"content": step.text}))
+    for i, (name, args) in enumerate(step.calls):
+        raw = json.dumps(args)
+        half = len(raw) // 2
+        head = {"index": i, "id": f"call_loop{next(_ids)}", "type": "function"}
+        first = {**head, "function": {"name": name, "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [first]}))
+        for piece in (raw[:half], raw[half:]):
+            chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+    chunks.append(chunk({}, "tool_calls" if step.calls else "stop"))
+    usage = {
+        "prompt_tokens": step.input_tokens,
+        "completion_tokens": step.output_tokens,
+        "total_tokens": step.input_tokens + step.output_tokens,
+    }
+    chunks.append({**base, "choices": [], "usage": usage})
+    return Canned(200, _data_sse(chunks, done=True), {"content-type": "text/event-stream"})
+
+
+# --- Gemini API, streamGenerateContent?alt=sse ---------------------------------------------
+
+
+def gemini_stream(step: Step, model: str) -> Canned:
+    """The Gemini API's SSE for one reply: GenerateContentResponse chunks, the text first,
+    then the function calls (whole, as the API sends them), the last with the finish reason
+    and the usage metadata."""
+    rid = f"loop{next(_ids)}"
+    usage = {
+        "promptTokenCount": step.input_tokens,
+        "candidatesTokenCount": step.output_tokens,
+        "totalTokenCount": step.input_tokens + step.output_tokens,
+    }
+    parts: list[dict[str, Any]] = []
+    if step.text:
+        parts.append({"text": step.text})
+    parts += [{"functionCall": {"name": name, "args": dict(args)}} for name, args in step.calls]
+    chunks = []
+    for i, part in enumerate(parts or [{"text": ""}]):
+        last = i == max(len(parts), 1) - 1
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
+        body: dict[str, Any] = {"candidates": [candidate], "modelVersion": model, "responseId": rid}
+        if last:
+            candidate["finishReason"] = "STOP"
+            body["usageMetadata"] = usage
+        chunks.append(body)
+    return Canned(200, _data_sse(chunks, done=False), {"content-type": "text/event-stream"})
+
+
+def gemini_json(step: Step, model: str) -> Canned:
+    """A non-streamed generateContent answer (Gemini CLI's side requests use it)."""
+    parts: list[dict[str, Any]] = [{"text": step.text}] if step.text else []
+    parts += [{"functionCall": {"name": name, "args": dict(args)}} for name, args in step.calls]
+    usage = {
+        "promptTokenCount": step.input_tokens,
+        "candidatesTokenCount": step.output_tokens,
+        "totalTokenCount": step.input_tokens + step.output_tokens,
+    }
+    body = {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": usage,
+        "modelVersion": model,
+    }
+    return canned(200, body)
+
+
 # --- the responder -------------------------------------------------------------------------
 
 
 def _is_main(path: str, body: Mapping[str, Any]) -> bool:
     """A main-loop request carries the tools (side requests for titles or probes do not)."""
-    if "count_tokens" in path:
+    if "count_tokens" in path or ":countTokens" in path:
         return False
+    if path.rstrip("/").endswith("/chat/completions") and not body.get("stream"):
+        return True  # Aider: its edits are in the text, it sends no tools and no stream
     return bool(body.get("tools"))
 
 
@@ -289,6 +379,8 @@ class AgentScript:
             body = {}
         if "count_tokens" in request.path:
             return canned(200, {"input_tokens": 100})
+        if ":countTokens" in request.path:
+            return canned(200, {"totalTokens": 100})
         main = _is_main(request.path, body)
         with self._lock:
             if main:
@@ -299,8 +391,22 @@ class AgentScript:
                 self.side.append(request)
                 step = Step(text="ok", input_tokens=10, output_tokens=2)
         model = str(body.get("model") or self.model)
-        if request.path.rstrip("/").endswith("/responses"):
+        path = request.path.split("?", 1)[0].rstrip("/")
+        if ":streamGenerateContent" in path:  # Gemini: the model is in the path
+            return gemini_stream(step, path.rsplit("/", 1)[-1].split(":", 1)[0])
+        if ":generateContent" in path:
+            return gemini_json(step, path.rsplit("/", 1)[-1].split(":", 1)[0])
+        if path.endswith("/chat/completions") and not body.get("stream"):
+            return openai_reply(
+                step.text,
+                prompt_tokens=step.input_tokens,
+                completion_tokens=step.output_tokens,
+                model=model,
+            )
+        if path.endswith("/responses"):
             return responses_stream(step, model)
+        if path.endswith("/chat/completions"):
+            return chat_stream(step, model)
         if body.get("stream"):
             return anthropic_stream(step, model)
         return _anthropic_json(step, model)

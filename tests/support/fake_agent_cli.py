@@ -2,7 +2,8 @@
 by ``install``, it behaves as FAKE_AGENT_MODE says, and logs how it was started.
 
 Modes (separated by "|", in order):
-  write:PATH=TEXT   write TEXT to PATH (relative to the working directory)
+  write:PATH=TEXT   write TEXT to PATH (relative to the working directory); {prompt} in
+                    PATH stands for the turn's prompt (the last argument), stripped
   stdin             read standard input to its end first (an open one would hang here)
   hang              start a child in the same process group, then sleep for ever
   exit:N            exit with status N without a final report
@@ -64,6 +65,7 @@ def main() -> int:
         name, _, arg = mode.partition(":")
         if name == "write":
             path, _, text = arg.partition("=")
+            path = path.replace("{prompt}", sys.argv[-1].strip())
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text.replace("\\n", "\n"), encoding="utf-8")
             tools.append("Write")

@@ -114,6 +114,7 @@ def agent_turn(
     state.prompt_tokens += report.prompt_tokens
     state.completion_tokens += report.completion_tokens
     state.cost_usd += report.cost_usd
+    add_to_totals(state.agent_totals, agent.cli, report)
     if resume and report.session_id:
         state.agent_session = {
             "task": task_id,
@@ -142,3 +143,27 @@ def agent_turn(
             "timeout",
         )
     return turn, report
+
+
+TOTAL_COUNTS = ("calls", "turns", "tool_calls", "denials", "tokens")
+
+
+def add_to_totals(totals: dict[str, Any], cli: str, report: AgentReport) -> None:
+    """Fold one turn's report into the run's agent totals (kept in the loop state)."""
+    facts = report.facts()
+    totals["cli"] = cli
+    totals["calls"] = int(totals.get("calls", 0)) + 1
+    for key in ("turns", "tool_calls", "denials", "tokens"):
+        totals[key] = int(totals.get(key, 0)) + int(facts[key])
+    totals["cost_usd"] = float(totals.get("cost_usd", 0.0)) + report.cost_usd
+    totals["last_error"] = report.error
+
+
+def sum_totals(rows: Any) -> dict[str, Any]:
+    """Several runs' agent totals added up (an outer loop's sub-loops)."""
+    out: dict[str, Any] = {k: 0 for k in TOTAL_COUNTS} | {"cost_usd": 0.0}
+    for row in rows:
+        for key in TOTAL_COUNTS:
+            out[key] += int(row.get(key, 0) or 0)
+        out["cost_usd"] += float(row.get("cost_usd", 0.0) or 0.0)
+    return out

@@ -449,6 +449,7 @@ class Engine:
             pending_approvals=tuple((st.pending or {}).get("paths", ())),
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
+            agent=dict(st.agent_totals),
         )
         if event:
             self.ports.journal.event(

@@ -64,6 +64,7 @@ class SubloopResult:
     run_id: str = ""
     run_dir: str = ""
     duration_s: float = 0.0
+    agent: Mapping[str, Any] = field(default_factory=dict)  # act.agent: its CLI's totals
 
     @property
     def tokens(self) -> int:
@@ -147,6 +148,23 @@ class StoppableObserver:
         return obs
 
 
+class StoppableActor:
+    """Wraps the actor port (act.agent) like the observer: once stopped, no CLI turn
+    starts, and a turn the stop killed (``LocalExecutor.stop`` kills its process group)
+    is not taken as what the CLI did."""
+
+    def __init__(self, inner: Any, stop: threading.Event):
+        self.inner, self._stop = inner, stop
+
+    def act(self, request: Any) -> Any:
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        report = self.inner.act(request)
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        return report
+
+
 class LocalExecutor:
     """Sub-loops on threads of this process, at most ``parallel`` at a time."""
 
@@ -205,7 +223,7 @@ def run_subloop(
     from looprun.journal import RunJournal
     from looprun.loop.engine import Engine, RunInfo
     from looprun.loop.real_ports import build_ports
-    from looprun.loop.run_models import ModelEvents
+    from looprun.loop.run_models import NO_MODEL, ModelEvents, agent_role, needs_http_model
     from looprun.loop.state import LoopState
     from looprun.template.loader import load_template
 
@@ -217,11 +235,22 @@ def run_subloop(
     try:
         template = load_template(job.template)
         events = ModelEvents()  # the config file, and retries journaled in the sub-loop's run
-        act = _resolve(job, events)
+        agent = template.act is not None and template.act.agent is not None
+        if agent:  # its CLI's own model, named like at the top; not the outer's act model
+            act = agent_role(template, job.cli_models.get("act"), events.config)
+        elif not job.model and not needs_http_model(template):
+            act = NO_MODEL  # a nested outer loop whose sub-loops all run agent CLIs
+        else:
+            act = _resolve(job, events)
         plan = act
-        if template.plan.mode == "model" and job.plan_model and job.plan_model != job.model:
+        if (
+            template.plan.mode == "model"
+            and job.plan_model
+            and (agent or job.plan_model != job.model)
+        ):
             plan = _resolve(replace(job, model=job.plan_model), events)
-        model = StoppableModel(act, stop)
+        # an agent role is never called: the actor runs the turns, and stops with the rest
+        model = act if agent else StoppableModel(act, stop)
         plan_model = model if plan is act else StoppableModel(plan, stop)
         run_dir.mkdir(parents=True, exist_ok=True)
         with RunJournal(run_dir, job.run_id) as opened:
@@ -254,6 +283,8 @@ def run_subloop(
                 sandbox_mode=job.sandbox,
             )
             ports = replace(ports, observer=StoppableObserver(ports.observer, stop))
+            if ports.actor is not None:
+                ports = replace(ports, actor=StoppableActor(ports.actor, stop))
             if job.resume:  # the outer loop holds the run lock: these locks' owner is dead
                 for lock in ws.clear_stale_locks(job.run_id):
                     prefixed(f"note: removed {lock}, left behind by a run that was killed")
@@ -285,6 +316,7 @@ def run_subloop(
                 run_id=job.run_id,
                 run_dir=str(run_dir),
                 duration_s=result.duration_s,
+                agent=dict(result.agent),
             )
     except Stopped as exc:
         # The journal stays at the last completed step; `looprun resume` continues there.

@@ -101,6 +101,8 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # an outer loop's summary tree: one record per task (template, outcome, iterations, ...)
     subloops: tuple[dict[str, Any], ...] = ()
+    # act.agent: the CLI's turns added up (calls, turns, tool_calls, denials, tokens, ...)
+    agent: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def exit_code(self) -> int:
@@ -141,4 +143,6 @@ class RunResult:
             out["changed_files"] = list(self.diff_stat)
         if self.subloops:
             out["subloops"] = [dict(r) for r in self.subloops]
+        if self.agent:
+            out["agent"] = dict(self.agent)
         return out

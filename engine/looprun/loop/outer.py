@@ -321,6 +321,7 @@ class OuterPhase:
             cost_usd=res.cost_usd,
             changed=list(res.changed),
             commit=res.commit,
+            agent=dict(res.agent),
         )
         if rec.get("worktree"):
             if keep:
@@ -335,6 +336,19 @@ class OuterPhase:
                 rec["kept_ref"] = f"refs/looprun/{job.run_id}/kept"
             ws.restore(job.commit)
         self._save()
+        self.e.ports.journal.event(
+            "subloop_finished",
+            task=job.task_id,
+            attempt=job.attempt,
+            outcome=outcome,
+            reason=reason,
+            code=code,
+            iterations=res.iterations,
+            prompt_tokens=res.prompt_tokens,
+            completion_tokens=res.completion_tokens,
+            cost_usd=res.cost_usd,
+            agent=dict(res.agent),
+        )
         self._report(
             f"[{job.task_id}] sub-loop result: {outcome}: {reason}"
             + (f" (kept: {rec.get('worktree') or rec.get('kept_ref')})" if keep else "")
@@ -506,6 +520,8 @@ class OuterPhase:
             rec = self.records.get(r["id"], {})
             row = {k: r[k] for k in ("id", "template", "outcome", "reason", "iterations")}
             row |= {"attempt": r["attempt"], "tokens": r["tokens"]}
+            if r["agent"]:
+                row["agent"] = r["agent"]
             kept = rec.get("worktree") or rec.get("kept_ref")
             if kept and r["outcome"] != "done":
                 row |= {"kept": kept, "branch": rec.get("branch")}

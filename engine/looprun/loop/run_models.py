@@ -44,6 +44,7 @@ def resolve_models(
     events: ModelEvents | None = None,
 ) -> tuple[Model, Model, dict[str, str]]:
     """The act and plan models: command line > environment > config file > template."""
+    from looprun.errors import UsageError
     from looprun.models.registry import model_ref_for_role, resolve_model
 
     events = events or ModelEvents()
@@ -52,16 +53,22 @@ def resolve_models(
         return _agent_models(template, agent.cli, agent.model, model, plan_model, base_url, events)
     # the plan role only where something asks it (plan.mode: model); else it is the act model
     roles = roles_used(template)
-    refs = {
-        role: model_ref_for_role(
-            role,
-            cli_model=model,
-            cli_role_models={"plan": plan_model},
-            config=events.config,
-            template_models=template.models,
-        )
-        for role in roles
-    }
+    try:
+        refs = {
+            role: model_ref_for_role(
+                role,
+                cli_model=model,
+                cli_role_models={"plan": plan_model},
+                config=events.config,
+                template_models=template.models,
+            )
+            for role in roles
+        }
+    except UsageError:
+        if needs_http_model(template):
+            raise
+        # an outer loop whose sub-loops all act through agent CLIs: nothing to call
+        return NO_MODEL, NO_MODEL, {"act": ""}
     refs.setdefault("plan", refs["act"])
     refs = {r: _absolute_script(v) for r, v in refs.items()}
 
@@ -83,9 +90,12 @@ def _agent_models(
     plan_model: str | None,
     base_url: str | None,
     events: ModelEvents,
+    *,
+    plan: bool = True,
 ) -> tuple[Model, Model, dict[str, str]]:
     """act.agent: the CLI's model, named like models.act (command line > environment >
-    config file > act.agent.model); the plan role resolves as usual where it is used."""
+    config file > act.agent.model); the plan role resolves as usual where it is used
+    (``plan=False``: the caller resolves it)."""
     import os
 
     from looprun.act.agents.actor import AgentActRole, agent_model
@@ -102,7 +112,7 @@ def _agent_models(
     source, ref = next(((s, r) for s, r in candidates if r and r.strip() != "default"), ("", ""))
     act: Model = AgentActRole(cli, agent_model(cli, ref, source))  # type: ignore[assignment]
     refs = {"act": ref or ""}
-    if template.plan.mode != "model":
+    if template.plan.mode != "model" or not plan:
         return act, act, refs
     from looprun.models.registry import model_ref_for_role, resolve_model
 
@@ -118,6 +128,43 @@ def _agent_models(
     refs["plan"] = plan_ref
     plan = resolve_model(plan_ref, base_url=base_url, config=config, on_event=events)
     return act, plan, refs
+
+
+def needs_http_model(template: Template) -> bool:
+    """Whether a run of ``template`` calls a model over HTTP itself or in a sub-loop:
+    model planning, or act turns of the built-in tool loop. An agent CLI brings its own."""
+    if template.plan.mode == "model":
+        return True
+    if template.each_task is not None:
+        return needs_http_model(template.each_task.template)
+    return template.act is None or template.act.agent is None
+
+
+class NoModel:
+    """The act role of an outer loop that needs no model (``needs_http_model`` is
+    false): it has a reference to pass down ("") and refuses to be called."""
+
+    ref = ""
+
+    def complete(self, *args: object, **kwargs: object) -> Any:
+        from looprun.errors import LooprunError
+
+        raise LooprunError("this loop and its sub-loops name no model: none is called")
+
+
+NO_MODEL: Any = NoModel()
+
+
+def agent_role(template: Template, cli_model: str | None, config: Any) -> Any:
+    """The act role of an ``act.agent`` template run as a sub-loop: its CLI's model
+    named like at the top (command line > environment > config file > act.agent.model)."""
+    agent = template.act.agent if template.act is not None else None
+    assert agent is not None
+    events = ModelEvents(config)
+    act, _plan, _refs = _agent_models(
+        template, agent.cli, agent.model, cli_model, None, None, events, plan=False
+    )
+    return act
 
 
 def roles_used(template: Template) -> tuple[str, ...]:

@@ -306,7 +306,10 @@ def _drive(
         prices=_prices(events),
         executor=_executor_factory(invocation) if template.each_task is not None else None,
     )
-    _err(f"looprun {template.name}: run {journal.run_id} in {workdir} (model {ports.model.ref})")
+    model = (
+        f"model {ports.model.ref}" if ports.model.ref else "no model: its sub-loops run agent CLIs"
+    )
+    _err(f"looprun {template.name}: run {journal.run_id} in {workdir} ({model})")
     for lock in ws.clear_stale_locks(journal.run_id):  # we hold the run lock: theirs is dead
         note = f"removed {lock}, left behind by a run that was killed"
         _err("note: " + note)

@@ -91,6 +91,9 @@ class LoopState:
     # act.agent with session: resume - the CLI's session for the current task and the
     # usage it has reported so far (some CLIs report running totals, not per call)
     agent_session: dict[str, Any] = field(default_factory=dict)
+    # act.agent: what the CLI's turns added up to over the run (calls, turns, tool calls,
+    # denials, tokens, cost, the last error), for an outer loop and the summary
+    agent_totals: dict[str, Any] = field(default_factory=dict)
     # The journal's last event seq when this state was saved: events after it belong to
     # a step this state does not hold, which a resumed run redoes (they are superseded).
     journal_seq: int = 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from looprun.errors import LooprunError
+from looprun.loop.agent import sum_totals
 from looprun.taskgraph import find_cycle
 
 MAX_DEPTH = 8  # the same bound the template loader enforces (MAX_SUBLOOP_DEPTH)
@@ -92,7 +93,9 @@ def subloop_facts(tasks: Sequence[str], records: Mapping[str, Mapping[str, Any]]
 
     ``failed`` is a count (0 is false in a condition), ``all_done`` holds when every
     planned task has a ``done`` result, ``counts`` maps outcome -> number, and ``list``
-    holds one record per task: id, template, outcome, reason, iterations, attempt, tokens.
+    holds one record per task: id, template, outcome, reason, iterations, attempt, tokens,
+    changed, agent (the totals of a sub-loop whose act is an agent CLI, else {}).
+    ``agent`` adds those totals up over the tasks.
     """
     rows = []
     for tid in tasks:
@@ -108,6 +111,7 @@ def subloop_facts(tasks: Sequence[str], records: Mapping[str, Mapping[str, Any]]
                     "attempt": 0,
                     "tokens": 0,
                     "changed": [],
+                    "agent": {},
                 }
             )
             continue
@@ -121,6 +125,7 @@ def subloop_facts(tasks: Sequence[str], records: Mapping[str, Mapping[str, Any]]
                 "attempt": r.get("attempt", 0),
                 "tokens": r.get("tokens", 0),
                 "changed": list(r.get("changed", [])),
+                "agent": dict(r.get("agent") or {}),
             }
         )
     counts: dict[str, int] = {}
@@ -134,4 +139,5 @@ def subloop_facts(tasks: Sequence[str], records: Mapping[str, Mapping[str, Any]]
         "total": len(rows),
         "counts": counts,
         "list": rows,
+        "agent": sum_totals(r["agent"] for r in rows),
     }

@@ -198,7 +198,7 @@ def _iteration(
         tokens, cost = exchange_usage.get(n, (0, 0.0))
     calls = tuple(
         _tool_call(e) for e in events if e.get("event") == "tool_call" and e.get("iteration") == n
-    )
+    ) + _agent_calls(events, n)
     policy = rec.get("policy") or {}
     items = tuple(
         f"{i.get('tool', '')}: {i.get('message', '')}".strip(": ")
@@ -267,6 +267,22 @@ def _tool_call(e: Mapping[str, Any]) -> _Call:
         ),
         changed,
     )
+
+
+def _agent_calls(events: list[dict[str, Any]], n: int) -> tuple[_Call, ...]:
+    """An agent CLI's turn (act.agent): its tool calls in its own names, and the calls
+    its permission rules refused, marked as refused."""
+    out: list[_Call] = []
+    for e in events:
+        if e.get("event") != "agent_turn" or e.get("iteration") != n:
+            continue
+        cli = str(e.get("cli") or "agent")
+        out += [_Call(ToolCall(f"{cli}:{t}", "", False), ()) for t in e.get("tools") or ()]
+        out += [
+            _Call(ToolCall(f"{cli}:refused", _one_line(str(d), 120), True), ())
+            for d in e.get("denied") or ()
+        ]
+    return tuple(out)
 
 
 def _previous_checkpoint(n: int, events: list[dict[str, Any]]) -> str:

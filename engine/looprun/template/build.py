@@ -475,6 +475,7 @@ class Builder:
             commands=tuple(c for c in commands if isinstance(c, str)),
             per_tool=tuple(str(k) for k in per_tool),
             max_turns="max_turns" in raw,
+            session=str(raw.get("session") or "fresh"),
         ):
             self.problem(refusal.where, refusal.message)
         timeout = self.duration((*path, "timeout"))

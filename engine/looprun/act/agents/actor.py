@@ -16,9 +16,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from looprun.act.agents.aider import Aider
 from looprun.act.agents.base import Adapter, Parsed, Turn
 from looprun.act.agents.claude import ClaudeCode
 from looprun.act.agents.codex import Codex
+from looprun.act.agents.gemini import Gemini
+from looprun.act.agents.opencode import OpenCode
 from looprun.atomic import write_atomic
 from looprun.errors import LooprunError
 from looprun.loop.agent import AgentReport, AgentRequest
@@ -28,26 +31,39 @@ from looprun.proc import run_process, scrubbed_env, secret_values
 from looprun.redact import Redactor
 from looprun.template.model import AgentSpec, Constraints
 
-ADAPTERS: Mapping[str, Adapter] = {a.cli: a for a in (ClaudeCode(), Codex())}
+ADAPTERS: Mapping[str, Adapter] = {
+    a.cli: a for a in (ClaudeCode(), Codex(), Aider(), OpenCode(), Gemini())
+}
 RAW_CAP = 32 * 1024 * 1024  # the raw output kept and parsed; a turn printing more is cut
 
 
 def adapter_for(cli: str) -> Adapter:
     adapter = ADAPTERS.get(cli)
-    if adapter is None:  # validate refuses these; a hand-built template may still try
-        raise LooprunError(f"act.agent.cli: '{cli}' is not supported yet")
+    if adapter is None:  # the schema refuses these; a hand-built template may still try
+        raise LooprunError(f"act.agent.cli: '{cli}' is not an agent CLI looprun runs")
     return adapter
 
 
 def find_program(cli: str, env: Mapping[str, str] | None = None) -> str:
-    """The CLI's executable on PATH; a missing one stops the run before any turn."""
+    """The CLI's executable: the one its setting names (``LOOPRUN_AIDER``, for a CLI
+    installed in a virtualenv of its own), else on PATH; a missing one stops the run
+    before any turn."""
     adapter = adapter_for(cli)
-    path = (env if env is not None else os.environ).get("PATH")
-    found = shutil.which(adapter.program, path=path)
+    source = env if env is not None else os.environ
+    setting = getattr(adapter, "program_env", "")
+    named = source.get(setting, "") if setting else ""
+    if named:
+        found = shutil.which(os.path.expanduser(named))
+        if found is None:
+            raise LooprunError(f"act.agent.cli {cli}: {setting}={named} is not an executable")
+        return found
+    found = shutil.which(adapter.program, path=source.get("PATH"))
     if found is None:
+        install = getattr(adapter, "install", "") or f"npm install -g {adapter.package}"
+        where = f", or name it in {setting}" if setting else ""
         raise LooprunError(
-            f"act.agent.cli {cli}: the `{adapter.program}` program is not on PATH "
-            f"(install it with `npm install -g {adapter.package}`)"
+            f"act.agent.cli {cli}: the `{adapter.program}` program is not on PATH{where} "
+            f"(install it with `{install}`)"
         )
     return found
 
@@ -77,7 +93,9 @@ class AgentActor:
         self.program = find_program(spec.cli, source)
         # the CLI's own key and server, and nothing else that looks like a secret
         own = {k: source[k] for k in self.adapter.key_env if source.get(k)}
-        self.env_base = {**scrubbed_env(source), **own}
+        drop = tuple(getattr(self.adapter, "drop_env", ()))  # the user's own CLI settings
+        kept = {k: v for k, v in scrubbed_env(source).items() if not (drop and k.startswith(drop))}
+        self.env_base = {**kept, **own}
         self.source_env = source
         self.redact = Redactor(secret_values(source, min_len=4) + list(own.values()))
         self.prices = prices or PriceTable()
@@ -98,7 +116,15 @@ class AgentActor:
             home=self.home,
             workdir=self.workdir,
         )
+        refusal = getattr(self.adapter, "refusal", None)
+        why = refusal(self.workdir) if refusal is not None else ""
+        if why:
+            raise LooprunError(f"act.agent.cli {self.spec.cli}: {why}")
         env = {**self.env_base, **self.adapter.environment(turn, self.source_env)}
+        env["PWD"] = str(self.workdir)  # a CLI that trusts $PWD (opencode) over its cwd
+        # what the CLI leaves in the tree about itself (a cache), if this turn made it
+        scratch = getattr(self.adapter, "scratch", ())
+        scratch = [p for p in scratch if not (self.workdir / p).exists()]
         raw = bytearray()
 
         def keep(chunk: bytes) -> None:
@@ -113,9 +139,15 @@ class AgentActor:
             max_output_bytes=4096,
             on_output=keep,
         )
+        for rel in scratch:
+            shutil.rmtree(self.workdir / rel, ignore_errors=True)
         if self.on_change is not None:
             self.on_change(None)
-        output = self.redact(raw.decode("utf-8", "replace"))
+        text = raw.decode("utf-8", "replace")
+        collect = getattr(self.adapter, "collect", None)
+        if collect is not None:  # reports the CLI writes to files, not to its output
+            text += collect(turn)
+        output = self.redact(text)
         artifact = self.artifacts / f"agent-{request.iteration:03d}.{self.spec.cli}.log"
         self.artifacts.mkdir(parents=True, exist_ok=True)
         write_atomic(artifact, output)
@@ -170,28 +202,44 @@ class AgentActor:
         )
 
 
-# Which model references fit each CLI: a CLI talks to its own provider's models.
-_SCHEMES = {"claude-code": "anthropic", "codex": "openai"}
+# Which model references fit each CLI: a CLI talks to its own provider's models
+# (opencode to several, named provider/model in its own terms).
+_SCHEMES = {
+    "claude-code": ("anthropic",),
+    "codex": ("openai",),
+    "opencode": ("openai", "anthropic"),
+    "gemini": ("gemini",),
+}
 
 
 def agent_model(cli: str, ref: str | None, source: str = "") -> str:
     """The model name to hand the CLI from a reference (``anthropic:NAME`` for Claude
-    Code, ``openai:NAME`` for Codex, or a bare name); "" leaves the CLI's own default."""
+    Code, ``openai:NAME`` for Codex, ``openai:``/``anthropic:`` for opencode, which names
+    it ``provider/NAME``, ``gemini:NAME`` for Gemini CLI, or a bare name in the CLI's own
+    terms); "" leaves the CLI's own default."""
     if not ref or ref.strip() in ("", "default"):
         return ""
     ref = ref.strip()
     scheme, sep, name = ref.partition(":")
     if not sep:
         return ref
-    if scheme != _SCHEMES.get(cli):
-        from looprun.errors import UsageError
+    from looprun.errors import UsageError
 
+    if cli == "aider":  # aider takes litellm's names: provider/model
+        if scheme in ("openai", "anthropic"):
+            return f"{scheme}/{name.strip()}"
+        raise UsageError(
+            f"{source or 'model'}: {ref!r} does not fit act.agent.cli aider: give "
+            "openai:<model>, anthropic:<model> or a name in aider's own terms (openai/<model>)"
+        )
+    schemes = _SCHEMES.get(cli, ())
+    if scheme not in schemes:
+        fits = " or ".join(f"{s}:<model>" for s in schemes) or "?"
         raise UsageError(
             f"{source or 'model'}: {ref!r} does not fit act.agent.cli {cli}, which runs "
-            f"{_SCHEMES.get(cli, '?')} models: give {_SCHEMES.get(cli, '?')}:<model> or a "
-            "bare model name"
+            f"{'/'.join(schemes) or '?'} models: give {fits} or a bare model name"
         )
-    return name.strip()
+    return f"{scheme}/{name.strip()}" if cli == "opencode" else name.strip()
 
 
 class AgentActRole:

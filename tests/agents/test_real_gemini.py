@@ -1,0 +1,144 @@
+"""The real Gemini CLI as the actor, against a loopback server speaking the Gemini API's
+streamGenerateContent (SSE): its own tools make the edits, the admin policy looprun writes
+from the template decides what it may do, and looprun's checks decide done."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
+from tests.support.agent_clis import require
+from tests.support.agent_server import AgentScript, call, say
+from tests.support.cli import looprun
+from tests.support.fake_provider import FakeProvider
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "samples" / "agents" / "bugfix-gemini.yaml"
+INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()
+SECRET = "AIza-gemini-loopback-secret-4b7e"
+
+REPRO_TEST = """from invoice.totals import Line, summary
+
+
+def test_summary_of_an_invoice_with_only_cancelled_lines():
+    result = summary([Line("cancelled widget", 0, 1250)])
+    assert result["total"] == 0
+    assert result["average_unit_price"] == 0
+"""
+OLD = "    units = sum(line.quantity for line in lines)\n"
+NEW = OLD + "    if units == 0:\n        return 0\n"
+
+
+@pytest.fixture(scope="module")
+def gemini_bin() -> str:
+    return require("gemini")
+
+
+def _run(work: Path, script: AgentScript, bindir: str, *args: str) -> tuple[Any, dict]:
+    env = {
+        "PATH": os.pathsep.join((bindir, str(Path(sys.executable).parent), os.environ["PATH"])),
+        "GEMINI_API_KEY": SECRET,
+    }
+    with FakeProvider(script) as server:
+        env["GOOGLE_GEMINI_BASE_URL"] = server.url
+        proc = looprun(
+            str(TEMPLATE), "--intent", INTENT, "--json", *args,
+            cwd=work, env=env, timeout=300,
+        )  # fmt: skip
+    return proc, summary_of(proc)
+
+
+def _journal(work: Path) -> tuple[Path, list[dict]]:
+    (run,) = run_dirs(work)
+    return run, [json.loads(x) for x in (run / "journal.jsonl").read_text().splitlines()]
+
+
+def test_gemini_fixes_the_invoice_bug_and_the_checks_decide(
+    tmp_path: Path, gemini_bin: str
+) -> None:
+    work = sample_copy("invoice", tmp_path)
+    test_file = work / "tests" / "test_cancelled_lines.py"
+    totals = work / "invoice" / "totals.py"
+    script = AgentScript(
+        [
+            # iteration 1, reproduce
+            call("write_file", {"file_path": str(test_file), "content": REPRO_TEST}),
+            say("I added a failing test."),
+            # iteration 2, fix: read, replace, then a command the template allows
+            call("read_file", {"file_path": str(totals)}),
+            call(
+                "replace",
+                {
+                    "file_path": str(totals),
+                    "old_string": OLD,
+                    "new_string": NEW,
+                    "instruction": "fix",
+                },
+            ),
+            call("run_shell_command", {"command": "python -m pytest -q", "description": "tests"}),
+            say("Fixed: zero units give an average of 0."),
+        ],
+        model="gemini-2.5-pro",
+    )
+    proc, summary = _run(work, script, gemini_bin, "--model", "gemini:gemini-2.5-pro")
+    assert summary["outcome"] == "done", proc.stderr
+    assert [t["id"] for t in summary["tasks"]] == ["reproduce", "fix"]
+    assert summary["iterations"] == 2
+    # the edits are Gemini CLI's, made with its own tools in the working tree
+    assert test_file.read_text() == REPRO_TEST
+    assert "if units == 0:" in totals.read_text()
+    # the model named on the command line (in the path), the key on every request
+    assert {r.path.split("?")[0] for r in script.main} == {
+        "/v1beta/models/gemini-2.5-pro:streamGenerateContent"
+    }
+    assert all(r.headers.get("x-goog-api-key") == SECRET for r in script.main)
+    run, events = _journal(work)
+    turns = [e for e in events if e["event"] == "agent_turn"]
+    assert [t["tools"] for t in turns] == [
+        ["write_file"],
+        ["read_file", "replace", "run_shell_command"],
+    ]
+    assert all(t["exit_code"] == 0 and t["error"] == "" and t["denials"] == 0 for t in turns)
+    # per call: two and four streamed replies of 120 input tokens each
+    assert [t["prompt_tokens"] for t in turns] == [240, 480]
+    raw = (run / "artifacts" / turns[1]["artifact"]).read_text()
+    assert '"tool_name":"run_shell_command"' in raw and "passed" in raw
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    # its home and settings live under the run, none in the repository
+    assert not (work / ".gemini").exists()
+    home = run / "agent-home"
+    settings = json.loads((home / ".gemini" / "settings.json").read_text())
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert settings["model"]["maxSessionTurns"] == 30
+
+
+def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, gemini_bin: str) -> None:
+    work = sample_copy("invoice", tmp_path)
+    writes_the_test = (
+        "python3 -c \"open('tests/test_cancelled_lines.py', 'w').write('def test_x(): assert 0')\""
+    )
+    script = AgentScript(
+        [
+            call("run_shell_command", {"command": writes_the_test, "description": "write"}),
+            say("I wrote the failing test; the bug is reproduced."),
+        ],
+        model="gemini-2.5-pro",
+    )
+    proc, summary = _run(
+        work, script, gemini_bin, "--model", "gemini:gemini-2.5-pro", "--max-iterations", "1"
+    )
+    assert summary["outcome"] == "exhausted", proc.stderr
+    assert not (work / "tests" / "test_cancelled_lines.py").exists()
+    _run_dir, events = _journal(work)
+    (turn,) = [e for e in events if e["event"] == "agent_turn"]
+    assert turn["denials"] == 1 and turn["denied"][0].startswith("run_shell_command(python3 -c")
+    assert turn["final_message"] == "I wrote the failing test; the bug is reproduced."
+    (iteration,) = [e for e in events if e["event"] == "iteration"]
+    assert iteration["decision"]["action"] == "retry"

@@ -1,0 +1,138 @@
+"""The real opencode binary as the actor, against a loopback server speaking OpenAI Chat
+Completions (streamed), reached through the OpenAI-compatible provider bundled in the
+binary: its own tools make the edits, its permission rules come from the template, and
+looprun's checks decide."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
+from tests.support.agent_clis import require
+from tests.support.agent_server import AgentScript, call, say
+from tests.support.cli import looprun
+from tests.support.fake_provider import FakeProvider
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "samples" / "agents" / "bugfix-opencode.yaml"
+INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()
+SECRET = "sk-opencode-loopback-secret-93d1"
+
+REPRO_TEST = """from invoice.totals import Line, summary
+
+
+def test_summary_of_an_invoice_with_only_cancelled_lines():
+    result = summary([Line("cancelled widget", 0, 1250)])
+    assert result["total"] == 0
+    assert result["average_unit_price"] == 0
+"""
+OLD = "    units = sum(line.quantity for line in lines)\n"
+NEW = OLD + "    if units == 0:\n        return 0\n"
+
+
+@pytest.fixture(scope="module")
+def opencode_bin() -> str:
+    return require("opencode")
+
+
+def _run(work: Path, script: AgentScript, bindir: str, *args: str) -> tuple[Any, dict]:
+    env = {
+        "PATH": os.pathsep.join((bindir, str(Path(sys.executable).parent), os.environ["PATH"])),
+        "OPENAI_API_KEY": SECRET,
+    }
+    with FakeProvider(script) as server:
+        env["LOOPRUN_OPENCODE_BASE_URL"] = server.url + "/v1"
+        proc = looprun(
+            str(TEMPLATE), "--intent", INTENT, "--json", *args,
+            cwd=work, env=env, timeout=300,
+        )  # fmt: skip
+    return proc, summary_of(proc)
+
+
+def _journal(work: Path) -> tuple[Path, list[dict]]:
+    (run,) = run_dirs(work)
+    return run, [json.loads(x) for x in (run / "journal.jsonl").read_text().splitlines()]
+
+
+def test_opencode_fixes_the_invoice_bug_and_the_checks_decide(
+    tmp_path: Path, opencode_bin: str
+) -> None:
+    work = sample_copy("invoice", tmp_path)
+    test_file = work / "tests" / "test_cancelled_lines.py"
+    totals = work / "invoice" / "totals.py"
+    script = AgentScript(
+        [
+            # iteration 1, reproduce: opencode's write tool (its edit permission)
+            call("write", {"filePath": str(test_file), "content": REPRO_TEST}),
+            say("I added a failing test."),
+            # iteration 2, fix: read, edit, then an allowed command
+            call("read", {"filePath": str(totals)}),
+            call("edit", {"filePath": str(totals), "oldString": OLD, "newString": NEW}),
+            call("bash", {"command": "python -m pytest -q", "description": "run the tests"}),
+            say("Fixed: zero units give an average of 0."),
+        ],
+        model="gpt-4.1",
+    )
+    proc, summary = _run(work, script, opencode_bin, "--model", "openai:gpt-4.1")
+    assert summary["outcome"] == "done", proc.stderr
+    assert [t["id"] for t in summary["tasks"]] == ["reproduce", "fix"]
+    assert summary["iterations"] == 2
+    # the edits are opencode's, made with its own tools in the working tree
+    assert test_file.read_text() == REPRO_TEST
+    assert "if units == 0:" in totals.read_text()
+    # the model named on the command line, the key on every main-loop request
+    assert {r.json()["model"] for r in script.main} == {"gpt-4.1"}
+    assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in script.main)
+    run, events = _journal(work)
+    turns = [e for e in events if e["event"] == "agent_turn"]
+    assert [t["tools"] for t in turns] == [["write"], ["read", "edit", "bash"]]
+    assert all(t["exit_code"] == 0 and t["error"] == "" and t["denials"] == 0 for t in turns)
+    # per call: two and four streamed replies of 120 input tokens each
+    assert [t["prompt_tokens"] for t in turns] == [240, 480]
+    raw = (run / "artifacts" / turns[1]["artifact"]).read_text()
+    assert '"tool":"bash"' in raw and '"status":"completed"' in raw
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    # nothing of opencode's own lands in the repository, and nothing was fetched from npm
+    assert not (work / ".opencode").exists() and not (work / "opencode.json").exists()
+    home = run / "agent-home"
+    assert not list((home / ".config" / "opencode" / "node_modules").iterdir())
+    config = json.loads((home / "opencode.json").read_text())
+    assert config["permission"]["*"] == "deny"
+    assert config["permission"]["bash"] == {
+        "*": "deny",
+        "python -m pytest *": "allow",
+        "python -m pytest": "allow",
+        "ruff check *": "allow",
+    }
+
+
+def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, opencode_bin: str) -> None:
+    work = sample_copy("invoice", tmp_path)
+    writes_the_test = (
+        "python3 -c \"open('tests/test_cancelled_lines.py', 'w').write('def test_x(): assert 0')\""
+    )
+    script = AgentScript(
+        [
+            call("bash", {"command": writes_the_test, "description": "write the test"}),
+            say("I wrote the failing test; the bug is reproduced."),
+        ],
+        model="gpt-4.1",
+    )
+    proc, summary = _run(
+        work, script, opencode_bin, "--model", "openai:gpt-4.1", "--max-iterations", "1"
+    )
+    assert summary["outcome"] == "exhausted", proc.stderr
+    assert not (work / "tests" / "test_cancelled_lines.py").exists()
+    _run_dir, events = _journal(work)
+    (turn,) = [e for e in events if e["event"] == "agent_turn"]
+    assert turn["denials"] == 1 and turn["denied"][0].startswith("bash(python3 -c")
+    assert turn["final_message"] == "I wrote the failing test; the bug is reproduced."
+    (iteration,) = [e for e in events if e["event"] == "iteration"]
+    assert iteration["decision"]["action"] == "retry"
