@@ -17,6 +17,10 @@ from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
 
+from looprun.act.agents.actor import AgentActor
+from looprun.loop.agent import AgentRequest
+from looprun.template.model import AgentSpec, Constraints
+
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-gemini.yaml"
 INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()
@@ -142,3 +146,37 @@ def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, gemini_b
     assert turn["final_message"] == "I wrote the failing test; the bug is reproduced."
     (iteration,) = [e for e in events if e["event"] == "iteration"]
     assert iteration["decision"]["action"] == "retry"
+
+
+def test_a_resumed_session_continues_and_is_charged_per_call(
+    tmp_path: Path, gemini_bin: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    script = AgentScript([say("one"), say("two")], model="gemini-2.5-pro")
+    with FakeProvider(script) as server:
+        path = os.pathsep.join((gemini_bin, os.environ["PATH"]))
+        actor = AgentActor(
+            AgentSpec(cli="gemini", session="resume"),
+            Constraints(),
+            workdir=work,
+            run_dir=tmp_path / "run",
+            artifacts=tmp_path / "run" / "artifacts",
+            model="gemini-2.5-pro",
+            env={"PATH": path, "GEMINI_API_KEY": SECRET, "GOOGLE_GEMINI_BASE_URL": server.url},
+        )
+        first = actor.act(AgentRequest("first", "", iteration=1, task_id="t", timeout_s=120))
+        second = actor.act(
+            AgentRequest(
+                "second", "", iteration=2, task_id="t", timeout_s=120,
+                session_id=first.session_id, session_usage=first.session_usage,
+            )
+        )  # fmt: skip
+    assert (first.error, second.error) == ("", ""), (first, second)
+    assert second.session_id == first.session_id and second.final_message == "two"
+    # the second call carried the first exchange: the session was continued
+    first_len, second_len = (len(r.json()["contents"]) for r in script.main)
+    assert second_len == first_len + 2
+    # each run reports its own calls: 120 prompt tokens each, 240 for the session
+    assert (first.prompt_tokens, second.prompt_tokens) == (120, 120)
+    assert second.session_usage["prompt_tokens"] == 240

@@ -18,6 +18,10 @@ from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
 
+from looprun.act.agents.actor import AgentActor
+from looprun.loop.agent import AgentRequest
+from looprun.template.model import AgentSpec, Constraints
+
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-opencode.yaml"
 INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()
@@ -136,3 +140,41 @@ def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, opencode
     assert turn["final_message"] == "I wrote the failing test; the bug is reproduced."
     (iteration,) = [e for e in events if e["event"] == "iteration"]
     assert iteration["decision"]["action"] == "retry"
+
+
+def test_a_resumed_session_continues_and_is_charged_per_call(
+    tmp_path: Path, opencode_bin: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    script = AgentScript([say("one"), say("two")], model="gpt-4.1")
+    with FakeProvider(script) as server:
+        path = os.pathsep.join((opencode_bin, os.environ["PATH"]))
+        actor = AgentActor(
+            AgentSpec(cli="opencode", session="resume"),
+            Constraints(),
+            workdir=work,
+            run_dir=tmp_path / "run",
+            artifacts=tmp_path / "run" / "artifacts",
+            model="openai/gpt-4.1",
+            env={
+                "PATH": path,
+                "OPENAI_API_KEY": SECRET,
+                "LOOPRUN_OPENCODE_BASE_URL": server.url + "/v1",
+            },
+        )
+        first = actor.act(AgentRequest("first", "", iteration=1, task_id="t", timeout_s=120))
+        second = actor.act(
+            AgentRequest(
+                "second", "", iteration=2, task_id="t", timeout_s=120,
+                session_id=first.session_id, session_usage=first.session_usage,
+            )
+        )  # fmt: skip
+    assert (first.error, second.error) == ("", ""), (first, second)
+    assert second.session_id == first.session_id and second.final_message == "two"
+    # the second call carried the first exchange: the session was continued
+    first_len, second_len = (len(r.json()["messages"]) for r in script.main)
+    assert second_len == first_len + 2
+    # each run reports its own calls: 120 prompt tokens each, 240 for the session
+    assert (first.prompt_tokens, second.prompt_tokens) == (120, 120)
+    assert second.session_usage["prompt_tokens"] == 240
