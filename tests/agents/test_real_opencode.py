@@ -13,30 +13,15 @@ from typing import Any
 
 import pytest
 from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
-from tests.support.agent_clis import require
+from tests.support.agent_clis import require, two_turns_of_one_session
 from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
-
-from looprun.act.agents.actor import AgentActor
-from looprun.loop.agent import AgentRequest
-from looprun.template.model import AgentSpec, Constraints
+from tests.support.invoice_bug import INTENT, NEW, OLD, REPRO_TEST
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-opencode.yaml"
-INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()
 SECRET = "sk-opencode-loopback-secret-93d1"
-
-REPRO_TEST = """from invoice.totals import Line, summary
-
-
-def test_summary_of_an_invoice_with_only_cancelled_lines():
-    result = summary([Line("cancelled widget", 0, 1250)])
-    assert result["total"] == 0
-    assert result["average_unit_price"] == 0
-"""
-OLD = "    units = sum(line.quantity for line in lines)\n"
-NEW = OLD + "    if units == 0:\n        return 0\n"
 
 
 @pytest.fixture(scope="module")
@@ -145,31 +130,15 @@ def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, opencode
 def test_a_resumed_session_continues_and_is_charged_per_call(
     tmp_path: Path, opencode_bin: str
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
     script = AgentScript([say("one"), say("two")], model="gpt-4.1")
     with FakeProvider(script) as server:
         path = os.pathsep.join((opencode_bin, os.environ["PATH"]))
-        actor = AgentActor(
-            AgentSpec(cli="opencode", session="resume"),
-            Constraints(),
-            workdir=work,
-            run_dir=tmp_path / "run",
-            artifacts=tmp_path / "run" / "artifacts",
-            model="openai/gpt-4.1",
-            env={
-                "PATH": path,
-                "OPENAI_API_KEY": SECRET,
-                "LOOPRUN_OPENCODE_BASE_URL": server.url + "/v1",
-            },
-        )
-        first = actor.act(AgentRequest("first", "", iteration=1, task_id="t", timeout_s=120))
-        second = actor.act(
-            AgentRequest(
-                "second", "", iteration=2, task_id="t", timeout_s=120,
-                session_id=first.session_id, session_usage=first.session_usage,
-            )
-        )  # fmt: skip
+        env = {
+            "PATH": path,
+            "OPENAI_API_KEY": SECRET,
+            "LOOPRUN_OPENCODE_BASE_URL": server.url + "/v1",
+        }
+        first, second = two_turns_of_one_session("opencode", "openai/gpt-4.1", env, tmp_path)
     assert (first.error, second.error) == ("", ""), (first, second)
     assert second.session_id == first.session_id and second.final_message == "two"
     # the second call carried the first exchange: the session was continued
