@@ -13,12 +13,14 @@ directory itself is never part of a snapshot.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 import re
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -29,15 +31,20 @@ from looprun.atomic import write_atomic
 from looprun.changes import FileChange
 from looprun.crashpoint import crash_point
 from looprun.errors import LooprunError, UsageError
+from looprun.gitobjects import path_tree
 from looprun.gitutil import (
     EMPTY_TREE,
     Git,
     GitError,
+    RefUpdates,
     SnapshotFacts,
+    TreeDiffs,
     base_ignore_rules,
     current_ignore_rules,
     remember_ignore_rules,
 )
+from looprun.patches import PatchCache, split_diff
+from looprun.quicksnap import QuickSnapshots
 
 REF_PREFIX = "refs/looprun/"
 LOCK_GRACE_S = 1.0
@@ -69,11 +76,22 @@ class Workspace:
         self.private = private
         self._base: str | None = None
         self._excluded: tuple[str, ...] = ()
+        self._settled: set[str] = set()  # paths given to ``exclude`` with a lasting answer
         # Watched: whoever writes to the tree calls ``touched``, so a snapshot is taken
         # once and reused until then (diff, changed files and checkpoint of one iteration
         # share it; an iteration that wrote nothing costs no git call at all).
         self.watched = watched
         self._tree: str | None = None
+        # The last snapshot and the paths the engine's file tools wrote since (None: a
+        # command ran, anything may have changed): those alone are hashed in-process.
+        self._prev: str | None = None
+        self._pending: set[str] | None = None
+        self._quick = QuickSnapshots(git)
+        # long-lived git processes for the checkpoint refs and the diffs of an iteration
+        # (watched workspaces only: those run one iteration after another)
+        self._refs: RefUpdates | None = None
+        self._diffs: TreeDiffs | None = None
+        self._patch_cache: PatchCache | None = None
         self._facts = SnapshotFacts()
         self._trees: dict[str, str] = {}  # object id -> its tree (never changes)
         self._diff: tuple[tuple[str, str], str, list[str]] | None = None
@@ -128,6 +146,21 @@ class Workspace:
         """
         if self._tree is not None and self.watched:
             return self._tree
+        if self.watched and self._prev is not None and self._pending is not None and self._base:
+            tree = (
+                self._prev
+                if not self._pending
+                else self._quick.update(
+                    self._prev,
+                    self._pending,
+                    rules=self._rules(),
+                    skip=(self._state_rel(), *self._excluded),
+                )
+            )
+            if tree is not None:
+                self._tree = self._prev = tree
+                self._pending = set()
+                return tree
         if not self.watched:
             self._facts.forget()
         index = self.state_dir / "snapshot.index"
@@ -141,6 +174,7 @@ class Workspace:
             also=self._excluded,
             rules=self._rules(),
         )
+        self._prev, self._pending = self._tree, set()
         return self._tree
 
     def _rules(self) -> str:
@@ -153,6 +187,10 @@ class Workspace:
         written (HEAD stays, and the ignore rules unless one is a ``.gitignore``); None:
         anything may have changed (a command ran)."""
         self._tree = None
+        if paths is None:
+            self._pending = None
+        elif self._pending is not None:
+            self._pending.update(paths)
         if paths is None or any(PurePosixPath(p).name == ".gitignore" for p in paths):
             self._facts.forget()
 
@@ -165,6 +203,8 @@ class Workspace:
         """Keep ``paths`` (workdir-relative or absolute; observers' report files) out of
         every snapshot from now on, so they are never part of a diff, a rollback or a
         commit. A path outside the working tree is ignored."""
+        if self._settled.issuperset(paths):
+            return  # each one excluded already or outside the tree (asked every iteration)
         state = self._state_rel().strip("/") + "/"
         rel: list[str] = []
         for path in paths:
@@ -172,8 +212,10 @@ class Workspace:
             try:
                 r = full.relative_to(self.workdir).as_posix()
             except ValueError:
+                self._settled.add(path)
                 continue
             if r in ("", ".") or r.startswith(("../", state)) or r in self._excluded:
+                self._settled.add(path)
                 continue
             rel.append(r)
         if rel:  # an ignored (untracked) path is never in a snapshot: git refuses to name it
@@ -183,7 +225,7 @@ class Workspace:
             kept = [p for p in rel if p not in ignored]
             if kept:
                 self._excluded = tuple(sorted({*self._excluded, *kept}))
-                self._tree = None  # the next snapshot leaves them out
+                self._tree = self._pending = None  # the next snapshot leaves them out
 
     def file_changes(
         self, since: str, until: str | None = None, *, contents: bool = False
@@ -294,8 +336,19 @@ class Workspace:
         head = self._head()
         if head:
             parents = ["-p", head]
-        commit = self.git.run("commit-tree", tree, *parents, "-m", message).strip()
-        self.git.run("update-ref", "-m", message, ref, commit)
+        commit = (
+            self._quick.commit(tree, parents[1:], message)
+            or self.git.run("commit-tree", tree, *parents, "-m", message).strip()
+        )
+        if self._quick.set_ref(ref, commit):
+            pass
+        elif self.watched:
+            if self._refs is None:
+                self._refs = RefUpdates(self.git, "looprun checkpoint")
+                weakref.finalize(self, self._refs.close)
+            self._refs.update(ref, commit)
+        else:
+            self.git.run("update-ref", "-m", message, ref, commit)
         self._last_checkpoint = (tree, head, commit)
         self._trees[commit] = tree
         return commit
@@ -392,24 +445,28 @@ class Workspace:
         return self._diff_against(base)[0]
 
     def _diff_against(self, base: str | None) -> tuple[str, list[str]]:
-        """The patch and the changed paths, from one git call; remembered for the pair of
-        trees (a diff of two trees never changes)."""
+        """The patch and the changed paths; remembered for the pair of trees (a diff of
+        two trees never changes). A watched workspace keeps each path's part between
+        iterations and asks git only for what changed since (``patches.PatchCache``)."""
         start = self.tree_of(base) if base else self.base()
         tree = self.snapshot()
         if self._diff is not None and self._diff[0] == (start, tree):
             return self._diff[1], list(self._diff[2])
-        out = self.git.diff(start, tree, "--patch-with-raw", "-z")
-        paths: list[str] = []
-        pos = 0
-        while out.startswith(":", pos):  # ":modes ids status\0path\0" per path, then "\0"
-            meta_end = out.index("\0", pos)
-            path_end = out.index("\0", meta_end + 1)
-            paths.append(out[meta_end + 1 : path_end])
-            pos = path_end + 1
-        if out.startswith("\0", pos):
-            pos += 1
-        self._diff = ((start, tree), out[pos:], paths)
-        return out[pos:], list(paths)
+        if self.watched:
+            patch, paths = self._patches().diff(start, tree)
+        else:
+            patch, paths = split_diff(self.git.diff(start, tree, "--patch-with-raw", "-z"))
+        self._diff = ((start, tree), patch, paths)
+        return patch, list(paths)
+
+    def _patches(self) -> PatchCache:
+        if self._patch_cache is None:
+            diffs = self._diffs = TreeDiffs(self.git, "--patch-with-raw", "-z")
+            weakref.finalize(self, diffs.close)
+            repo = self._quick.repo()
+            one = None if repo is None else functools.partial(path_tree, repo.objects)
+            self._patch_cache = PatchCache(diffs.diff, one)
+        return self._patch_cache
 
     def numstat(self, base: str | None = None) -> list[tuple[str, int | None, int | None]]:
         """``(path, added, removed)`` per changed file against ``base``; None for binary."""
