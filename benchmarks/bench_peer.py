@@ -21,8 +21,10 @@ step writes ``notes/n<N>.txt`` holding ``<N>`` and a newline.
   (system and instance templates, observation template, environment variables), its
   ``DeterministicToolcallModel`` answering each query with one ``bash`` tool call
   ``mkdir -p notes && printf '%s\\n' N > notes/nN.txt``, and its ``LocalEnvironment``
-  in the repository, which runs it in a fresh shell. The trajectory is saved after each
-  step, as its ``mini`` command does by default. The run ends at its step limit.
+  in the repository, which runs it in a fresh shell. The run ends at its step limit.
+  The trajectory is written once, after the run (the bare agent loop, the faster
+  peer); with ``--peer-saves-trajectory`` it is saved after each step as its ``mini``
+  command does by default, which costs the peer time growing with the run.
 
 Printed, per side: ms per step as the median gap between consecutive steps (looprun's
 journal ``iteration`` events; the timestamps the peer puts on each tool result) and as
@@ -54,6 +56,7 @@ from minisweagent.environments.local import LocalEnvironment
 from minisweagent.models.test_models import DeterministicToolcallModel, make_toolcall_output
 
 steps, workdir, trajectory = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+saves = sys.argv[4] == "saves"
 config = get_config_from_spec("mini.yaml")
 outputs = []
 for n in range(steps):
@@ -68,10 +71,12 @@ model = DeterministicToolcallModel(
 )
 env = LocalEnvironment(cwd=workdir, **config.get("environment", {}))
 agent_config = {k: v for k, v in config["agent"].items() if k != "mode"}  # mode: interactive only
-agent_config.update(step_limit=steps, cost_limit=0, output_path=trajectory)
+agent_config.update(step_limit=steps, cost_limit=0, output_path=trajectory if saves else None)
 agent = DefaultAgent(model, env, **agent_config)
 result = agent.run("keep notes")
 assert result.get("exit_status") == "LimitsExceeded", result
+if not saves:
+    agent.save(trajectory)  # after the run, for the timestamps only
 """
 
 SETUP = (
@@ -80,17 +85,18 @@ SETUP = (
 )
 
 
-def peer_run(root: Path, python: str, steps: int) -> list[float]:
+def peer_run(root: Path, python: str, steps: int, saves: bool) -> list[float]:
     """Run mini-swe-agent in a fresh process; the timestamps of its tool results."""
     repo = fresh_repo(root)
     trajectory = root / "trajectory.json"
+    mode = "saves" if saves else "once"
     env = {
         **os.environ,
         "MSWEA_SILENT_STARTUP": "1",
         "MSWEA_GLOBAL_CONFIG_DIR": str(root / "peer-config"),
     }
     proc = subprocess.run(
-        [python, "-c", PEER_DRIVER, str(steps), str(repo), str(trajectory)],
+        [python, "-c", PEER_DRIVER, str(steps), str(repo), str(trajectory), mode],
         capture_output=True,
         text=True,
         env=env,
@@ -132,6 +138,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--peer-python", help="the python of a venv with mini-swe-agent 2.4.6")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument(
+        "--peer-saves-trajectory",
+        action="store_true",
+        help="the peer saves its trajectory after each step (its `mini` command's default)",
+    )
     args = ap.parse_args(argv)
     if not args.peer_python:
         print(f"--peer-python is required. Set the peer up once:\n{SETUP}", file=sys.stderr)
@@ -146,6 +157,7 @@ def main(argv: list[str]) -> int:
     if version.returncode != 0:
         print(f"{args.peer_python}: no minisweagent there; set it up:\n{SETUP}", file=sys.stderr)
         return 2
+    saves = args.peer_saves_trajectory
     median: dict[str, list[float]] = {"looprun": [], "peer": []}
     mean: dict[str, list[float]] = {"looprun": [], "peer": []}
     with tempfile.TemporaryDirectory(prefix="looprun-bench-") as tmp:
@@ -155,7 +167,7 @@ def main(argv: list[str]) -> int:
                 if who == "looprun":
                     stamps = looprun_stamps(root, args.steps)
                 else:
-                    stamps = peer_run(root, args.peer_python, args.steps)
+                    stamps = peer_run(root, args.peer_python, args.steps, saves)
                 median[who].append(statistics.median(gaps(stamps)))
                 mean[who].append(mean_step(stamps))
     med = {k: statistics.median(v) for k, v in median.items()}
@@ -165,6 +177,11 @@ def main(argv: list[str]) -> int:
         f"median of {args.runs} interleaved runs"
     )
     peer_name = f"mini-swe-agent {version.stdout.strip()}"
+    print(
+        "  (the peer saves its trajectory after each step)"
+        if saves
+        else "  (the peer writes its trajectory once, after the run)"
+    )
     for who, label in (("looprun", "looprun"), ("peer", peer_name)):
         print(f"  {label:20} per step: median {ms(med[who])}   mean {ms(avg[who])}")
         print(f"  {'':20} runs (median gap): {', '.join(ms(v).strip() for v in median[who])}")

@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
-from tests.support.agent_clis import require
+from tests.support.agent_clis import require, two_turns_of_one_session
 from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
-
-from looprun.act.agents.actor import AgentActor
-from looprun.loop.agent import AgentRequest
-from looprun.template.model import AgentSpec, Constraints
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-codex.yaml"
@@ -88,27 +84,10 @@ def test_codex_fixes_the_invoice_bug_and_the_checks_decide(tmp_path: Path, codex
 
 
 def test_resumed_codex_sessions_are_charged_per_call(tmp_path: Path, codex_bin: str) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
     script = AgentScript([say("one"), say("two")], model="gpt-5-codex")
     with FakeProvider(script) as server:
         env = {**os.environ, **_env(server, codex_bin)}
-        actor = AgentActor(
-            AgentSpec(cli="codex", session="resume"),
-            Constraints(),
-            workdir=work,
-            run_dir=tmp_path / "run",
-            artifacts=tmp_path / "run" / "artifacts",
-            model="gpt-5-codex",
-            env=env,
-        )
-        first = actor.act(AgentRequest("first", "", iteration=1, task_id="t", timeout_s=120))
-        second = actor.act(
-            AgentRequest(
-                "second", "", iteration=2, task_id="t", timeout_s=120,
-                session_id=first.session_id, session_usage=first.session_usage,
-            )
-        )  # fmt: skip
+        first, second = two_turns_of_one_session("codex", "gpt-5-codex", env, tmp_path)
     assert first.error == "" and second.error == "", (first, second)
     assert second.session_id == first.session_id
     # Codex reports 240 after the second turn (its running total); this call used 120

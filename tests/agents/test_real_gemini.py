@@ -12,26 +12,15 @@ from typing import Any
 
 import pytest
 from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
-from tests.support.agent_clis import require
+from tests.support.agent_clis import require, two_turns_of_one_session
 from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
+from tests.support.invoice_bug import INTENT, NEW, OLD, REPRO_TEST
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-gemini.yaml"
-INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()
 SECRET = "AIza-gemini-loopback-secret-4b7e"
-
-REPRO_TEST = """from invoice.totals import Line, summary
-
-
-def test_summary_of_an_invoice_with_only_cancelled_lines():
-    result = summary([Line("cancelled widget", 0, 1250)])
-    assert result["total"] == 0
-    assert result["average_unit_price"] == 0
-"""
-OLD = "    units = sum(line.quantity for line in lines)\n"
-NEW = OLD + "    if units == 0:\n        return 0\n"
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +131,21 @@ def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, gemini_b
     assert turn["final_message"] == "I wrote the failing test; the bug is reproduced."
     (iteration,) = [e for e in events if e["event"] == "iteration"]
     assert iteration["decision"]["action"] == "retry"
+
+
+def test_a_resumed_session_continues_and_is_charged_per_call(
+    tmp_path: Path, gemini_bin: str
+) -> None:
+    script = AgentScript([say("one"), say("two")], model="gemini-2.5-pro")
+    with FakeProvider(script) as server:
+        path = os.pathsep.join((gemini_bin, os.environ["PATH"]))
+        env = {"PATH": path, "GEMINI_API_KEY": SECRET, "GOOGLE_GEMINI_BASE_URL": server.url}
+        first, second = two_turns_of_one_session("gemini", "gemini-2.5-pro", env, tmp_path)
+    assert (first.error, second.error) == ("", ""), (first, second)
+    assert second.session_id == first.session_id and second.final_message == "two"
+    # the second call carried the first exchange: the session was continued
+    first_len, second_len = (len(r.json()["contents"]) for r in script.main)
+    assert second_len == first_len + 2
+    # each run reports its own calls: 120 prompt tokens each, 240 for the session
+    assert (first.prompt_tokens, second.prompt_tokens) == (120, 120)
+    assert second.session_usage["prompt_tokens"] == 240

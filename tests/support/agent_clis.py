@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from looprun.act.agents.actor import AgentActor
+from looprun.loop.agent import AgentReport, AgentRequest
+from looprun.template.model import AgentSpec, Constraints
+
 PINNED = {
     line.rsplit("@", 1)[0]: line.rsplit("@", 1)[1]
     for line in (Path(__file__).with_name("agent-clis.txt")).read_text().splitlines()
@@ -57,3 +61,29 @@ def require(program: str) -> str:
     )
     assert PINNED[package] in out.stdout, f"{found}: {out.stdout!r}, pinned {PINNED[package]}"
     return str(Path(found).parent)
+
+
+def two_turns_of_one_session(
+    cli: str, model: str, env: dict[str, str], tmp_path: Path
+) -> tuple[AgentReport, AgentReport]:
+    """Two act turns of ``cli`` in one session (``session: resume``), by the actor as
+    looprun runs it: the second continues the first's session."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    actor = AgentActor(
+        AgentSpec(cli=cli, session="resume"),
+        Constraints(),
+        workdir=work,
+        run_dir=tmp_path / "run",
+        artifacts=tmp_path / "run" / "artifacts",
+        model=model,
+        env=env,
+    )
+    first = actor.act(AgentRequest("first", "", iteration=1, task_id="t", timeout_s=120))
+    second = actor.act(
+        AgentRequest(
+            "second", "", iteration=2, task_id="t", timeout_s=120,
+            session_id=first.session_id, session_usage=first.session_usage,
+        )
+    )  # fmt: skip
+    return first, second

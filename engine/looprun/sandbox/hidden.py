@@ -43,6 +43,10 @@ CREDENTIAL_STORES: tuple[str, ...] = (
     ".claude",
     ".claude.json",
     ".codex",
+    ".gemini",
+    ".config/opencode",
+    ".local/share/opencode",
+    ".aider.conf.yml",
 )
 
 

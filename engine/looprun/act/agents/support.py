@@ -149,15 +149,7 @@ def agent_refusals(
             )
         )
     if cli == "claude-code":
-        for i, pattern in enumerate(commands):
-            if claude_bash_rule(pattern) is None:
-                out.append(
-                    Refusal(
-                        ("act", "constraints", "commands", "allow", i),
-                        f"'{pattern}' has no Claude Code permission rule: use 'command *' "
-                        "(any arguments) or an exact command, without other wildcards",
-                    )
-                )
+        out += _command_refusals("Claude Code", commands)
         for i, tool in enumerate(allow_tools):
             if tool == "Bash" or tool.startswith("Bash("):
                 out.append(
@@ -242,6 +234,20 @@ def _aider_refusals(
     return out
 
 
+def _command_refusals(name: str, commands: tuple[str, ...]) -> list[Refusal]:
+    """The command patterns ``name``'s rules cannot express: only ``cmd *`` (any
+    arguments) and an exact command have a rule in every CLI that takes them."""
+    return [
+        Refusal(
+            ("act", "constraints", "commands", "allow", i),
+            f"'{pattern}' has no {name} permission rule: use 'command *' (any arguments) "
+            "or an exact command, without other wildcards",
+        )
+        for i, pattern in enumerate(commands)
+        if _prefix_or_exact(pattern) is None
+    ]
+
+
 def _rule_refusals(
     cli: str, allow_tools: tuple[str, ...], commands: tuple[str, ...]
 ) -> list[Refusal]:
@@ -250,16 +256,7 @@ def _rule_refusals(
         "opencode": (OPENCODE_TOOLS, "bash", "opencode"),
         "gemini": (GEMINI_TOOLS, "run_shell_command", "Gemini CLI"),
     }[cli]
-    out: list[Refusal] = []
-    for i, pattern in enumerate(commands):
-        if _prefix_or_exact(pattern) is None:
-            out.append(
-                Refusal(
-                    ("act", "constraints", "commands", "allow", i),
-                    f"'{pattern}' has no {name} permission rule: use 'command *' (any "
-                    "arguments) or an exact command, without other wildcards",
-                )
-            )
+    out = _command_refusals(name, commands)
     for i, tool in enumerate(allow_tools):
         if tool == shell:
             out.append(
