@@ -19,7 +19,15 @@ from tests.support.agent_clis import require
 from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
-from tests.support.invoice_bug import INTENT, NEW, OLD, REPRO_TEST
+from tests.support.invoice_bug import (
+    CLAIM,
+    INTENT,
+    NEW,
+    OLD,
+    REPRO_TEST,
+    WRITES_THE_TEST,
+    assert_denied_command_retried,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-claude-code.yaml"
@@ -100,22 +108,13 @@ def test_claude_code_fixes_the_invoice_bug_and_the_checks_decide(
 
 def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, claude_bin: str) -> None:
     work = sample_copy("invoice", tmp_path)
-    writes_the_test = (
-        "python3 -c \"open('tests/test_cancelled_lines.py', 'w').write('def test_x(): assert 0')\""
-    )
     script = AgentScript(
         [
-            call("Bash", {"command": writes_the_test, "description": "write the test"}),
-            say("I wrote the failing test; the bug is reproduced."),
+            call("Bash", {"command": WRITES_THE_TEST, "description": "write the test"}),
+            say(CLAIM),
         ]
     )
     proc, summary = _run(work, script, claude_bin, "--max-iterations", "1")
-    assert summary["outcome"] == "exhausted", proc.stderr
-    assert not (work / "tests" / "test_cancelled_lines.py").exists()
-    events = _journal(work)
-    (turn,) = [e for e in events if e["event"] == "agent_turn"]
-    assert turn["denials"] == 1 and turn["denied"][0].startswith("Bash(python3 -c")
-    assert turn["final_message"] == "I wrote the failing test; the bug is reproduced."
-    (iteration,) = [e for e in events if e["event"] == "iteration"]
-    assert iteration["decision"]["action"] == "retry"
+    assert_denied_command_retried(work, summary, proc.stderr, "Bash(python3 -c")
+    (iteration,) = [e for e in _journal(work) if e["event"] == "iteration"]
     assert "refused" in iteration["decision"]["message"]

@@ -11,12 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
+from tests.e2e.e2e_helpers import sample_copy, summary_of
 from tests.support.agent_clis import require, two_turns_of_one_session
 from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
-from tests.support.invoice_bug import INTENT, NEW, OLD, REPRO_TEST
+from tests.support.invoice_bug import (
+    CLAIM,
+    INTENT,
+    NEW,
+    OLD,
+    REPRO_TEST,
+    WRITES_THE_TEST,
+    assert_denied_command_retried,
+    journal_of,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-gemini.yaml"
@@ -40,11 +49,6 @@ def _run(work: Path, script: AgentScript, bindir: str, *args: str) -> tuple[Any,
             cwd=work, env=env, timeout=300,
         )  # fmt: skip
     return proc, summary_of(proc)
-
-
-def _journal(work: Path) -> tuple[Path, list[dict]]:
-    (run,) = run_dirs(work)
-    return run, [json.loads(x) for x in (run / "journal.jsonl").read_text().splitlines()]
 
 
 def test_gemini_fixes_the_invoice_bug_and_the_checks_decide(
@@ -86,7 +90,7 @@ def test_gemini_fixes_the_invoice_bug_and_the_checks_decide(
         "/v1beta/models/gemini-2.5-pro:streamGenerateContent"
     }
     assert all(r.headers.get("x-goog-api-key") == SECRET for r in script.main)
-    run, events = _journal(work)
+    run, events = journal_of(work)
     turns = [e for e in events if e["event"] == "agent_turn"]
     assert [t["tools"] for t in turns] == [
         ["write_file"],
@@ -110,27 +114,17 @@ def test_gemini_fixes_the_invoice_bug_and_the_checks_decide(
 
 def test_a_denied_command_ends_as_a_retry_never_as_done(tmp_path: Path, gemini_bin: str) -> None:
     work = sample_copy("invoice", tmp_path)
-    writes_the_test = (
-        "python3 -c \"open('tests/test_cancelled_lines.py', 'w').write('def test_x(): assert 0')\""
-    )
     script = AgentScript(
         [
-            call("run_shell_command", {"command": writes_the_test, "description": "write"}),
-            say("I wrote the failing test; the bug is reproduced."),
+            call("run_shell_command", {"command": WRITES_THE_TEST, "description": "write"}),
+            say(CLAIM),
         ],
         model="gemini-2.5-pro",
     )
     proc, summary = _run(
         work, script, gemini_bin, "--model", "gemini:gemini-2.5-pro", "--max-iterations", "1"
     )
-    assert summary["outcome"] == "exhausted", proc.stderr
-    assert not (work / "tests" / "test_cancelled_lines.py").exists()
-    _run_dir, events = _journal(work)
-    (turn,) = [e for e in events if e["event"] == "agent_turn"]
-    assert turn["denials"] == 1 and turn["denied"][0].startswith("run_shell_command(python3 -c")
-    assert turn["final_message"] == "I wrote the failing test; the bug is reproduced."
-    (iteration,) = [e for e in events if e["event"] == "iteration"]
-    assert iteration["decision"]["action"] == "retry"
+    assert_denied_command_retried(work, summary, proc.stderr, "run_shell_command(python3 -c")
 
 
 def test_a_resumed_session_continues_and_is_charged_per_call(

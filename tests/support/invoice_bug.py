@@ -3,6 +3,7 @@ reproduces it, and the lines of the fix."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 INTENT = (Path(__file__).resolve().parents[2] / "samples" / "invoice" / "intent.txt").read_text()
@@ -18,3 +19,28 @@ def test_summary_of_an_invoice_with_only_cancelled_lines():
 """
 OLD = "    units = sum(line.quantity for line in lines)\n"
 NEW = OLD + "    if units == 0:\n        return 0\n"
+
+# a command that writes the reproducing test: the agent samples' templates do not allow it
+WRITES_THE_TEST = (
+    "python3 -c \"open('tests/test_cancelled_lines.py', 'w').write('def test_x(): assert 0')\""
+)
+CLAIM = "I wrote the failing test; the bug is reproduced."
+
+
+def journal_of(work: Path) -> tuple[Path, list[dict]]:
+    """The one run in ``work``: its directory and its journal's events."""
+    (run,) = (work / ".looprun" / "runs").iterdir()
+    return run, [json.loads(x) for x in (run / "journal.jsonl").read_text().splitlines()]
+
+
+def assert_denied_command_retried(work: Path, summary: dict, stderr: str, denied: str) -> None:
+    """A CLI turn whose only command was refused claimed success: the run retried and ran
+    out of iterations, the test was never written, the refusal is on record."""
+    assert summary["outcome"] == "exhausted", stderr
+    assert not (work / "tests" / "test_cancelled_lines.py").exists()
+    _run, events = journal_of(work)
+    (turn,) = [e for e in events if e["event"] == "agent_turn"]
+    assert turn["denials"] == 1 and turn["denied"][0].startswith(denied), turn["denied"]
+    assert turn["final_message"] == CLAIM
+    (iteration,) = [e for e in events if e["event"] == "iteration"]
+    assert iteration["decision"]["action"] == "retry"
