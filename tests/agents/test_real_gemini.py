@@ -99,6 +99,10 @@ def test_gemini_fixes_the_invoice_bug_and_the_checks_decide(
     assert all(t["exit_code"] == 0 and t["error"] == "" and t["denials"] == 0 for t in turns)
     # per call: two and four streamed replies of 120 input tokens each
     assert [t["prompt_tokens"] for t in turns] == [240, 480]
+    # Gemini CLI reports no cost: the price table prices its tokens (1.25 / 10 USD per 1M)
+    usage = summary["usage"]
+    expected = (usage["prompt_tokens"] * 1.25 + usage["completion_tokens"] * 10.0) / 1e6
+    assert usage["prompt_tokens"] >= 720 and usage["cost_usd"] == pytest.approx(expected)
     raw = (run / "artifacts" / turns[1]["artifact"]).read_text()
     assert '"tool_name":"run_shell_command"' in raw and "passed" in raw
     for path in run.rglob("*"):

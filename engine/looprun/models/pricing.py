@@ -73,6 +73,10 @@ BUILTIN_PRICES: Mapping[str, Price] = MappingProxyType(
         "claude-3-7-sonnet": _p(3.0, 15.0, 0.30, 3.75),
         "claude-haiku-4-5": _p(1.0, 5.0, 0.10, 1.25),
         "claude-3-5-haiku": _p(0.80, 4.0, 0.08, 1.0),
+        # Google Gemini API (prompts up to 200k tokens; cached input at 0.1 x input)
+        "gemini-2.5-pro": _p(1.25, 10.0, 0.125),
+        "gemini-2.5-flash": _p(0.30, 2.50, 0.03),
+        "gemini-2.5-flash-lite": _p(0.10, 0.40, 0.01),
     }
 )
 
@@ -97,6 +101,9 @@ BUILTIN_OUTPUT_LIMITS: Mapping[str, int] = MappingProxyType(
         "claude-3-7-sonnet": 64_000,
         "claude-haiku-4-5": 64_000,
         "claude-3-5-haiku": 8_192,
+        "gemini-2.5-pro": 65_536,
+        "gemini-2.5-flash": 65_536,
+        "gemini-2.5-flash-lite": 65_536,
     }
 )
 
