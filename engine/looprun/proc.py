@@ -29,6 +29,14 @@ _DRAIN_AFTER_EXIT_S = 0.5
 _SAFE_NAMES = frozenset({"SSH_AUTH_SOCK_DISABLED"})
 
 
+# Set for every command a run starts (observers, the model's commands, agent CLIs).
+# Python trusts a cached .pyc while its source has the same size and the same mtime
+# second; an edit the same second that keeps the size (``a - b`` -> ``a + b``) would run
+# the old bytecode, and the checks would judge code that is no longer there. Without
+# writes during the run, no such .pyc can appear; pytest's rewritten tests obey it too.
+NO_BYTECODE: Mapping[str, str] = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def scrubbed_env(
     base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:

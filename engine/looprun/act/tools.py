@@ -24,7 +24,7 @@ from looprun.act.policy import Policy, Violation
 from looprun.atomic import write_atomic
 from looprun.errors import PolicyViolation, ToolError
 from looprun.models.base import ToolCall, ToolSpec
-from looprun.proc import run_process, scrubbed_env, secret_values
+from looprun.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
 from looprun.redact import SURROGATE, Redactor, escape_surrogates
 from looprun.template.model import BUILTIN_TOOLS, Constraints
 
@@ -145,7 +145,7 @@ class Toolbox:
         # snapshots looks again
         self.on_write = on_write
         base_env = dict(os.environ if env is None else env)
-        self._env = scrubbed_env(base_env)
+        self._env = scrubbed_env(base_env, extra=NO_BYTECODE)
         secrets = [*secret_values(base_env), *secret_values()]
         self._redactor = Redactor(secrets, marker="[redacted]")
         self._handlers: dict[str, Callable[[Mapping[str, Any]], ToolResult]] = {

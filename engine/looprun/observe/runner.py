@@ -82,7 +82,8 @@ def observe_command(
     timed_out = False
     redactor = Redactor(secret_values(), marker="***")
     if command is not None:
-        from looprun.proc import run_process  # reading a report alone starts no process
+        # reading a report alone starts no process
+        from looprun.proc import NO_BYTECODE, run_process, scrubbed_env
 
         if report is not None and report.is_file():
             report.unlink()  # never let an old report pass as this run's result
@@ -91,6 +92,7 @@ def observe_command(
             cwd=workdir,
             timeout_s=timeout_s,
             shell=True,
+            env=scrubbed_env(extra=NO_BYTECODE),
             deadline=deadline,
             on_output=on_output,
             sandbox=sandbox,

@@ -27,7 +27,7 @@ from looprun.errors import LooprunError
 from looprun.loop.agent import AgentReport, AgentRequest
 from looprun.models.base import Usage
 from looprun.models.pricing import PriceTable
-from looprun.proc import run_process, scrubbed_env, secret_values
+from looprun.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
 from looprun.redact import Redactor
 from looprun.template.model import AgentSpec, Constraints
 
@@ -95,7 +95,7 @@ class AgentActor:
         own = {k: source[k] for k in self.adapter.key_env if source.get(k)}
         drop = tuple(getattr(self.adapter, "drop_env", ()))  # the user's own CLI settings
         kept = {k: v for k, v in scrubbed_env(source).items() if not (drop and k.startswith(drop))}
-        self.env_base = {**kept, **own}
+        self.env_base = {**kept, **NO_BYTECODE, **own}
         self.source_env = source
         self.redact = Redactor(secret_values(source, min_len=4) + list(own.values()))
         self.prices = prices or PriceTable()
