@@ -8,20 +8,16 @@ virtualenv of its own that LOOPRUN_AIDER names, with no network but the loopback
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
+from tests.e2e.e2e_helpers import run_dirs, sample_copy
 from tests.support.agent_clis import require
 from tests.support.agent_server import AgentScript, say
-from tests.support.cli import looprun
 from tests.support.fake_provider import Canned, FakeProvider, Recorded, openai_error
-from tests.support.invoice_bug import INTENT, NEW, OLD, REPRO_TEST
+from tests.support.invoice_bug import NEW, OLD, REPRO_TEST, journal_of, run_sample
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-aider.yaml"
@@ -40,19 +36,15 @@ def script(*replies: str) -> AgentScript:
 
 
 def _run(work: Path, replies: Any, aider: str, *args: str) -> tuple[Any, dict]:
-    with FakeProvider(replies) as server:
-        env = {
-            # this interpreter's bin: python, pytest and ruff for the checks
-            "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"])),
+    def server_env(server: FakeProvider) -> dict[str, str]:
+        return {
             "LOOPRUN_AIDER": aider,
             "LOOPRUN_AIDER_BASE_URL": server.openai_url,
             "OPENAI_API_KEY": SECRET,
         }
-        proc = looprun(
-            str(TEMPLATE), "--intent", INTENT, "--json", "--model", "openai:gpt-4o", *args,
-            cwd=work, env=env, timeout=600,
-        )  # fmt: skip
-    return proc, summary_of(proc)
+
+    model = ("--model", "openai:gpt-4o")
+    return run_sample(TEMPLATE, work, replies, server_env, *model, *args, timeout=600)
 
 
 def _git(work: Path, *args: str) -> str:
@@ -62,8 +54,7 @@ def _git(work: Path, *args: str) -> str:
 
 
 def _journal(workdir: Path) -> list[dict]:
-    (run,) = run_dirs(workdir)
-    return [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
+    return journal_of(workdir)[1]
 
 
 @pytest.fixture(scope="module")

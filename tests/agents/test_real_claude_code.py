@@ -7,26 +7,23 @@ real checks and decides. Done comes from the tests, never from what Claude Code 
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.e2e_helpers import run_dirs, sample_copy, summary_of
+from tests.e2e.e2e_helpers import run_dirs, sample_copy
 from tests.support.agent_clis import require
 from tests.support.agent_server import AgentScript, call, say
-from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
 from tests.support.invoice_bug import (
     CLAIM,
-    INTENT,
     NEW,
     OLD,
     REPRO_TEST,
     WRITES_THE_TEST,
     assert_denied_command_retried,
+    journal_of,
+    run_sample,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,28 +31,17 @@ TEMPLATE = REPO / "samples" / "agents" / "bugfix-claude-code.yaml"
 SECRET = "sk-ant-loopback-secret-7f3a9c"
 
 
-def _env(server: FakeProvider, bindir: str) -> dict[str, str]:
-    return {
-        # the CLI, and this interpreter's bin (python, pytest and ruff for the checks)
-        "PATH": os.pathsep.join((bindir, str(Path(sys.executable).parent), os.environ["PATH"])),
-        "ANTHROPIC_BASE_URL": server.url,
-        "ANTHROPIC_API_KEY": SECRET,
-    }
-
-
 def _run(work: Path, script: AgentScript, bindir: str, *args: str) -> tuple[Any, dict]:
     """looprun with the sample template, Claude Code talking to the scripted server."""
-    with FakeProvider(script) as server:
-        proc = looprun(
-            str(TEMPLATE), "--intent", INTENT, "--json", *args,
-            cwd=work, env=_env(server, bindir), timeout=300,
-        )  # fmt: skip
-    return proc, summary_of(proc)
+
+    def server_env(server: FakeProvider) -> dict[str, str]:
+        return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": SECRET}
+
+    return run_sample(TEMPLATE, work, script, server_env, *args, bindir=bindir)
 
 
 def _journal(workdir: Path) -> list[dict]:
-    (run,) = run_dirs(workdir)
-    return [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
+    return journal_of(workdir)[1]
 
 
 @pytest.fixture(scope="module")

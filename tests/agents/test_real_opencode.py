@@ -7,25 +7,23 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.e2e_helpers import sample_copy, summary_of
+from tests.e2e.e2e_helpers import sample_copy
 from tests.support.agent_clis import require, two_turns_of_one_session
 from tests.support.agent_server import AgentScript, call, say
-from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
 from tests.support.invoice_bug import (
     CLAIM,
-    INTENT,
     NEW,
     OLD,
     REPRO_TEST,
     WRITES_THE_TEST,
     assert_denied_command_retried,
     journal_of,
+    run_sample,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,17 +37,10 @@ def opencode_bin() -> str:
 
 
 def _run(work: Path, script: AgentScript, bindir: str, *args: str) -> tuple[Any, dict]:
-    env = {
-        "PATH": os.pathsep.join((bindir, str(Path(sys.executable).parent), os.environ["PATH"])),
-        "OPENAI_API_KEY": SECRET,
-    }
-    with FakeProvider(script) as server:
-        env["LOOPRUN_OPENCODE_BASE_URL"] = server.url + "/v1"
-        proc = looprun(
-            str(TEMPLATE), "--intent", INTENT, "--json", *args,
-            cwd=work, env=env, timeout=300,
-        )  # fmt: skip
-    return proc, summary_of(proc)
+    def server_env(server: FakeProvider) -> dict[str, str]:
+        return {"OPENAI_API_KEY": SECRET, "LOOPRUN_OPENCODE_BASE_URL": server.url + "/v1"}
+
+    return run_sample(TEMPLATE, work, script, server_env, *args, bindir=bindir)
 
 
 def test_opencode_fixes_the_invoice_bug_and_the_checks_decide(

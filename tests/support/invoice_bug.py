@@ -4,7 +4,15 @@ reproduces it, and the lines of the fix."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+from tests.support.cli import looprun
+from tests.support.fake_provider import FakeProvider
 
 INTENT = (Path(__file__).resolve().parents[2] / "samples" / "invoice" / "intent.txt").read_text()
 INTENT = INTENT.strip()
@@ -44,3 +52,27 @@ def assert_denied_command_retried(work: Path, summary: dict, stderr: str, denied
     assert turn["final_message"] == CLAIM
     (iteration,) = [e for e in events if e["event"] == "iteration"]
     assert iteration["decision"]["action"] == "retry"
+
+
+def run_sample(
+    template: Path,
+    work: Path,
+    replies: Any,
+    server_env: Callable[[FakeProvider], Mapping[str, str]],
+    *args: str,
+    bindir: str | None = None,
+    timeout: float = 300,
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """looprun on the invoice bug with an agent sample, the CLI talking to a loopback
+    server scripted with ``replies``; ``server_env`` names that server (and the key) the
+    CLI's way. PATH holds the CLI's ``bindir`` and this interpreter's bin (python, pytest
+    and ruff for the checks)."""
+    dirs = [d for d in (bindir, str(Path(sys.executable).parent)) if d]
+    with FakeProvider(replies) as server:
+        env = {"PATH": os.pathsep.join((*dirs, os.environ["PATH"])), **server_env(server)}
+        proc = looprun(
+            str(template), "--intent", INTENT, "--json", *args,
+            cwd=work, env=env, timeout=timeout,
+        )  # fmt: skip
+    assert proc.stdout.strip(), proc.stderr
+    return proc, json.loads(proc.stdout)
