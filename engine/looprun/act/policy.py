@@ -28,6 +28,7 @@ import pathspec
 from looprun.act import commandline, diffcheck
 from looprun.changes import DOCTEST_SUFFIXES, FileChange, lost_examples
 from looprun.errors import PolicyViolation
+from looprun.patchtext import shown, source_lines
 from looprun.template.model import Constraints
 
 PROTECTED_DIRS: dict[str, str] = {".git": "path.git", ".looprun": "path.looprun"}
@@ -268,17 +269,19 @@ class Policy:
         if self._forbidden:
             hits = 0
             for added in diffcheck.added_lines(diff_text):
+                pieces = source_lines(added.text)
                 for pattern, matcher in self._forbidden:
-                    if matcher.search(added.text):
+                    if any(matcher.search(piece) for piece in pieces):
                         hits += 1
                         if hits <= _MAX_PATTERN_HITS:
+                            text = shown(added.text.strip())[:200]
                             found.append(
                                 Violation(
                                     "pattern.forbidden",
                                     f"forbidden pattern {pattern!r} added at "
                                     f"{added.path}:{added.line}",
                                     "diff",
-                                    detail=f"{added.path}:{added.line}: {added.text.strip()[:200]}",
+                                    detail=f"{added.path}:{added.line}: {text}",
                                 )
                             )
         return found

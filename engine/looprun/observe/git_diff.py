@@ -18,12 +18,12 @@ from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
 from looprun.observe.reports import as_list, max_feedback, option, signature_of, unusable
+from looprun.patchtext import shown, source_lines, walk
 from looprun.template.expressions import freeze, matching
 
 NAME = "git_diff"
 EMPTY_FACTS = declared_facts.GIT_DIFF
 FACTS = frozenset(EMPTY_FACTS)
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _MAX_FORBIDDEN = 200
 
 
@@ -35,21 +35,8 @@ def _matchers(patterns: list[str]) -> list[tuple[str, re.Pattern[str] | None]]:
 
 
 def _added_lines(diff: str) -> list[tuple[str, int, str]]:
-    """(file, line number in the new file, text) of every added line in a ``-U0`` diff."""
-    out: list[tuple[str, int, str]] = []
-    file: str | None = None
-    line = 0
-    for raw in diff.splitlines():
-        if raw.startswith("+++ "):
-            target = raw[4:]
-            file = target[2:] if target.startswith("b/") else None
-        elif raw.startswith("@@"):
-            m = _HUNK.match(raw)
-            line = int(m.group(1)) if m else 0
-        elif raw.startswith("+") and file is not None:
-            out.append((file, line, raw[1:]))
-            line += 1
-    return out
+    """(file, line number in the new file, text) of every added line."""
+    return [(path, line, text) for kind, path, line, text in walk(diff) if kind == "+"]
 
 
 class GitDiffParser:
@@ -116,14 +103,16 @@ class GitDiffParser:
         outside = [f for f in files if f not in allowed or f in denied]
         forbidden: list[dict[str, Any]] = []
         for file, line, text in _added_lines(patch):
+            pieces = source_lines(text)
             for pattern, rx in patterns:
-                if (rx.search(text) if rx else pattern in text) and len(forbidden) < _MAX_FORBIDDEN:
+                found = any((rx.search(p) if rx else pattern in p) for p in pieces)
+                if found and len(forbidden) < _MAX_FORBIDDEN:
                     forbidden.append(
                         {
                             "file": file,
                             "line": line,
                             "pattern": pattern,
-                            "text": clip(text.strip(), 200),
+                            "text": clip(shown(text.strip()), 200),
                         }
                     )
         lines = added + removed
