@@ -180,6 +180,19 @@ class Git:
             _DRIVERS_CACHE[key] = cached
         return list(cached[1])
 
+    def pinned(self) -> Git:
+        """This repository with its git directory fixed as it is now, found once.
+
+        Every later call then runs with ``GIT_DIR`` and ``GIT_WORK_TREE`` set, so a
+        ``.git`` file rewritten to point elsewhere, or a ``core.worktree`` planted in the
+        repository's config (``GIT_WORK_TREE`` wins over it), redirects nothing: the
+        engine's snapshots and rollback stay on this work tree and this repository.
+        """
+        if self.git_dir is not None:
+            return self
+        found = self.run("rev-parse", "--absolute-git-dir").strip()
+        return Git(self.workdir, Path(found))
+
     def is_repo(self) -> bool:
         try:
             return self.run("rev-parse", "--is-inside-work-tree").strip() == "true"
@@ -413,6 +426,9 @@ def _config_stamp(workdir: Path, git_dir: Path | None) -> tuple[int, ...]:
     stamp: list[int] = []
     base = Path(git_dir) if git_dir is not None else Path(workdir) / ".git"
     candidates = [base / "config", base / "config.worktree", base / "commondir"]
+    common = _common_dir(base)
+    if common is not None:  # a linked worktree: the shared config lives there
+        candidates.append(common / "config")
     for path in candidates:
         try:
             st = os.stat(path)
@@ -421,6 +437,15 @@ def _config_stamp(workdir: Path, git_dir: Path | None) -> tuple[int, ...]:
         else:
             stamp += [st.st_mtime_ns, st.st_size]
     return tuple(stamp)
+
+
+def _common_dir(git_dir: Path) -> Path | None:
+    """The common directory a linked worktree's git directory names, if it names one."""
+    try:
+        named = (git_dir / "commondir").read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return git_dir / named if named else None
 
 
 def _escape_glob(text: str) -> str:

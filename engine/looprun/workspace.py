@@ -96,6 +96,7 @@ class Workspace:
         self._trees: dict[str, str] = {}  # object id -> its tree (never changes)
         self._diff: tuple[tuple[str, str], str, list[str]] | None = None
         self._last_checkpoint: tuple[str, str | None, str] | None = None  # tree, parent, commit
+        self._dot_git = _dot_git(workdir)
 
     @classmethod
     def open(
@@ -113,7 +114,7 @@ class Workspace:
         plain = Git(workdir)
         top = plain.run("rev-parse", "--show-toplevel", check=False).strip()
         if top and Path(os.path.realpath(top)) == workdir:
-            ws = cls(workdir, plain, state_dir, private=False, watched=watched)
+            ws = cls(workdir, plain.pinned(), state_dir, private=False, watched=watched)
         else:
             private = _private_repo(workdir, state_dir / "git")
             ws = cls(workdir, private, state_dir, private=True, watched=watched)
@@ -250,6 +251,24 @@ class Workspace:
         if code != 0 or "\0" in out:
             return None
         return out
+
+    def repository_changed(self) -> str | None:
+        """What happened to ``.git`` since the workspace was opened, or None.
+
+        The engine's git calls are pinned to the repository found at the start, so a
+        rewritten ``.git`` redirects none of them; it is still reported, and a linked
+        worktree's ``.git`` file is put back, so the user's git finds its repository.
+        """
+        now = _dot_git(self.workdir)
+        if now == self._dot_git:
+            return None
+        kind, content = self._dot_git
+        restored = ""
+        if kind == "file" and now[0] != "dir":
+            write_atomic(self.workdir / ".git", content)
+            restored = "; it was put back"
+        where = self.git.git_dir or self.workdir / ".git"
+        return f".git was changed during the run, the engine kept using {where}{restored}"
 
     def describe_base(self) -> str:
         """What the start state holds besides HEAD: '' when it is exactly HEAD."""
@@ -771,6 +790,16 @@ class RunLock:
         if self._fh is not None:
             self._fh.close()  # closing releases the flock
             self._fh = None
+
+
+def _dot_git(workdir: Path) -> tuple[str, bytes]:
+    """What ``workdir/.git`` is: a directory, a file (with its content) or something else."""
+    path = workdir / ".git"
+    if path.is_symlink() or not path.exists():
+        return ("other", os.readlink(path).encode() if path.is_symlink() else b"")
+    if path.is_dir():
+        return ("dir", b"")
+    return ("file", path.read_bytes())
 
 
 def _private_repo(workdir: Path, git_dir: Path) -> Git:

@@ -730,11 +730,16 @@ class Engine:
             {"rule": v.rule, "message": v.message, "tool": v.tool, "detail": v.detail}
             for v in [*self.ports.guard.check_diff(diff), *self._protected(task)]
         ]
+        moved = ws.repository_changed()
+        if moved:
+            diff_items.append(
+                {"rule": "repository.changed", "message": moved, "tool": "diff", "detail": ".git"}
+            )
         for item in diff_items:
             self.ports.journal.event("policy_violation", iteration=st.iterations + 1, **item)
         items = turn.refusals + diff_items
         lines = sum(
-            1 for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+            1 for ln in diff.split("\n") if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
         )
         return {
             "violations": len(items),

@@ -68,14 +68,21 @@ class TtyApprover:
 
 
 def run_sandbox(
-    template: Template, workdir: Path, artifacts: Path, mode: str, warn: Echo
+    template: Template,
+    workdir: Path,
+    artifacts: Path,
+    mode: str,
+    warn: Echo,
+    git_dir: Path | None = None,
 ) -> Sandbox | None:
     """The sandbox a run's commands use: the workdir and the artifacts writable, the
-    repository's ``.git`` and the state directory read-only even inside the workdir, the
-    user's credential stores and the template's ``hide`` paths unreadable."""
+    repository's ``.git`` (a directory, or a worktree's file and the git directory it
+    names) and the state directory read-only even inside the workdir, the user's
+    credential stores and the template's ``hide`` paths unreadable."""
+    pinned = (git_dir,) if git_dir is not None else ()
     confinement = Confinement(
         writable=(workdir, artifacts),
-        read_only=(workdir / ".git", workdir / ".looprun"),
+        read_only=(workdir / ".git", *pinned, workdir / ".looprun"),
         network=template.sandbox.network,
         hidden=hidden_paths(os.environ, template.sandbox.hide),
     )
@@ -116,7 +123,8 @@ def build_ports(
         context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
 
     mode = sandbox_mode or template.sandbox.mode
-    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report)
+    git_dir = getattr(ws.git, "git_dir", None)
+    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report, git_dir)
     backend = None if sandbox is None else sandbox.name
     setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
 
@@ -125,7 +133,6 @@ def build_ports(
             ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched, sandbox=sandbox
         )
 
-    git_dir = getattr(ws.git, "git_dir", None)
     actor = None
     agent = template.act.agent if template.act is not None else None
     if agent is not None:

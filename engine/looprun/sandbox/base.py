@@ -30,8 +30,9 @@ class Confinement:
     """What the commands of one run may touch.
 
     ``writable`` directories (the workdir, the run's artifacts) are writable; everything
-    else is read-only. ``read_only`` directories inside a writable one (``.git``, the
-    state directory) stay read-only, except for writable directories nested in them.
+    else is read-only. ``read_only`` directories and files inside a writable one (``.git``,
+    whether a directory or a linked worktree's file, the state directory) stay read-only,
+    except for writable directories nested in them.
     ``hidden`` paths (credential stores, see ``hidden.py``) cannot be read at all, except
     for the parts of them that are writable or read-only directories of the run.
     """

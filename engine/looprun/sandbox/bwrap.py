@@ -47,7 +47,9 @@ def _mounts(confinement: Confinement, tmp: Path) -> list[str]:
         elif path.exists():
             wanted[path] = ["--ro-bind", "/dev/null", str(path)]
     for path in confinement.read_only:
-        if path.is_dir() and not path.is_symlink():
+        # a file too: a linked worktree's ``.git`` is one, and rewritten it would point
+        # the repository's tools (and a resolver of the repository) somewhere else
+        if path.exists() and not path.is_symlink():
             wanted[path] = ["--ro-bind", str(path), str(path)]
     for path in (*confinement.writable, tmp):
         if path.is_dir():

@@ -1,0 +1,131 @@
+"""The engine's git calls use the repository found when the run started.
+
+A command the model runs may rewrite a linked worktree's ``.git`` file to name a git
+directory of its own, or plant ``core.worktree`` in ``.git/config``: found by discovery,
+either would aim the engine's rollback at a work tree outside the workdir. Real runs of
+the CLI with a scripted model in real repositories and real ``git worktree``s.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.security.test_sandbox import needs_bwrap
+from tests.support.cli import looprun
+from tests.support.git_repos import git_repo
+from tests.support.invoice_bug import journal_of
+
+PY = Path(sys.executable).name
+TEMPLATE = f"""\
+looprun: 1
+name: t
+plan: {{mode: none}}
+act:
+  prompt: go
+  tools: [write_file, run]
+  constraints:
+    paths: {{allow: ["**"]}}
+    commands: {{allow: ["{PY} tools/*"]}}
+observe:
+  d: {{parser: git_diff}}
+exit: ["iteration > 1"]
+refine:
+  - else: {{rollback: base}}
+limits: {{max_iterations: 1}}
+"""
+# Run inside the workdir: a git directory of its own that borrows the repository's
+# objects and refs, with its work tree set to OUTSIDE, named by the worktree's .git.
+REDIRECT = """\
+import pathlib, shutil
+common, head, outside = %r, %r, %r
+fake = pathlib.Path("fake.git")
+shutil.copytree(common + "/refs", fake / "refs")
+(fake / "objects" / "info").mkdir(parents=True)
+(fake / "objects" / "info" / "alternates").write_text(common + "/objects\\n")
+(fake / "HEAD").write_text(head + "\\n")
+core = "[core]\\n\\trepositoryformatversion = 0\\n\\tworktree = " + outside + "\\n"
+(fake / "config").write_text(core)
+pathlib.Path(".git").write_text("gitdir: fake.git\\n")
+"""
+PLANT = """\
+import subprocess
+subprocess.run(["git", "config", "core.worktree", %r], check=True)
+"""
+
+
+def _run(tmp_path: Path, work: Path, tool: str, sandbox: str) -> dict[str, Any]:
+    """One iteration: write the tool and a change, run the tool, roll back to the base."""
+    template = tmp_path / "t.yaml"
+    template.write_text(TEMPLATE)
+    calls = [
+        {"name": "write_file", "arguments": {"path": "tools/t.py", "content": tool}},
+        {"name": "write_file", "arguments": {"path": "src/app.py", "content": "x = 2\n"}},
+        {"name": "run", "arguments": {"command": f"{PY} tools/t.py"}},
+    ]
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": calls}, {"text": "ok"}]))
+    proc = looprun(
+        str(template), "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
+        "--json", "--sandbox", sandbox, cwd=tmp_path,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def worktree(tmp_path: Path) -> Path:
+    main = tmp_path / "main"
+    (main / "src").mkdir(parents=True)
+    (main / "src" / "app.py").write_text("x = 1\n")
+    git_repo(main)
+    work = tmp_path / "work"
+    _git(main, "worktree", "add", "-q", "-b", "side", str(work))
+    return work
+
+
+@pytest.mark.parametrize("sandbox", [pytest.param("required", marks=needs_bwrap), "off"])
+def test_a_rewritten_worktree_git_file_redirects_no_rollback(
+    tmp_path: Path, worktree: Path, sandbox: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    before = (worktree / ".git").read_bytes()
+    common = _git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    head = _git(worktree, "rev-parse", "HEAD")
+    summary = _run(tmp_path, worktree, REDIRECT % (common, head, str(outside)), sandbox)
+    assert summary["outcome"] == "exhausted", summary
+    _, events = journal_of(worktree)
+    (ran,) = [e for e in events if e["event"] == "tool_call" and e["tool"] == "run"]
+    assert "Read-only file system" in ran["result"] if sandbox != "off" else not ran["is_error"]
+    assert list(outside.iterdir()) == [], "the rollback wrote the repository's files outside"
+    assert (worktree / "src" / "app.py").read_text() == "x = 1\n", "rolled back in the workdir"
+    assert (worktree / ".git").read_bytes() == before
+    if sandbox == "off":  # the rewrite happened: it is reported, and undone
+        rules = {e.get("rule") for e in events if e["event"] == "policy_violation"}
+        assert "repository.changed" in rules, rules
+
+
+def test_a_planted_core_worktree_redirects_no_rollback(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "app.py").write_text("x = 1\n")
+    git_repo(work)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    summary = _run(tmp_path, work, PLANT % str(outside), "off")
+    assert _git(work, "config", "core.worktree") == str(outside)  # the trick ran
+    assert summary["outcome"] == "exhausted", summary
+    assert list(outside.iterdir()) == [], "the rollback wrote the repository's files outside"
+    assert (work / "src" / "app.py").read_text() == "x = 1\n"
