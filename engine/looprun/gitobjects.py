@@ -29,12 +29,17 @@ def object_id(kind: str, body: bytes) -> str:
 
 
 def write_object(objects: Path, kind: str, body: bytes) -> str:
-    """Store one object (if not stored loose already); its id."""
+    """Store one object (unless stored loose already, holding what its id says); its id.
+
+    An object already there is read back, not trusted: one planted under this id with
+    other content (possible with the sandbox off) would make every diff read that
+    content instead of the file's, so it is replaced.
+    """
     header = f"{kind} {len(body)}\0".encode()
     oid = hashlib.sha1(header + body).hexdigest()
     folder = objects / oid[:2]
     final = folder / oid[2:]
-    if final.exists():
+    if final.exists() and _holds(final, header + body):
         return oid
     folder.mkdir(exist_ok=True)
     tmp = folder / f"tmp_obj_{secrets.token_hex(6)}"
@@ -47,6 +52,16 @@ def write_object(objects: Path, kind: str, body: bytes) -> str:
         tmp.unlink(missing_ok=True)
         raise
     return oid
+
+
+def _holds(path: Path, raw: bytes) -> bool:
+    """Whether the loose object at ``path`` is ``raw``, compressed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            return zlib.decompress(fh.read()) == raw
+    except (OSError, zlib.error):
+        return False
 
 
 def commit_body(

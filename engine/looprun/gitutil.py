@@ -14,6 +14,7 @@ rules the base had (:func:`base_ignore_rules`), never by a ``.gitignore`` or
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import secrets
@@ -192,6 +193,31 @@ class Git:
             return self
         found = self.run("rev-parse", "--absolute-git-dir").strip()
         return Git(self.workdir, Path(found))
+
+    def check_objects(self, ids: Sequence[str]) -> None:
+        """Raise unless each object's content hashes to its id (SHA-1 repositories).
+
+        git trusts an object already stored under an id it computes, so one planted
+        with other content (with the sandbox off a command can write ``.git``) would be
+        what every later diff and rollback reads.
+        """
+        if not ids:
+            return
+        out = self.run_bytes("cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
+        pos = 0
+        for oid in ids:
+            end = out.index(b"\n", pos)
+            head = out[pos:end].decode("ascii", "replace").split(" ")
+            if len(head) != 3:
+                raise GitError(f"object {oid} is missing from the repository in {self.workdir}")
+            kind, size = head[1], int(head[2])
+            body = out[end + 1 : end + 1 + size]
+            pos = end + 1 + size + 1
+            if hashlib.sha1(f"{kind} {size}\0".encode() + body).hexdigest() != oid:
+                raise GitError(
+                    f"object {oid} in the repository of {self.workdir} does not hold what its "
+                    "id says (planted by a command?): the diff checks cannot trust it"
+                )
 
     def is_repo(self) -> bool:
         try:

@@ -97,6 +97,7 @@ class Workspace:
         self._diff: tuple[tuple[str, str], str, list[str]] | None = None
         self._last_checkpoint: tuple[str, str | None, str] | None = None  # tree, parent, commit
         self._dot_git = _dot_git(workdir)
+        self._verified: set[str] = set()  # object ids whose content was checked
 
     @classmethod
     def open(
@@ -471,12 +472,29 @@ class Workspace:
         tree = self.snapshot()
         if self._diff is not None and self._diff[0] == (start, tree):
             return self._diff[1], list(self._diff[2])
+        self._check_new_objects(start, tree)
         if self.watched:
             patch, paths = self._patches().diff(start, tree)
         else:
             patch, paths = split_diff(self.git.diff(start, tree, "--patch-with-raw", "-z"))
         self._diff = ((start, tree), patch, paths)
         return patch, list(paths)
+
+    def _check_new_objects(self, start: str, tree: str) -> None:
+        """The trees and blobs a diff from ``start`` to ``tree`` reads on the new side,
+        checked once each against their ids (see ``Git.check_objects``)."""
+        if tree in self._verified or tree == start:
+            return
+        out = self.git.run("diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", start, tree)
+        ids = [tree]
+        for meta in out.split("\0"):
+            if meta.startswith(":"):
+                _, dst_mode, _, new, _ = meta[1:].split(" ")
+                if dst_mode != _GITLINK and new.strip("0"):
+                    ids.append(new)
+        fresh = [i for i in dict.fromkeys(ids) if i not in self._verified]
+        self.git.check_objects(fresh)
+        self._verified.update(fresh)
 
     def _patches(self) -> PatchCache:
         if self._patch_cache is None:

@@ -129,3 +129,47 @@ def test_a_planted_core_worktree_redirects_no_rollback(tmp_path: Path) -> None:
     assert summary["outcome"] == "exhausted", summary
     assert list(outside.iterdir()) == [], "the rollback wrote the repository's files outside"
     assert (work / "src" / "app.py").read_text() == "x = 1\n"
+
+
+# Stores a harmless blob under the id of the file it then writes: git, finding an object
+# under that id, keeps it, and every diff would read the harmless text.
+PLANT_OBJECT = """\
+import hashlib, pathlib, zlib
+evil = b"import os\\nos." + b"system('echo pwned')\\n"
+oid = hashlib.sha1(b"blob %d\\0" % len(evil) + evil).hexdigest()
+harmless = b"x = 3\\n"
+obj = pathlib.Path(".git/objects") / oid[:2] / oid[2:]
+obj.parent.mkdir(exist_ok=True)
+obj.write_bytes(zlib.compress(b"blob %d\\0" % len(harmless) + harmless))
+pathlib.Path("src/app.py").write_bytes(evil)
+"""
+
+
+def test_a_planted_loose_object_does_not_hide_a_forbidden_pattern(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "app.py").write_text("x = 1\n")
+    git_repo(work)
+    template = tmp_path / "t.yaml"
+    template.write_text(
+        TEMPLATE.replace('paths: {allow: ["**"]}', 'paths: {allow: ["**"]}\n    '
+                         'forbidden_patterns: ["os.system("]')
+        .replace('exit: ["iteration > 1"]', 'exit: ["policy.violations == 0"]')
+        .replace("{rollback: base}", "{abort: '{{ policy.summary }}'}")
+    )  # fmt: skip
+    calls = [
+        {"name": "write_file", "arguments": {"path": "tools/t.py", "content": PLANT_OBJECT}},
+        {"name": "run", "arguments": {"command": f"{PY} tools/t.py"}},
+    ]
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": calls}, {"text": "ok"}]))
+    proc = looprun(
+        str(template), "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
+        "--json", "--sandbox", "off", cwd=tmp_path,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "os.system(" in (work / "src" / "app.py").read_text()  # the trick ran
+    assert proc.returncode != 0, proc.stdout
+    summary = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    said = summary.get("reason", "") + proc.stderr
+    assert "does not hold what its id says" in said or "src/app.py" in said, (said, summary)
