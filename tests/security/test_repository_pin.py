@@ -59,23 +59,34 @@ subprocess.run(["git", "config", "core.worktree", %r], check=True)
 """
 
 
+def _repo(path: Path) -> Path:
+    (path / "src").mkdir(parents=True)
+    (path / "src" / "app.py").write_text("x = 1\n")
+    return git_repo(path)
+
+
+def _looprun(
+    tmp_path: Path, work: Path, template: str, calls: list[dict[str, Any]], sandbox: str
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "t.yaml").write_text(template)
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": calls}, {"text": "ok"}]))
+    proc = looprun(
+        "t.yaml", "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
+        "--json", "--sandbox", sandbox, cwd=tmp_path,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
 def _run(tmp_path: Path, work: Path, tool: str, sandbox: str) -> dict[str, Any]:
     """One iteration: write the tool and a change, run the tool, roll back to the base."""
-    template = tmp_path / "t.yaml"
-    template.write_text(TEMPLATE)
     calls = [
         {"name": "write_file", "arguments": {"path": "tools/t.py", "content": tool}},
         {"name": "write_file", "arguments": {"path": "src/app.py", "content": "x = 2\n"}},
         {"name": "run", "arguments": {"command": f"{PY} tools/t.py"}},
     ]
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": calls}, {"text": "ok"}]))
-    proc = looprun(
-        str(template), "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
-        "--json", "--sandbox", sandbox, cwd=tmp_path,
-    )  # fmt: skip
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return json.loads(proc.stdout)
+    return json.loads(_looprun(tmp_path, work, TEMPLATE, calls, sandbox).stdout)
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -86,10 +97,7 @@ def _git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def worktree(tmp_path: Path) -> Path:
-    main = tmp_path / "main"
-    (main / "src").mkdir(parents=True)
-    (main / "src" / "app.py").write_text("x = 1\n")
-    git_repo(main)
+    main = _repo(tmp_path / "main")
     work = tmp_path / "work"
     _git(main, "worktree", "add", "-q", "-b", "side", str(work))
     return work
@@ -118,10 +126,7 @@ def test_a_rewritten_worktree_git_file_redirects_no_rollback(
 
 
 def test_a_planted_core_worktree_redirects_no_rollback(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    (work / "src").mkdir(parents=True)
-    (work / "src" / "app.py").write_text("x = 1\n")
-    git_repo(work)
+    work = _repo(tmp_path / "work")
     outside = tmp_path / "outside"
     outside.mkdir()
     summary = _run(tmp_path, work, PLANT % str(outside), "off")
@@ -146,12 +151,8 @@ pathlib.Path("src/app.py").write_bytes(evil)
 
 
 def test_a_planted_loose_object_does_not_hide_a_forbidden_pattern(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    (work / "src").mkdir(parents=True)
-    (work / "src" / "app.py").write_text("x = 1\n")
-    git_repo(work)
-    template = tmp_path / "t.yaml"
-    template.write_text(
+    work = _repo(tmp_path / "work")
+    template = (
         TEMPLATE.replace('paths: {allow: ["**"]}', 'paths: {allow: ["**"]}\n    '
                          'forbidden_patterns: ["os.system("]')
         .replace('exit: ["iteration > 1"]', 'exit: ["policy.violations == 0"]')
@@ -161,13 +162,7 @@ def test_a_planted_loose_object_does_not_hide_a_forbidden_pattern(tmp_path: Path
         {"name": "write_file", "arguments": {"path": "tools/t.py", "content": PLANT_OBJECT}},
         {"name": "run", "arguments": {"command": f"{PY} tools/t.py"}},
     ]
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": calls}, {"text": "ok"}]))
-    proc = looprun(
-        str(template), "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
-        "--json", "--sandbox", "off", cwd=tmp_path,
-    )  # fmt: skip
-    assert "Traceback" not in proc.stderr, proc.stderr
+    proc = _looprun(tmp_path, work, template, calls, "off")
     assert "os.system(" in (work / "src" / "app.py").read_text()  # the trick ran
     assert proc.returncode != 0, proc.stdout
     summary = json.loads(proc.stdout) if proc.stdout.strip() else {}
