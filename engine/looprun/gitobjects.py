@@ -54,6 +54,18 @@ def write_object(objects: Path, kind: str, body: bytes) -> str:
     return oid
 
 
+def loose_object_ok(objects: Path, oid: str) -> bool | None:
+    """Whether the loose object ``oid`` holds what its id says; None: not stored loose
+    (or unreadable), so git must be asked."""
+    try:
+        fd = os.open(objects / oid[:2] / oid[2:], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            raw = zlib.decompress(fh.read())
+    except (OSError, zlib.error):
+        return None
+    return hashlib.sha1(raw).hexdigest() == oid
+
+
 def _holds(path: Path, raw: bytes) -> bool:
     """Whether the loose object at ``path`` is ``raw``, compressed."""
     try:

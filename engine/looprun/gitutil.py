@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import LooprunError, one_line
+from looprun.gitobjects import loose_object_ok
 from looprun.proc import scrubbed_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -194,13 +195,25 @@ class Git:
         found = self.run("rev-parse", "--absolute-git-dir").strip()
         return Git(self.workdir, Path(found))
 
-    def check_objects(self, ids: Sequence[str]) -> None:
-        """Raise unless each object's content hashes to its id (SHA-1 repositories).
+    def check_objects(
+        self, ids: Sequence[str], objects: Path | None = None, algorithm: str = "sha1"
+    ) -> None:
+        """Raise unless each object's content hashes to its id (``algorithm``: the
+        repository's object format; ``objects``: its loose objects, SHA-1 only).
 
         git trusts an object already stored under an id it computes, so one planted
         with other content (with the sandbox off a command can write ``.git``) would be
-        what every later diff and rollback reads.
+        what every later diff and rollback reads. Loose objects under ``objects`` are
+        read in-process; git is asked only for the others (packed ones).
         """
+        rest = []
+        for oid in ids:
+            ok = loose_object_ok(objects, oid) if objects is not None else None
+            if ok is False:
+                raise GitError(_planted(oid, self.workdir))
+            if ok is None:
+                rest.append(oid)
+        ids = rest
         if not ids:
             return
         out = self.run_bytes("cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
@@ -213,11 +226,8 @@ class Git:
             kind, size = head[1], int(head[2])
             body = out[end + 1 : end + 1 + size]
             pos = end + 1 + size + 1
-            if hashlib.sha1(f"{kind} {size}\0".encode() + body).hexdigest() != oid:
-                raise GitError(
-                    f"object {oid} in the repository of {self.workdir} does not hold what its "
-                    "id says (planted by a command?): the diff checks cannot trust it"
-                )
+            if hashlib.new(algorithm, f"{kind} {size}\0".encode() + body).hexdigest() != oid:
+                raise GitError(_planted(oid, self.workdir))
 
     def is_repo(self) -> bool:
         try:
@@ -463,6 +473,13 @@ def _config_stamp(workdir: Path, git_dir: Path | None) -> tuple[int, ...]:
         else:
             stamp += [st.st_mtime_ns, st.st_size]
     return tuple(stamp)
+
+
+def _planted(oid: str, workdir: Path) -> str:
+    return (
+        f"object {oid} in the repository of {workdir} does not hold what its id says "
+        "(planted by a command?): the diff checks cannot trust it"
+    )
 
 
 def _common_dir(git_dir: Path) -> Path | None:

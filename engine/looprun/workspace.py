@@ -98,6 +98,7 @@ class Workspace:
         self._last_checkpoint: tuple[str, str | None, str] | None = None  # tree, parent, commit
         self._dot_git = _dot_git(workdir)
         self._verified: set[str] = set()  # object ids whose content was checked
+        self._new_side: TreeDiffs | None = None
 
     @classmethod
     def open(
@@ -485,7 +486,13 @@ class Workspace:
         checked once each against their ids (see ``Git.check_objects``)."""
         if tree in self._verified or tree == start:
             return
-        out = self.git.run("diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", start, tree)
+        if self.watched:  # one long-lived diff-tree for the run, as for the patches
+            if self._new_side is None:
+                self._new_side = TreeDiffs(self.git, "-t", "--raw", "-z")
+                weakref.finalize(self, self._new_side.close)
+            out = self._new_side.diff(start, tree)
+        else:
+            out = self.git.run("diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", start, tree)
         ids = [tree]
         for meta in out.split("\0"):
             if meta.startswith(":"):
@@ -493,7 +500,12 @@ class Workspace:
                 if dst_mode != _GITLINK and new.strip("0"):
                     ids.append(new)
         fresh = [i for i in dict.fromkeys(ids) if i not in self._verified]
-        self.git.check_objects(fresh)
+        repo = self._quick.repo()
+        if repo is not None:  # SHA-1: loose objects are read in-process
+            self.git.check_objects(fresh, repo.objects)
+        else:
+            algorithm = self.git.run("rev-parse", "--show-object-format").strip()
+            self.git.check_objects(fresh, algorithm=algorithm)
         self._verified.update(fresh)
 
     def _patches(self) -> PatchCache:
