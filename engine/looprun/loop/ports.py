@@ -34,6 +34,7 @@ class ToolOutcome(Protocol):
     is_error: bool
     violation: ViolationLike | None
     changed: tuple[str, ...]
+    flag: str | None  # the model's reason when it flagged the task for a person
 
 
 class Toolbox(Protocol):

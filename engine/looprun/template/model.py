@@ -34,6 +34,7 @@ BUILTIN_TOOLS: tuple[str, ...] = (
     "list_files",
     "search",
     "run",
+    "flag_for_human",  # the honest exit: the task cannot be done as asked
 )
 
 # Names the engine itself provides to conditions and messages, besides observer names.
