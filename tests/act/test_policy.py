@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from looprun.act import commandline
 from looprun.act.policy import Policy
 from looprun.errors import PolicyViolation
+from looprun.template.loader import load_template
 from looprun.template.model import Constraints, PathRules
 
 
@@ -236,9 +238,12 @@ def _git_diff(tmp_path: Path, before: dict[str, str], after: dict[str, str]) -> 
     trees = []
     for version in (before, after):
         for old in repo.iterdir():
-            if old.name != ".git":
+            if old.is_dir() and old.name != ".git":
+                shutil.rmtree(old)
+            elif old.name != ".git":
                 old.unlink()
         for name, text in version.items():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
             (repo / name).write_text(text)
         git("add", "-A")
         trees.append(git("write-tree").strip())
@@ -271,6 +276,38 @@ def test_diff_limits_and_forbidden_patterns_on_a_real_diff(tmp_path: Path) -> No
         Policy(tmp_path, Constraints(forbidden_patterns=("breakpoint()",))).check_diff(removed_only)
         == []
     )
+
+
+def test_bugfix_forbids_test_run_detection_only_outside_the_tests(tmp_path: Path) -> None:
+    """The built-in bugfix's scoped patterns, with its tests_glob rendered, on a real diff:
+    every file but the tests is code under test, whatever its name."""
+    cheat = 'if "pytest" in sys.modules or os.environ.get("PYTEST_CURRENT_TEST"):\n'
+    cheat += "    caller = sys._getframe(1)\n"
+    after = {
+        name: cheat
+        for name in (
+            "src/pkg/calc.py",  # code: flagged
+            "src/pkg/tests_helpers.py",  # code with "tests" in its name: flagged
+            "tests/test_calc.py",  # under tests_glob: allowed
+            "tests/helpers/fixtures.py",  # under tests_glob, not named test_*: allowed
+            "src/pkg/test_inline.py",  # a test file by name, outside tests_glob: allowed
+            "conftest.py",  # allowed
+        )
+    }
+    diff = _git_diff(tmp_path, {"README": "x\n"}, {"README": "x\n", **after})
+    template = load_template("bugfix")
+    assert template.act is not None
+    rules = [
+        p.render({"inputs": {"tests_glob": "tests/**"}})
+        for p in template.act.constraints.scoped_patterns
+    ]
+    found = Policy(tmp_path, template.act.constraints).check_patterns(diff, rules)
+
+    flagged = sorted({v.detail.split(":")[0] for v in found})
+    assert flagged == ["src/pkg/calc.py", "src/pkg/tests_helpers.py"]
+    assert len(found) == 6 and {v.rule for v in found} == {"pattern.forbidden"}
+    # the unscoped patterns are not these: a test may read PYTEST_CURRENT_TEST
+    assert Policy(tmp_path, template.act.constraints).check_diff(diff) == []
 
 
 def test_small_diff_passes(tmp_path: Path) -> None:

@@ -259,3 +259,62 @@ def test_the_python_pack_lints_without_fixing(tmp_path: Path) -> None:
     template = load_template("bugfix")
     assert "--no-fix" in template.observe["lint"].run.source
     assert template.observe["tests"].cannot_run_exit == (2, 3, 4)
+
+
+# The honest exit: a model that finds the task cannot be done as asked calls
+# flag_for_human, and the run ends escalated with its reason, never done. The reason is
+# model output: shown as written (never rendered as a template), redacted, bounded.
+SECRET = "sk-honest-exit-0123456789abcdef"
+REASON = "Totals of cancelled lines must be both 0 and 1250: contradictory. {{ 7 * 7 }} {% raw %}"
+
+
+def _flag(reason: str) -> dict[str, Any]:
+    return {"name": "flag_for_human", "arguments": {"reason": reason}}
+
+
+def test_flag_for_human_ends_the_run_escalated_with_the_reason(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("HONEST_EXIT_API_KEY", SECRET)  # a secret the run's output must hide
+    work = sample_copy("invoice", tmp_path)
+    write = {"name": "write_file", "arguments": {"path": "after_flag.txt", "content": "x"}}
+    # the flag and a write in the same reply: the write after the flag is not run
+    turn = {"tool_calls": [_flag(f"{REASON} key={SECRET}"), write]}
+    proc, summary = _run("bugfix", work, _script(tmp_path, [turn]), "--max-iterations", "2")
+
+    assert proc.returncode == 5, proc.stderr
+    assert (summary["outcome"], summary["code"]) == ("escalated", "flag_for_human")
+    reason = summary["reason"]
+    assert "must be both 0 and 1250" in reason and "must be both 0 and 1250" in proc.stderr
+    assert "{{ 7 * 7 }} {% raw %}" in reason  # data, never rendered
+    assert SECRET not in proc.stdout + proc.stderr and "[redacted]" in reason
+    assert not (work / "after_flag.txt").exists()
+    run_dir = Path(summary["run_dir"])
+    report = looprun("report", str(run_dir), "--format", "md")
+    assert report.returncode == 0, report.stderr
+    assert "must be both 0 and 1250" in report.stdout and SECRET not in report.stdout
+    assert SECRET not in (run_dir / "journal.jsonl").read_text()
+
+
+def test_a_long_flag_reason_is_cut(tmp_path: Path) -> None:
+    work = sample_copy("invoice", tmp_path)
+    turn = {"tool_calls": [_flag("impossible " * 2000)]}
+    proc, summary = _run("bugfix", work, _script(tmp_path, [turn]))
+
+    assert proc.returncode == 5, proc.stderr
+    assert len(summary["reason"]) < 2_500 and "more characters]" in summary["reason"]
+
+
+def test_a_template_without_flag_for_human_does_not_offer_it(tmp_path: Path) -> None:
+    work = sample_copy("invoice", tmp_path)
+    template = tmp_path / "team.yaml"
+    template.write_text(
+        "looprun: 1\nname: team\nextends: bugfix\n"
+        "act:\n  tools: [read_file, write_file, edit_file, list_files, search, run]\n"
+    )
+    turn = {"tool_calls": [_flag(REASON)]}
+    proc, summary = _run(str(template), work, _script(tmp_path, [turn]), "--max-iterations", "2")
+
+    assert proc.returncode != 5 and summary["code"] != "flag_for_human", proc.stderr
+    (call,) = [e for e in _events(summary, "tool_call") if e["tool"] == "flag_for_human"]
+    assert call["is_error"] and "not enabled here" in call["result"]

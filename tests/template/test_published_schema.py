@@ -30,6 +30,7 @@ SCHEMA_LEVEL = (
     "duplicate_observer.yaml",
     "empty.yaml",
     "extends_missing_and_typo.yaml",
+    "forbidden_pattern_typo.yaml",
     "invalid_observer_name.yaml",
     "missing_name.yaml",
     "non_utf8.yaml",

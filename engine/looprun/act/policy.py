@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -29,7 +29,7 @@ from looprun.act import commandline, diffcheck
 from looprun.changes import DOCTEST_SUFFIXES, FileChange, lost_examples
 from looprun.errors import PolicyViolation
 from looprun.patchtext import shown, source_lines
-from looprun.template.model import Constraints
+from looprun.template.model import Constraints, ScopedPattern
 
 PROTECTED_DIRS: dict[str, str] = {".git": "path.git", ".looprun": "path.looprun"}
 _MAX_PATTERN_HITS = 20
@@ -285,6 +285,41 @@ class Policy:
                                 )
                             )
         return found
+
+    def check_patterns(self, diff_text: str, rules: Sequence[ScopedPattern]) -> list[Violation]:
+        """See ``check_scoped_patterns``."""
+        return check_scoped_patterns(diff_text, rules)
+
+
+def check_scoped_patterns(diff_text: str, rules: Sequence[ScopedPattern]) -> list[Violation]:
+    """Forbidden patterns in the lines the real diff adds to the files each rule covers:
+    those its ``paths`` match (every file when it has none) and its ``exclude`` does not."""
+    if not rules:
+        return []
+    scoped = [
+        (rule, _spec(rule.paths or ("**",)), _spec(rule.exclude) if rule.exclude else None)
+        for rule in rules
+    ]
+    found: list[Violation] = []
+    hits = 0
+    for added in diffcheck.added_lines(diff_text):
+        for rule, paths, exclude in scoped:
+            if not paths.match_file(added.path) or (exclude and exclude.match_file(added.path)):
+                continue
+            if any(rule.regex.search(piece) for piece in source_lines(added.text)):
+                hits += 1
+                if hits <= _MAX_PATTERN_HITS:
+                    why = f": {rule.message}" if rule.message else ""
+                    found.append(
+                        Violation(
+                            "pattern.forbidden",
+                            f"forbidden pattern {rule.pattern!r} added at "
+                            f"{added.path}:{added.line}{why}",
+                            "diff",
+                            detail=f"{added.path}:{added.line}: {shown(added.text.strip())[:200]}",
+                        )
+                    )
+    return found
 
 
 def check_protected(

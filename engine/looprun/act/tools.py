@@ -36,6 +36,9 @@ MAX_SEARCH_MATCHES = 200
 SEARCH_TIMEOUT_S = 20.0
 _WRITERS = frozenset({"write_file", "edit_file", "run"})  # tools that may change the tree
 MAX_WRITE_BYTES = 10_000_000  # one write_file/edit_file result; source files are far smaller
+# flag_for_human's reason reaches the verdict, the report and --json: a few sentences, not
+# a transcript, so a long one is cut (model output is data, and bounded like any other)
+MAX_FLAG_REASON_CHARS = 2_000
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class ToolResult:
     is_error: bool = False
     violation: Violation | None = None
     changed: tuple[str, ...] = ()  # workdir-relative paths written
+    flag: str | None = None  # flag_for_human's reason: the turn and the run end escalated
 
 
 def _string(description: str) -> dict[str, str]:
@@ -112,6 +116,16 @@ _SPECS: dict[str, ToolSpec] = {
         "repository root and return its exit code and output (long output is cut in the middle).",
         _params(["command"], command=_string("The command line, e.g. python -m pytest -q")),
     ),
+    "flag_for_human": ToolSpec(
+        "flag_for_human",
+        "Stop and hand the task to a person when it cannot be done as asked (it is "
+        "contradictory, impossible, or needs a change you may not make). The run ends "
+        "escalated with your reason, never as done; make no further calls after it.",
+        _params(
+            ["reason"],
+            reason=_string("Why the task cannot be done as asked, in a few sentences"),
+        ),
+    ),
 }
 
 
@@ -155,6 +169,7 @@ class Toolbox:
             "list_files": self._list_files,
             "search": self._search,
             "run": self._run,
+            "flag_for_human": self._flag_for_human,
         }
 
     def specs(self) -> list[ToolSpec]:
@@ -213,9 +228,10 @@ class Toolbox:
 
     def _redacted(self, result: ToolResult) -> ToolResult:
         content = self.redact(result.content)
-        if content == result.content:
+        flag = None if result.flag is None else self.redact(result.flag)
+        if content == result.content and flag == result.flag:
             return result
-        return ToolResult(content, result.is_error, result.violation, result.changed)
+        return ToolResult(content, result.is_error, result.violation, result.changed, flag)
 
     def _remaining(self, timeout: float) -> float:
         if self.deadline is None:
@@ -349,6 +365,18 @@ class Toolbox:
         if proc.exit_code not in (0, 1):
             raise ToolError(f"search failed: {proc.output.strip()[-500:]}")
         return ToolResult(proc.output.rstrip("\n"))
+
+    # -- the honest exit ---------------------------------------------------------------
+
+    def _flag_for_human(self, args: Mapping[str, Any]) -> ToolResult:
+        # redacted before it is cut, so a cut never leaves half a secret behind
+        reason = " ".join(self.redact(args["reason"]).split())
+        if not reason:
+            raise ToolError("`reason` is empty; say why the task cannot be done as asked")
+        if len(reason) > MAX_FLAG_REASON_CHARS:
+            cut = len(reason) - MAX_FLAG_REASON_CHARS
+            reason = reason[:MAX_FLAG_REASON_CHARS] + f" [... {cut} more characters]"
+        return ToolResult("flagged for a person; the run stops here", flag=reason)
 
     # -- commands ----------------------------------------------------------------------
 

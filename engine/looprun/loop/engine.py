@@ -93,6 +93,9 @@ class Engine:
             g for t in (protect.paths if protect else ()) if (g := t.render(goal_ctx).strip())
         )
         self.run_protect_doctests = bool(protect and protect.doctests)
+        # forbidden patterns scoped by path glob, their globs rendered once like protect's
+        scoped = template.act.constraints.scoped_patterns if template.act is not None else ()
+        self.run_scoped = tuple(p.render(goal_ctx) for p in scoped)
         self._observer_edit = ""  # an observer changed the tree during the last observation
         self._observer_made: set[str] = set()  # files observers created (their caches)
         # -- sub-loops hook (issue 6): an outer template's act phase runs its sub-loops --
@@ -728,7 +731,11 @@ class Engine:
         diff = ws.diff(st.base)
         diff_items = [
             {"rule": v.rule, "message": v.message, "tool": v.tool, "detail": v.detail}
-            for v in [*self.ports.guard.check_diff(diff), *self._protected(task)]
+            for v in [
+                *self.ports.guard.check_diff(diff),
+                *self.ports.guard.check_patterns(diff, self.run_scoped),
+                *self._protected(task),
+            ]
         ]
         moved = ws.repository_changed()
         if moved:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from looprun.changes import FileChange
 from looprun.models.base import Message, Model, ToolCall, ToolSpec
 from looprun.observe.base import Observation
-from looprun.template.model import Constraints, ObserverSpec
+from looprun.template.model import Constraints, ObserverSpec, ScopedPattern
 
 
 class ViolationLike(Protocol):
@@ -34,6 +34,7 @@ class ToolOutcome(Protocol):
     is_error: bool
     violation: ViolationLike | None
     changed: tuple[str, ...]
+    flag: str | None  # the model's reason when it flagged the task for a person
 
 
 class Toolbox(Protocol):
@@ -72,6 +73,9 @@ class Guard(Protocol):
     """The policy checks the engine runs on the real diff after each act turn."""
 
     def check_diff(self, diff_text: str) -> Sequence[ViolationLike]: ...
+    def check_patterns(
+        self, diff_text: str, rules: Sequence[ScopedPattern]
+    ) -> Sequence[ViolationLike]: ...
     def check_protected(
         self, changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
     ) -> Sequence[ViolationLike]: ...

@@ -2,7 +2,8 @@
 
 The model calls tools until it answers without a tool call or the turn reaches
 ``act.max_steps``. A reply cut off at the output limit is reported and the model is asked
-to continue; a refusal or a filtered reply is reported and stops the run as escalated.
+to continue; a refusal or a filtered reply is reported and stops the run as escalated,
+as does a ``flag_for_human`` call (the model's honest "this cannot be done as asked").
 Every tool call the model makes is answered (a refused or unrun call gets an error
 result), so a conversation never holds an orphaned call. Caps are checked before every
 model call and every tool call; a cap that trips ends the turn with a Stop.
@@ -286,6 +287,9 @@ def act_turn(
             state.per_tool[call.name] = state.per_tool.get(call.name, 0) + 1
             result = toolbox.call(call)
             _record(ports, turn, call, result, iteration)
+            if result.flag is not None:
+                why = f"the act model flagged the task for a person: {result.flag}"
+                turn.stop = Stop("escalated", why, "flag_for_human")
         if turn.stop is not None or steps >= act.max_steps:
             return turn
 

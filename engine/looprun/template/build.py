@@ -32,6 +32,7 @@ from looprun.template.model import (
     Constraints,
     ContextSpec,
     EachTask,
+    ForbiddenPattern,
     InputSpec,
     Limits,
     ObserverSpec,
@@ -511,12 +512,73 @@ class Builder:
             ),
             commands=commands,
             max_diff_lines=self.get((*base, "max_diff_lines"), int),
-            forbidden_patterns=strings("forbidden_patterns") or (),
+            forbidden_patterns=self.plain_patterns((*base, "forbidden_patterns")),
+            scoped_patterns=self.scoped_patterns((*base, "forbidden_patterns")),
             approve=strings("approve", "paths") or (),
             command_timeout_s=timeout if timeout is not None else defaults.command_timeout_s,
             max_output_bytes=self.get((*base, "max_output_bytes"), int, defaults.max_output_bytes),
             protect=self.protect((*base, "protect")),
         )
+
+    def pattern_regex(self, path: JsonPath, pattern: str) -> re.Pattern[str] | None:
+        """A forbidden pattern compiled once, here: ``re:...`` a regex, else a literal."""
+        if not pattern.startswith("re:"):
+            return re.compile(re.escape(pattern))
+        try:
+            return re.compile(pattern[3:])
+        except re.error as exc:
+            self.problem(path, f"invalid regular expression {pattern[3:]!r}: {exc}")
+            return None
+
+    def plain_patterns(self, path: JsonPath) -> tuple[str, ...]:
+        """The string entries of ``forbidden_patterns``: checked in every file."""
+        raw = self.get(path, list) or []
+        found = []
+        for i, entry in enumerate(raw):
+            if isinstance(entry, str) and self.pattern_regex((*path, i), entry) is not None:
+                found.append(entry)
+        return tuple(found)
+
+    def scoped_patterns(self, path: JsonPath) -> tuple[ForbiddenPattern, ...]:
+        """The ``{pattern, paths, exclude, message}`` entries: checked in some files."""
+        raw = self.get(path, list) or []
+        found = []
+        for i, entry in enumerate(raw):
+            if not isinstance(entry, dict):
+                continue
+            where: JsonPath = (*path, i)
+            pattern = entry.get("pattern")
+            if not isinstance(pattern, str) or not pattern:
+                continue  # the schema says what is missing
+            regex = self.pattern_regex((*where, "pattern"), pattern)
+            globs = {
+                key: tuple(
+                    text
+                    for j in range(len(entry.get(key) or []))
+                    if (text := self.text((*where, key, j), GOAL_NAMES, "a pattern's glob"))
+                    is not None
+                )
+                for key in ("paths", "exclude")
+            }
+            if "paths" not in entry and "exclude" not in entry:
+                self.problem(
+                    where,
+                    "a scoped forbidden pattern needs `paths` or `exclude` "
+                    "(for every file, write the pattern as a plain string)",
+                )
+            message = entry.get("message")
+            if regex is not None:
+                found.append(
+                    ForbiddenPattern(
+                        pattern,
+                        regex,
+                        globs["paths"],
+                        globs["exclude"],
+                        message if isinstance(message, str) else "",
+                        self.doc.value_at(where),
+                    )
+                )
+        return tuple(found)
 
     def exit(self, plan: PlanSpec, outer: bool) -> list[Condition]:
         raw = self.get(("exit",), list)

@@ -89,6 +89,11 @@ def explain_text(template: Template, indent: str = "") -> str:
             add(
                 f"{indent}act: up to {act.max_steps} tool calls per turn; "
                 f"tools: {', '.join(act.tools)}"
+                + (
+                    " (flag_for_human ends the run escalated, with the model's reason)"
+                    if "flag_for_human" in act.tools
+                    else ""
+                )
             )
         add(
             f"{indent}  paths: allow {', '.join(c.paths.allow)}"
@@ -100,6 +105,11 @@ def explain_text(template: Template, indent: str = "") -> str:
             add(f"{indent}  max diff lines: {c.max_diff_lines}")
         if c.forbidden_patterns:
             add(f"{indent}  forbidden: {', '.join(c.forbidden_patterns)}")
+        for sp in c.scoped_patterns:
+            where = f"in {', '.join(t.source for t in sp.paths) or 'every file'}"
+            if sp.exclude:
+                where += f" except {', '.join(t.source for t in sp.exclude)}"
+            add(f"{indent}  forbidden {where}: {sp.pattern}")
         if c.approve:
             add(f"{indent}  needs approval: {', '.join(c.approve)}")
     if template.each_task is not None:

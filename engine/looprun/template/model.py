@@ -7,6 +7,7 @@ plain data for ``looprun explain``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -34,6 +35,7 @@ BUILTIN_TOOLS: tuple[str, ...] = (
     "list_files",
     "search",
     "run",
+    "flag_for_human",  # the honest exit: the task cannot be done as asked
 )
 
 # Names the engine itself provides to conditions and messages, besides observer names.
@@ -121,13 +123,50 @@ class PathRules:
 
 
 @dataclass(frozen=True)
+class ScopedPattern:
+    """A forbidden pattern checked only in some files, its globs rendered for one run."""
+
+    pattern: str  # as written: a literal, or ``re:...``
+    regex: re.Pattern[str]  # compiled once, at load
+    paths: tuple[str, ...] = ()  # gitignore-style globs it applies to; () every file
+    exclude: tuple[str, ...] = ()  # globs it never applies to, whatever ``paths`` says
+    message: str = ""  # why it is forbidden, shown with the violation
+
+
+@dataclass(frozen=True)
+class ForbiddenPattern:
+    """``{pattern, paths, exclude, message}`` in ``act.constraints.forbidden_patterns``.
+
+    Globs may use ``intent`` and ``inputs`` (``{{ inputs.tests_glob }}``): a pattern
+    over "the code that is not a test" is a glob for all code with the tests excluded,
+    since one gitignore-style glob cannot say "not under the tests".
+    """
+
+    pattern: str
+    regex: re.Pattern[str]
+    paths: tuple[Text, ...] = ()
+    exclude: tuple[Text, ...] = ()
+    message: str = ""
+    location: Location = UNKNOWN
+
+    def render(self, context: Mapping[str, Any]) -> ScopedPattern:
+        def globs(texts: tuple[Text, ...]) -> tuple[str, ...]:
+            return tuple(g for t in texts if (g := t.render(context).strip()))
+
+        return ScopedPattern(
+            self.pattern, self.regex, globs(self.paths), globs(self.exclude), self.message
+        )
+
+
+@dataclass(frozen=True)
 class Constraints:
     """Boundaries the engine enforces on every tool call, whatever the model asks."""
 
     paths: PathRules = PathRules()
     commands: tuple[str, ...] = ()  # allow patterns for model-proposed commands
     max_diff_lines: int | None = None
-    forbidden_patterns: tuple[str, ...] = ()
+    forbidden_patterns: tuple[str, ...] = ()  # in every file
+    scoped_patterns: tuple[ForbiddenPattern, ...] = ()  # the mapping entries of the list
     approve: tuple[str, ...] = ()  # path globs whose changes need a person's approval
     command_timeout_s: float = 300.0
     max_output_bytes: int = 64_000
