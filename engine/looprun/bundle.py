@@ -19,6 +19,7 @@ import shutil
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,9 +188,13 @@ def _own_refs(bundle: Path, manifest: dict[str, Any], rid: str) -> list[str]:
     return own
 
 
-def import_bundle(workdir: Path, bundle: Path) -> str:
+Vet = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def import_bundle(workdir: Path, bundle: Path, vet: Vet | None = None) -> str:
     """Unpack a bundle into this clone: fetch its refs, place its run directory (paths
-    inside the old clone mapped to this one). Returns the run id.
+    inside the old clone mapped to this one). Returns the run id. ``vet`` rewrites (or
+    refuses, raising) the bundle's ``run.json`` before anything lands in the clone.
 
     Everything is checked in a private temporary directory first; the run directory
     appears under ``.looprun/runs`` in one rename, or not at all."""
@@ -223,7 +228,7 @@ def import_bundle(workdir: Path, bundle: Path) -> str:
                     f"--bundle {bundle}: this clone lacks commit {requires[:12]}, where run "
                     f"{rid} started; fetch or check it out first"
                 )
-        _remap_paths(root / "run", str(manifest.get("workdir") or ""), workdir)
+        _remap_paths(root / "run", str(manifest.get("workdir") or ""), workdir, vet)
         staging = Path(tempfile.mkdtemp(prefix="unbundle-", dir=state_dir(workdir)))
         try:
             shutil.copytree(root / "run", staging / rid, symlinks=True)
@@ -245,13 +250,13 @@ def _fetch(git: Git, refs_file: Path, refs: list[str], rid: str) -> None:
         git.run("fetch", "-q", "--no-write-fetch-head", str(refs_file), *spec)
 
 
-def _remap_paths(run_dir: Path, old: str, new: Path) -> None:
+def _remap_paths(run_dir: Path, old: str, new: Path, vet: Vet | None) -> None:
     """``run.json`` names the old clone's workdir and, often, a template or a scripted
     model inside it: point them at the same files in this clone."""
     path = run_dir / "run.json"
     invocation = _load(path)
-    if not invocation or not old:
-        return
+    if not invocation:
+        raise UsageError(f"{path.name}: the bundled run has no readable run.json")
 
     def moved(value: Any) -> Any:
         if not isinstance(value, str):
@@ -262,8 +267,11 @@ def _remap_paths(run_dir: Path, old: str, new: Path) -> None:
         return f"{prefix}{sep}{rest}"
 
     invocation["workdir"] = str(new.resolve())
-    invocation["template"] = moved(invocation.get("template"))
-    for key in ("models", "cli_models"):
-        if isinstance(invocation.get(key), dict):
-            invocation[key] = {k: moved(v) for k, v in invocation[key].items()}
+    if old:
+        invocation["template"] = moved(invocation.get("template"))
+        for key in ("models", "cli_models"):
+            if isinstance(invocation.get(key), dict):
+                invocation[key] = {k: moved(v) for k, v in invocation[key].items()}
+    if vet is not None:
+        invocation = vet(invocation)
     write_atomic(path, json.dumps(invocation, indent=2, ensure_ascii=False))
