@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.report.test_bundle import _git, _origin
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider, openai_reply
@@ -119,7 +118,8 @@ def test_a_run_id_that_is_a_path_is_refused(genuine: Genuine) -> None:
 def test_a_link_member_is_refused(genuine: Genuine) -> None:
     def link(tar: tarfile.TarFile) -> None:
         info = tarfile.TarInfo("run/artifacts/notes")
-        info.type, info.linkname = tarfile.SYMTYPE, "../state.json"  # inside: tar's filter allows it
+        # a link that stays inside the bundle: the tar module's own "data" filter allows it
+        info.type, info.linkname = tarfile.SYMTYPE, "../state.json"
         tar.addfile(info)
 
     second = genuine.clone()
