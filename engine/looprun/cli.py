@@ -369,6 +369,11 @@ def run_cmd(**options: Any) -> None:
     help="Server for openai-compatible models; a recorded one is used only when named "
     "here or in LOOPRUN_BASE_URL.",
 )
+@click.option(
+    "--template",
+    metavar="TEMPLATE",
+    help="With --bundle: the template to go on with (default: the bundle's, if in this clone).",
+)
 @click.option("--commit", is_flag=True, help="With --bundle: commit when done, as the run asked.")
 @click.option("--no-verify", is_flag=True, help="With --bundle --commit: skip the commit hooks.")
 @_boundary
@@ -381,6 +386,7 @@ def resume_cmd(
     bundle: str | None,
     executor: str | None,
     sync_remote: str | None,
+    template: str | None,
     sandbox: str | None,
     base_url: str | None,
     commit: bool,
@@ -390,14 +396,18 @@ def resume_cmd(
     from pathlib import Path
 
     from looprun.loop.recorded import ResumeChoices, vet_bundled
-    from looprun.loop.runner import resume_from_cli
+    from looprun.loop.runner import resolve_ref, resume_from_cli
 
     if bundle is not None:
         from looprun.bundle import import_bundle
 
         if approve and reject:
             raise click.UsageError("--approve and --reject exclude each other")
-        choices = ResumeChoices(sandbox, base_url, executor, sync_remote, commit, no_verify)
+        if template is not None:
+            template = resolve_ref(template)
+        choices = ResumeChoices(
+            template, sandbox, base_url, executor, sync_remote, commit, no_verify
+        )
         unpacked = import_bundle(
             Path(workdir).resolve(),
             Path(bundle),
@@ -411,6 +421,8 @@ def resume_cmd(
         run_id = unpacked
     elif run_id is None:
         raise click.UsageError("name the run to resume: looprun resume RUN_ID (or --bundle FILE)")
+    elif template is not None or commit or no_verify:
+        raise click.UsageError("--template, --commit and --no-verify go with --bundle")
     sys.exit(
         resume_from_cli(
             run_id=run_id,
@@ -418,7 +430,7 @@ def resume_cmd(
             approve=approve,
             reject=reject,
             as_json=as_json,
-            choices=ResumeChoices(sandbox, base_url, executor, sync_remote, commit, no_verify),
+            choices=ResumeChoices(None, sandbox, base_url, executor, sync_remote),
         )
     )
 

@@ -216,6 +216,13 @@ def test_a_template_the_bundle_ships_or_points_outside_is_refused(genuine: Genui
         proc = looprun("resume", "--bundle", str(bundle), "--approve", cwd=second)
         _refused(proc, "the bundle's template", "is outside this clone")
         _nothing_unpacked(second)
+    # the template this clone holds, named on the command line, goes on with the run
+    resumed = looprun(
+        "resume", "--bundle", str(bundle), "--approve", "--json",
+        "--template", "loops/mini.yaml", cwd=second,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["outcome"] == "done"
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ STRENGTH = {"off": 0, "auto": 1, "required": 2}
 class ResumeChoices:
     """What the resuming command line said; ``None``: it did not say."""
 
+    template: str | None = None
     sandbox: str | None = None
     base_url: str | None = None
     executor: str | None = None
@@ -98,7 +99,11 @@ def vet_bundled(
     choices; shown on stderr. Files it names must be in this clone."""
     workdir = Path(os.path.realpath(workdir))
     out = dict(invocation)
-    refs = [("template", out.get("template"))]
+    if choices.template is not None:
+        out["template"] = choices.template
+    if not isinstance(out.get("template"), str) or not out["template"]:
+        raise UsageError("the bundle's run.json names no template; resume with --template")
+    refs = [] if choices.template is not None else [("template", out.get("template"))]
     for key in ("models", "cli_models"):
         if isinstance(out.get(key), dict):
             refs += [(f"{key}.{role}", v) for role, v in out[key].items()]
@@ -110,6 +115,7 @@ def vet_bundled(
             raise UsageError(
                 f"the bundle's {where} {str(ref)[:200]!r} is outside this clone ({workdir}); "
                 "a bundle may only name files of the repository it is resumed in"
+                + (": name the template with --template" if where == "template" else "")
             )
     say(
         f"bundle recorded: template {out.get('template')}, models {out.get('models') or {}}, "

@@ -61,7 +61,7 @@ def _bind_numbers(ref: str, template: Template, sets: Mapping[str, Any], inputs:
     return load_template(ref, given={n: inputs[n] for n in named})
 
 
-def _resolve_ref(ref: str) -> str:
+def resolve_ref(ref: str) -> str:
     """A template path made absolute (resume runs from anywhere); built-in names stay."""
     p = Path(ref).expanduser()
     return str(p.resolve()) if p.exists() else ref
@@ -208,7 +208,7 @@ def run_from_cli(**options: Any) -> int:
         from looprun.commit import current_branch
 
         current_branch(workdir)
-    ref = _resolve_ref(options["template"])
+    ref = resolve_ref(options["template"])
     template = _load(ref)
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
@@ -465,6 +465,8 @@ def resume_from_cli(
             _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
         if choices.executor is not None:  # sub-loops may resume elsewhere than they started
             invocation = {**invocation, "executor": _executor_spec(choices.executor)}
+        if choices.sync_remote is not None:
+            invocation = {**invocation, "sync_remote": choices.sync_remote}
         template = _load(invocation["template"])
         invocation = {
             **invocation,
