@@ -14,16 +14,20 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import tarfile
 import tempfile
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from looprun.atomic import write_atomic
 from looprun.errors import LooprunError, UsageError
 from looprun.gitutil import Git
-from looprun.journal import RUNS_DIR, find_run
+from looprun.journal import find_run, is_run_id, runs_root
+from looprun.safefs import checked_dir, state_dir
 
 FORMAT = "looprun-bundle"
 PREFIX = "refs/looprun/"
@@ -102,51 +106,157 @@ def _skip_worktrees(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return info
 
 
-def import_bundle(workdir: Path, bundle: Path) -> str:
+# A bundle is input from elsewhere (an artifact another job uploaded): what it unpacks to
+# is bounded, and each member must be a plain file or directory of the run.
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_MEMBERS = 50_000
+_CHUNK = 1 << 20
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _refuse(bundle: Path, problem: str) -> UsageError:
+    return UsageError(f"--bundle {bundle}: {problem}; nothing was unpacked")
+
+
+def _member_parts(bundle: Path, info: tarfile.TarInfo) -> tuple[str, ...]:
+    """The path of a member as parts, refused unless it is ``manifest.json``,
+    ``refs.bundle`` or inside ``run/``, with no absolute path, ``..`` or empty part."""
+    name = info.name
+    parts = tuple(p for p in name.split("/") if p not in ("", "."))
+    if name.startswith("/") or "\\" in name or ".." in parts or not parts:
+        raise _refuse(bundle, f"member {name!r} is outside the bundled run")
+    if parts[0] not in ("manifest.json", "refs.bundle", "run") or (
+        len(parts) > 1 and parts[0] != "run"
+    ):
+        raise _refuse(bundle, f"member {name!r} is outside the bundled run")
+    if not (info.isreg() or info.isdir()):
+        kind = "a link" if info.issym() or info.islnk() else "a device or special file"
+        raise _refuse(bundle, f"member {name!r} is {kind}; a bundle holds only files")
+    top_file = parts in (("manifest.json",), ("refs.bundle",))
+    if (top_file and not info.isreg()) or (parts == ("run",) and not info.isdir()):
+        raise _refuse(bundle, f"member {name!r} has the wrong type")
+    return parts
+
+
+def _unpack(bundle: Path, root: Path) -> None:
+    """Extract ``bundle`` into the empty directory ``root``, checking each member before
+    a byte of it is written and bounding the count and the total size."""
+    total = 0
+    try:
+        with tarfile.open(bundle, mode="r:gz") as tar:
+            for count, info in enumerate(tar, start=1):
+                if count > MAX_MEMBERS:
+                    raise _refuse(bundle, f"more than {MAX_MEMBERS} members")
+                parts = _member_parts(bundle, info)
+                total += info.size
+                if total > MAX_UNPACKED_BYTES:
+                    raise _refuse(bundle, f"unpacks to more than {MAX_UNPACKED_BYTES // 2**20} MiB")
+                dest = root.joinpath(*parts)
+                if info.isdir():
+                    dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    continue
+                dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                source = tar.extractfile(info)
+                if source is None:
+                    raise _refuse(bundle, f"member {info.name!r} cannot be read")
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                with os.fdopen(os.open(dest, flags, 0o600), "wb") as out:
+                    while chunk := source.read(_CHUNK):
+                        out.write(chunk)
+    except FileExistsError as exc:
+        raise _refuse(bundle, f"member {exc.filename} appears twice") from None
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise UsageError(f"--bundle {bundle}: not a looprun bundle ({exc})") from None
+
+
+def _own_refs(bundle: Path, manifest: dict[str, Any], rid: str) -> list[str]:
+    """The refs the bundle may bring: the run's own and its sub-runs' checkpoint refs, and
+    base anchors (named by a tree id). Anything else is another run's, refused."""
+    refs = manifest.get("refs") or []
+    if not isinstance(refs, list):
+        raise _refuse(bundle, "its manifest's refs are not a list")
+    own: list[str] = []
+    for ref in refs:
+        ref = str(ref)
+        name = ref[len(PREFIX) :] if ref.startswith(PREFIX) else ""
+        head, _, rest = name.partition("/")
+        base = head == "base" and _OBJECT_ID.fullmatch(rest) is not None
+        run = rest and (head == rid or head.startswith(f"{rid}."))
+        if not (base or run) or ".." in ref or any(c in ref for c in " ~^:?*[\\\x7f"):
+            raise _refuse(bundle, f"ref {ref!r} is not one of run {rid}'s checkpoint refs")
+        own.append(ref)
+    return own
+
+
+Vet = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def import_bundle(workdir: Path, bundle: Path, vet: Vet | None = None) -> str:
     """Unpack a bundle into this clone: fetch its refs, place its run directory (paths
-    inside the old clone mapped to this one). Returns the run id."""
+    inside the old clone mapped to this one). Returns the run id. ``vet`` rewrites (or
+    refuses, raising) the bundle's ``run.json`` before anything lands in the clone.
+
+    Everything is checked in a private temporary directory first; the run directory
+    appears under ``.looprun/runs`` in one rename, or not at all."""
     git = _repo(workdir)
     if not bundle.is_file():
         raise UsageError(f"--bundle {bundle}: no such file")
     with tempfile.TemporaryDirectory(prefix="looprun-unbundle-") as tmp:
         root = Path(tmp)
-        try:
-            with tarfile.open(bundle, mode="r:gz") as tar:
-                tar.extractall(root, filter="data")  # no absolute paths, no .., no devices
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise UsageError(f"--bundle {bundle}: not a looprun bundle ({exc})") from None
+        _unpack(bundle, root)
         manifest = _load(root / "manifest.json")
-        rid = str(manifest.get("run_id") or "")
-        if manifest.get("format") != FORMAT or not rid or not (root / "run").is_dir():
+        if manifest.get("format") != FORMAT or not (root / "run").is_dir():
             raise UsageError(f"--bundle {bundle}: not a looprun bundle (no manifest)")
-        target = workdir / RUNS_DIR / rid
-        if target.exists():
+        rid = manifest.get("run_id")
+        if not is_run_id(rid):
+            raise _refuse(bundle, f"its run id {str(rid)[:80]!r} is not a run id")
+        assert isinstance(rid, str)
+        runs = runs_root(workdir)
+        target = runs / rid
+        if target.exists() or target.is_symlink():
             raise UsageError(
                 f"run {rid} is already in {workdir}: continue it with `looprun resume {rid}`"
             )
+        refs = _own_refs(bundle, manifest, rid)
         requires = manifest.get("requires")
         if requires:
+            if not isinstance(requires, str) or not _OBJECT_ID.fullmatch(requires):
+                raise _refuse(bundle, f"its start commit {str(requires)[:80]!r} is no commit id")
             code, _, _ = git.run_status("cat-file", "-e", f"{requires}^{{commit}}")
             if code != 0:
                 raise LooprunError(
                     f"--bundle {bundle}: this clone lacks commit {requires[:12]}, where run "
                     f"{rid} started; fetch or check it out first"
                 )
-        refs = [str(r) for r in manifest.get("refs") or () if str(r).startswith(PREFIX)]
-        git.run("fetch", "-q", str(root / "refs.bundle"), *(f"+{r}:{r}" for r in refs))
-        _remap_paths(root / "run", str(manifest.get("workdir") or ""), workdir)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(root / "run"), str(target))
+        _remap_paths(root / "run", str(manifest.get("workdir") or ""), workdir, vet)
+        staging = Path(tempfile.mkdtemp(prefix="unbundle-", dir=state_dir(workdir)))
+        try:
+            shutil.copytree(root / "run", staging / rid, symlinks=True)
+            _fetch(git, root / "refs.bundle", refs, rid)
+            checked_dir(runs)
+            os.rename(staging / rid, target)  # fails on a non-empty target: nothing replaced
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return rid
 
 
-def _remap_paths(run_dir: Path, old: str, new: Path) -> None:
+def _fetch(git: Git, refs_file: Path, refs: list[str], rid: str) -> None:
+    """Fetch the run's refs. Its own (which no other run may hold) are replaced; a base
+    anchor that this clone already has is left as it is, whatever the bundle says."""
+    have = set(git.run("for-each-ref", "--format=%(refname)", PREFIX).split())
+    spec = [f"+{r}:{r}" for r in refs if not r.startswith(f"{PREFIX}base/")]
+    spec += [f"{r}:{r}" for r in refs if r.startswith(f"{PREFIX}base/") and r not in have]
+    if spec:
+        git.run("fetch", "-q", "--no-write-fetch-head", str(refs_file), *spec)
+
+
+def _remap_paths(run_dir: Path, old: str, new: Path, vet: Vet | None) -> None:
     """``run.json`` names the old clone's workdir and, often, a template or a scripted
     model inside it: point them at the same files in this clone."""
     path = run_dir / "run.json"
     invocation = _load(path)
-    if not invocation or not old:
-        return
+    if not invocation:
+        raise UsageError(f"{path.name}: the bundled run has no readable run.json")
 
     def moved(value: Any) -> Any:
         if not isinstance(value, str):
@@ -157,8 +267,11 @@ def _remap_paths(run_dir: Path, old: str, new: Path) -> None:
         return f"{prefix}{sep}{rest}"
 
     invocation["workdir"] = str(new.resolve())
-    invocation["template"] = moved(invocation.get("template"))
-    for key in ("models", "cli_models"):
-        if isinstance(invocation.get(key), dict):
-            invocation[key] = {k: moved(v) for k, v in invocation[key].items()}
+    if old:
+        invocation["template"] = moved(invocation.get("template"))
+        for key in ("models", "cli_models"):
+            if isinstance(invocation.get(key), dict):
+                invocation[key] = {k: moved(v) for k, v in invocation[key].items()}
+    if vet is not None:
+        invocation = vet(invocation)
     write_atomic(path, json.dumps(invocation, indent=2, ensure_ascii=False))

@@ -351,8 +351,31 @@ def run_cmd(**options: Any) -> None:
 @click.option(
     "--executor",
     metavar="local|ray[:ADDRESS]",
-    help="Where sub-loops resume (default: where the run started them).",
+    help="Where sub-loops resume (default: where the run started them; local for a bundle).",
 )
+@click.option(
+    "--sync-remote",
+    metavar="GIT_URL",
+    help="With --executor ray: the git remote workers use (a bundle's is never used).",
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "required", "off"]),
+    help="The OS sandbox mode to resume with; a recorded mode weaker than the "
+    "template's is used only when named here.",
+)
+@click.option(
+    "--base-url",
+    help="Server for openai-compatible models; a recorded one is used only when named "
+    "here or in LOOPRUN_BASE_URL.",
+)
+@click.option(
+    "--template",
+    metavar="TEMPLATE",
+    help="With --bundle: the template to go on with (default: the bundle's, if in this clone).",
+)
+@click.option("--commit", is_flag=True, help="With --bundle: commit when done, as the run asked.")
+@click.option("--no-verify", is_flag=True, help="With --bundle --commit: skip the commit hooks.")
 @_boundary
 def resume_cmd(
     run_id: str | None,
@@ -362,24 +385,44 @@ def resume_cmd(
     as_json: bool,
     bundle: str | None,
     executor: str | None,
+    sync_remote: str | None,
+    template: str | None,
+    sandbox: str | None,
+    base_url: str | None,
+    commit: bool,
+    no_verify: bool,
 ) -> None:
     """Continue a run after a crash, a kill or an approval pause, from its last step."""
     from pathlib import Path
 
-    from looprun.loop.runner import resume_from_cli
+    from looprun.loop.recorded import ResumeChoices, vet_bundled
+    from looprun.loop.runner import resolve_ref, resume_from_cli
 
     if bundle is not None:
         from looprun.bundle import import_bundle
 
         if approve and reject:
             raise click.UsageError("--approve and --reject exclude each other")
-        unpacked = import_bundle(Path(workdir).resolve(), Path(bundle))
+        if template is not None:
+            template = resolve_ref(template)
+        choices = ResumeChoices(
+            template, sandbox, base_url, executor, sync_remote, commit, no_verify
+        )
+        unpacked = import_bundle(
+            Path(workdir).resolve(),
+            Path(bundle),
+            lambda inv: vet_bundled(
+                inv, Path(workdir).resolve(), choices, lambda text: click.echo(text, err=True)
+            ),
+        )
         if run_id is not None and run_id != unpacked:
             raise click.UsageError(f"the bundle holds run {unpacked}, not {run_id}")
         click.echo(f"unpacked run {unpacked} from {bundle}", err=True)
         run_id = unpacked
     elif run_id is None:
         raise click.UsageError("name the run to resume: looprun resume RUN_ID (or --bundle FILE)")
+    elif template is not None or commit or no_verify:
+        raise click.UsageError("--template, --commit and --no-verify go with --bundle")
     sys.exit(
         resume_from_cli(
             run_id=run_id,
@@ -387,7 +430,7 @@ def resume_cmd(
             approve=approve,
             reject=reject,
             as_json=as_json,
-            executor=executor,
+            choices=ResumeChoices(None, sandbox, base_url, executor, sync_remote),
         )
     )
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -42,8 +43,18 @@ from looprun.redact import Redactor
 RUNS_DIR = Path(safefs.STATE_DIR_NAME) / "runs"
 
 
+# what new_run_id() makes: a run id read from a file (a bundle's manifest) must match it
+# before it names a directory or a ref
+RUN_ID_FORMAT = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def is_run_id(value: object) -> bool:
+    """True for a string shaped like :func:`new_run_id`'s ids and nothing else."""
+    return isinstance(value, str) and RUN_ID_FORMAT.fullmatch(value) is not None
 
 
 # A value longer than this (a refused 12 MB write, a huge reply) is recorded in the event

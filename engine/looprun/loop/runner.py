@@ -20,11 +20,13 @@ import click
 from looprun.crashpoint import crash_point
 from looprun.errors import EXIT_ERROR, UsageError, one_line
 from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_status, runs_root
+from looprun.loop import recorded
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.loop.outcome import RunResult
 from looprun.loop.real_ports import build_ports
+from looprun.loop.recorded import ResumeChoices
 from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models, roles_used
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import where_it_stands
@@ -59,7 +61,7 @@ def _bind_numbers(ref: str, template: Template, sets: Mapping[str, Any], inputs:
     return load_template(ref, given={n: inputs[n] for n in named})
 
 
-def _resolve_ref(ref: str) -> str:
+def resolve_ref(ref: str) -> str:
     """A template path made absolute (resume runs from anywhere); built-in names stay."""
     p = Path(ref).expanduser()
     return str(p.resolve()) if p.exists() else ref
@@ -206,7 +208,7 @@ def run_from_cli(**options: Any) -> int:
         from looprun.commit import current_branch
 
         current_branch(workdir)
-    ref = _resolve_ref(options["template"])
+    ref = resolve_ref(options["template"])
     template = _load(ref)
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
@@ -413,10 +415,14 @@ def resume_from_cli(
     approve: bool,
     reject: bool,
     as_json: bool,
-    executor: str | None = None,
+    choices: ResumeChoices | None = None,
 ) -> int:
     """``looprun resume RUN_ID``: continue from the last completed step, or write down
-    what a kill left unwritten at the end (the summary, the ``--commit`` commit)."""
+    what a kill left unwritten at the end (the summary, the ``--commit`` commit).
+
+    The recorded ``run.json`` is checked against ``choices`` (the command line) first:
+    see :mod:`looprun.loop.recorded`."""
+    choices = choices or ResumeChoices()
     if approve and reject:
         raise UsageError("--approve and --reject exclude each other")
     from looprun.workspace import RunLock
@@ -457,9 +463,21 @@ def resume_from_cli(
         else:
             state.stop = None
             _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
-        if executor is not None:  # sub-loops may resume elsewhere than they started
-            invocation = {**invocation, "executor": _executor_spec(executor)}
+        if choices.executor is not None:  # sub-loops may resume elsewhere than they started
+            invocation = {**invocation, "executor": _executor_spec(choices.executor)}
+        if choices.sync_remote is not None:
+            invocation = {**invocation, "sync_remote": choices.sync_remote}
         template = _load(invocation["template"])
+        invocation = {
+            **invocation,
+            "sandbox": recorded.sandbox_mode(
+                invocation.get("sandbox"), template.sandbox.mode, choices.sandbox, journal.run_id
+            ),
+            "base_url": recorded.base_url(
+                invocation.get("base_url"), choices.base_url, os.environ, journal.run_id
+            ),
+        }
+        journal.save_invocation(invocation)  # sub-loops read the checked choices
         _check_sandbox(template, invocation.get("sandbox"))
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
