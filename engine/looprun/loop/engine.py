@@ -93,6 +93,9 @@ class Engine:
             g for t in (protect.paths if protect else ()) if (g := t.render(goal_ctx).strip())
         )
         self.run_protect_doctests = bool(protect and protect.doctests)
+        self.run_protect_new: tuple[str, ...] = tuple(
+            g for t in (protect.allow_new if protect else ()) if (g := t.render(goal_ctx).strip())
+        )
         self._observer_edit = ""  # an observer changed the tree during the last observation
         self._observer_made: set[str] = set()  # files observers created (their caches)
         # -- sub-loops hook (issue 6): an outer template's act phase runs its sub-loops --
@@ -714,13 +717,25 @@ class Engine:
     def _protected(self, task: PlannedTask) -> list[Any]:
         """Changes to what the task (since it started) or the run (since its base) protects."""
         st, ws, found = self.state, self.ports.workspace, []
-        for since, globs, doctests, scope in (
-            (st.task_start, task.protect, task.protect_doctests, f"in task {task.id}"),
-            (st.base, self.run_protect, self.run_protect_doctests, "in this run"),
+        for since, globs, doctests, new, scope in (
+            (
+                st.task_start,
+                task.protect,
+                task.protect_doctests,
+                task.protect_allow_new,
+                f"in task {task.id}",
+            ),
+            (
+                st.base,
+                self.run_protect,
+                self.run_protect_doctests,
+                self.run_protect_new,
+                "in this run",
+            ),
         ):
             if since and (globs or doctests):
                 changes = ws.file_changes(since, contents=doctests)
-                found.extend(self.ports.guard.check_protected(changes, globs, doctests, scope))
+                found.extend(self.ports.guard.check_protected(changes, globs, doctests, scope, new))
         return found
 
     def _policy(self, turn: Turn, task: PlannedTask) -> dict[str, Any]:

@@ -70,6 +70,7 @@ class PlannedTask:
     depends_on: tuple[str, ...] = ()
     protect: tuple[str, ...] = ()  # read-only globs, rendered
     protect_doctests: bool = False
+    protect_allow_new: tuple[str, ...] = ()  # protected globs new files may still take
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -81,6 +82,8 @@ class PlannedTask:
         }
         if self.protect or self.protect_doctests:
             out["protect"] = {"paths": list(self.protect), "doctests": self.protect_doctests}
+            if self.protect_allow_new:
+                out["protect"]["allow_new"] = list(self.protect_allow_new)
         return out
 
     @classmethod
@@ -94,6 +97,7 @@ class PlannedTask:
             depends_on=tuple(data.get("depends_on") or ()),
             protect=tuple((data.get("protect") or {}).get("paths") or ()),
             protect_doctests=bool((data.get("protect") or {}).get("doctests")),
+            protect_allow_new=tuple((data.get("protect") or {}).get("allow_new") or ()),
         )
 
 
@@ -110,6 +114,7 @@ def static_tasks(template: Template, context: Mapping[str, Any]) -> list[Planned
     for spec in plan.tasks:
         goal = spec.goal.render({**context, "task": {"id": spec.id, "paths": list(spec.paths)}})
         protect = tuple(g for t in spec.protect.paths if (g := t.render(context).strip()))
+        allow_new = tuple(g for t in spec.protect.allow_new if (g := t.render(context).strip()))
         out.append(
             PlannedTask(
                 spec.id,
@@ -119,6 +124,7 @@ def static_tasks(template: Template, context: Mapping[str, Any]) -> list[Planned
                 spec.depends_on,
                 protect,
                 spec.protect.doctests,
+                allow_new,
             )
         )
     return out

@@ -394,7 +394,7 @@ class Builder:
         return out
 
     def protect(self, path: JsonPath) -> Protect:
-        """``protect``: a list of globs, or ``{paths: [...], doctests: true}``."""
+        """``protect``: a list of globs, or ``{paths: [...], doctests: true, allow_new: [...]}``."""
         raw = self.get(path, (list, dict))
         if raw is None:
             return Protect()
@@ -406,7 +406,13 @@ class Builder:
             if text is not None:
                 texts.append(text)
         doctests = isinstance(raw, dict) and raw.get("doctests") is True
-        return Protect(tuple(texts), doctests)
+        new_globs = raw.get("allow_new") or [] if isinstance(raw, dict) else []
+        allow_new = []
+        for i in range(len(new_globs) if isinstance(new_globs, list) else 0):
+            text = self.text((*path, "allow_new", i), GOAL_NAMES, "a path new files may take")
+            if text is not None:
+                allow_new.append(text)
+        return Protect(tuple(texts), doctests, tuple(allow_new))
 
     def act(self, outer: bool) -> ActSpec | None:
         raw = self.get(("act",), dict)
