@@ -16,7 +16,7 @@ from typing import Any
 
 from looprun.errors import Location, LooprunError, TemplateError
 from looprun.models.base import Message, Model, Reply
-from looprun.template.expressions import Condition, compile_condition
+from looprun.template.expressions import Condition, Text, compile_condition
 from looprun.template.model import ENGINE_NAMES, PlanSpec, Template
 
 TASK_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -105,6 +105,11 @@ def declared_names(template: Template) -> frozenset[str]:
     return frozenset(template.observe) | ENGINE_NAMES
 
 
+def rendered_globs(texts: Iterable[Text], context: Mapping[str, Any]) -> tuple[str, ...]:
+    """Protect globs rendered with the run's intent and inputs; empty ones dropped."""
+    return tuple(g for t in texts if (g := t.render(context).strip()))
+
+
 def static_tasks(template: Template, context: Mapping[str, Any]) -> list[PlannedTask]:
     """Tasks of mode ``none`` and ``static``, goals rendered with the run's inputs."""
     plan: PlanSpec = template.plan
@@ -113,8 +118,8 @@ def static_tasks(template: Template, context: Mapping[str, Any]) -> list[Planned
     out = []
     for spec in plan.tasks:
         goal = spec.goal.render({**context, "task": {"id": spec.id, "paths": list(spec.paths)}})
-        protect = tuple(g for t in spec.protect.paths if (g := t.render(context).strip()))
-        allow_new = tuple(g for t in spec.protect.allow_new if (g := t.render(context).strip()))
+        protect = rendered_globs(spec.protect.paths, context)
+        allow_new = rendered_globs(spec.protect.allow_new, context)
         out.append(
             PlannedTask(
                 spec.id,
