@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from looprun.act import commandline
-from looprun.act.policy import Policy
-from looprun.errors import PolicyViolation
+from looprun.act.policy import Policy, check_protected
+from looprun.changes import FileChange
+from looprun.errors import Location, PolicyViolation
+from looprun.template.expressions import compile_condition
 from looprun.template.loader import load_template
 from looprun.template.model import Constraints, PathRules
 
@@ -316,3 +318,45 @@ def test_small_diff_passes(tmp_path: Path) -> None:
     assert [v.rule for v in Policy(tmp_path, Constraints(max_diff_lines=1)).check_diff(diff)] == [
         "diff.too_large"
     ]
+
+
+def test_allow_new_lets_a_protected_path_take_only_new_files() -> None:
+    """A task that may only add tests: new test files pass; editing or deleting an
+    existing one, or creating a conftest.py or a file elsewhere, is a violation."""
+    changes = [
+        FileChange("tests/test_new.py", "A"),
+        FileChange("tests/test_old.py", "M"),
+        FileChange("tests/test_gone.py", "D"),
+        FileChange("tests/conftest.py", "A"),
+        FileChange("tests/deep/conftest.py", "A"),
+        FileChange("src/pkg/mod.py", "M"),
+        FileChange("src/pkg/new.py", "A"),
+    ]
+    found = check_protected(
+        changes, ["**"], False, "in task reproduce", ["tests/**", "!**/conftest.py"]
+    )
+    assert [v.detail for v in found] == [
+        "tests/test_old.py",
+        "tests/test_gone.py",
+        "tests/conftest.py",
+        "tests/deep/conftest.py",
+        "src/pkg/mod.py",
+        "src/pkg/new.py",
+    ]
+    assert "tests/conftest.py is protected in task reproduce and may not be created" in [
+        v.message for v in found
+    ]
+    # without allow_new every change is one
+    assert len(check_protected(changes, ["**"], False, "in task reproduce")) == len(changes)
+
+
+@pytest.mark.parametrize("untrusted", [False, True])
+def test_values_at_picks_the_values_of_the_keys_in_order(untrusted: bool) -> None:
+    condition = compile_condition(
+        "values_at(types, ids) == ['ImportError', 'AssertionError']",
+        Location("t.yaml"),
+        untrusted=untrusted,
+    )
+    types = {"a": "AssertionError", "b": "ImportError", "c": "NameError"}
+    assert condition.evaluate({"types": types, "ids": ["b", "missing", "a"]})
+    assert not condition.evaluate({"types": types, "ids": ["a", "b"]})

@@ -255,3 +255,22 @@ def test_a_large_mixed_report_reads_as_junitparser_reads_it(tmp_path):
     )
     assert first.message == "assert 0 == 0 & more"
     assert "> assert 0 == 0" in first.detail or ">   assert 0 == 0" in first.detail
+
+
+def test_failure_types_read_the_type_attribute_other_producers_write(tmp_path):
+    report = tmp_path / "TEST-Shop.xml"
+    report.write_text(
+        '<testsuite name="Shop" tests="3">'
+        '<testcase classname="ShopTest" name="takes"><failure type="java.lang.AssertionError"'
+        ' message="expected 2">at ShopTest.takes(ShopTest.java:9)</failure></testcase>'
+        '<testcase classname="ShopTest" name="gives"><error type="java.lang.NullPointerException"'
+        ' message="boom"/></testcase>'
+        '<testcase classname="ShopTest" name="says"><failure message="no reason"/></testcase>'
+        "</testsuite>"
+    )
+    obs = parse(tmp_path, report)
+    assert dict(obs.facts["failure_types"]) == {
+        "ShopTest.takes": "AssertionError",
+        "ShopTest.gives": "NullPointerException",
+        "ShopTest.says": "",
+    }

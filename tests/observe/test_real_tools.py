@@ -207,3 +207,53 @@ def test_signature_ignores_decimal_addresses_and_xdist_workers(tmp_path: Path):
     run(pytest_argv("-n", "2", "-p", "no:randomly", "--junitxml=r.xml"), tmp_path / "two")
     again = JUnitParser().parse(ParseInput(workdir=tmp_path / "two", file=tmp_path / "two/r.xml"))
     assert again.signature not in signatures
+
+
+def test_failure_types_name_the_exception_each_failing_test_raised(tmp_path: Path):
+    """A reproduction is judged by what its failure raised: a broken test (ImportError,
+    NameError) is told apart from an assertion or the bug's own exception."""
+    write(
+        tmp_path,
+        {
+            "shop.py": "class OutOfStock(ValueError):\n    pass\n\n\n"
+            "def take(n):\n    raise OutOfStock(n)\n",
+            "tests/test_shop.py": """\
+                import pytest
+                import shop
+
+
+                def test_assert():
+                    assert shop.__name__ == "store"
+
+                def test_message():
+                    assert False, "explained"
+
+                def test_import():
+                    from shop import give
+
+                def test_name():
+                    nothere()
+
+                def test_own_exception():
+                    shop.take(1)
+
+                def test_fail():
+                    pytest.fail("no")
+
+                def test_pass():
+                    pass
+                """,
+        },
+    )
+    proc = run(pytest_argv("--junitxml=r.xml"), tmp_path)
+    obs = JUnitParser().parse(
+        ParseInput(workdir=tmp_path, file=tmp_path / "r.xml", exit_code=proc.returncode)
+    )
+    assert dict(obs.facts["failure_types"]) == {
+        "tests/test_shop.py::test_assert": "AssertionError",
+        "tests/test_shop.py::test_message": "AssertionError",
+        "tests/test_shop.py::test_import": "ImportError",
+        "tests/test_shop.py::test_name": "NameError",
+        "tests/test_shop.py::test_own_exception": "OutOfStock",
+        "tests/test_shop.py::test_fail": "Failed",
+    }

@@ -275,6 +275,7 @@ BUILTIN_IDS = {
         "reproduce",
         "reproduce_errors",
         "reproduce_missing",
+        "reproduce_wrong_failure",
         "reproduce_outside_tests",
         "fix_not_passing",
         "regressed",

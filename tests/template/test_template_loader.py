@@ -102,12 +102,16 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     assert (reproduce.id, fix.id, fix.depends_on) == ("reproduce", "fix", ("reproduce",))
     new = "tests/test_invoice.py::test_zero"
     facts = {
-        "tests": {"failed": 1, "errors": 0, "ok": False},
+        "tests": {"failed": 1, "errors": 0, "ok": False, "failure_types": {new: "AssertionError"}},
         "baseline": {"tests": {"errors": 0, "newly_failing": [new]}},
         "diff": {"files": ["tests/test_invoice.py"]},
-        "inputs": {"tests_glob": "tests/**"},
+        "inputs": {"tests_glob": "tests/**", "reproduce_exceptions": ["AssertionError"]},
     }
     assert reproduce.done_when.evaluate(facts) is True
+    # a test that fails because it is broken (ImportError) is not a reproduction
+    facts["tests"] = {**facts["tests"], "failure_types": {new: "ImportError"}}
+    assert reproduce.done_when.evaluate(facts) is False
+    facts["tests"] = {**facts["tests"], "failure_types": {new: "AssertionError"}}
     facts["diff"] = {"files": ["src/invoice.py"]}
     assert reproduce.done_when.evaluate(facts) is False
     # a failure that was already there at the baseline is not a reproduction
@@ -115,6 +119,9 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     facts["baseline"] = {"tests": {"errors": 0, "newly_failing": []}}
     assert reproduce.done_when.evaluate(facts) is False
     assert "pytest.skip(" in t.act.constraints.forbidden_patterns
+    # reproduce may only add new files under tests_glob, never a conftest.py
+    assert [g.source for g in reproduce.protect.paths] == ["**"]
+    assert "!**/conftest.py" in [g.source for g in reproduce.protect.allow_new]
     # while fixing, the tests (the new one included) and the doctests are read-only
     assert "{{ inputs.tests_glob }}" in [g.source for g in fix.protect.paths]
     assert fix.protect.doctests

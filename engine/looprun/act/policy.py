@@ -233,10 +233,15 @@ class Policy:
     # -- diffs -------------------------------------------------------------------------
 
     def check_protected(
-        self, changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
+        self,
+        changes: Iterable[FileChange],
+        globs: Iterable[str],
+        doctests: bool,
+        scope: str,
+        allow_new: Iterable[str] = (),
     ) -> list[Violation]:
         """See ``check_protected``: protected paths and doctests on the real change."""
-        return check_protected(changes, globs, doctests, scope)
+        return check_protected(changes, globs, doctests, scope, allow_new)
 
     def check_diff(self, diff_text: str) -> list[Violation]:
         """Diff size and forbidden patterns in added lines, on the real git diff (and with
@@ -323,15 +328,21 @@ def check_scoped_patterns(diff_text: str, rules: Sequence[ScopedPattern]) -> lis
 
 
 def check_protected(
-    changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
+    changes: Iterable[FileChange],
+    globs: Iterable[str],
+    doctests: bool,
+    scope: str,
+    allow_new: Iterable[str] = (),
 ) -> list[Violation]:
     """Changes to protected paths, and (with ``doctests``) doctest examples changed or
-    removed in any changed file; ``scope`` says since when ("in task fix")."""
+    removed in any changed file; ``scope`` says since when ("in task fix"). A file
+    created at an ``allow_new`` path is no violation: a task that may only add files."""
     spec = _spec(globs)
+    new_ok = _spec(allow_new)
     found: list[Violation] = []
     verbs = {"A": "created", "D": "deleted"}
     for ch in changes:
-        if spec.match_file(ch.path):
+        if spec.match_file(ch.path) and not (ch.status == "A" and new_ok.match_file(ch.path)):
             found.append(
                 Violation(
                     "path.protected",

@@ -28,7 +28,7 @@ from looprun.loop.feedback import (
     observer_blocks,
 )
 from looprun.loop.outcome import RunResult, Stop, TaskResult, UsageTotals
-from looprun.loop.plan import PlanError, PlannedTask, model_plan, static_tasks
+from looprun.loop.plan import PlanError, PlannedTask, model_plan, rendered_globs, static_tasks
 from looprun.loop.ports import Ports
 from looprun.loop.preflight import cannot_run, preflight
 from looprun.loop.progress import fingerprint
@@ -89,10 +89,9 @@ class Engine:
         # read-only globs for the whole run (act.constraints.protect), rendered once
         protect = template.act.constraints.protect if template.act is not None else None
         goal_ctx = {"intent": self.inputs.get("intent", ""), "inputs": self.inputs}
-        self.run_protect: tuple[str, ...] = tuple(
-            g for t in (protect.paths if protect else ()) if (g := t.render(goal_ctx).strip())
-        )
+        self.run_protect = rendered_globs(protect.paths if protect else (), goal_ctx)
         self.run_protect_doctests = bool(protect and protect.doctests)
+        self.run_protect_new = rendered_globs(protect.allow_new if protect else (), goal_ctx)
         # forbidden patterns scoped by path glob, their globs rendered once like protect's
         scoped = template.act.constraints.scoped_patterns if template.act is not None else ()
         self.run_scoped = tuple(p.render(goal_ctx) for p in scoped)
@@ -717,13 +716,15 @@ class Engine:
     def _protected(self, task: PlannedTask) -> list[Any]:
         """Changes to what the task (since it started) or the run (since its base) protects."""
         st, ws, found = self.state, self.ports.workspace, []
-        for since, globs, doctests, scope in (
-            (st.task_start, task.protect, task.protect_doctests, f"in task {task.id}"),
-            (st.base, self.run_protect, self.run_protect_doctests, "in this run"),
+        task_rules = (task.protect, task.protect_doctests, task.protect_allow_new)
+        run_rules = (self.run_protect, self.run_protect_doctests, self.run_protect_new)
+        for since, (globs, doctests, new), scope in (
+            (st.task_start, task_rules, f"in task {task.id}"),
+            (st.base, run_rules, "in this run"),
         ):
             if since and (globs or doctests):
                 changes = ws.file_changes(since, contents=doctests)
-                found.extend(self.ports.guard.check_protected(changes, globs, doctests, scope))
+                found.extend(self.ports.guard.check_protected(changes, globs, doctests, scope, new))
         return found
 
     def _policy(self, turn: Turn, task: PlannedTask) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from looprun.errors import Location, LooprunError, TemplateError
 from looprun.models.base import Message, Model, Reply
-from looprun.template.expressions import Condition, compile_condition
+from looprun.template.expressions import Condition, Text, compile_condition
 from looprun.template.model import ENGINE_NAMES, PlanSpec, Template
 
 TASK_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -70,6 +70,7 @@ class PlannedTask:
     depends_on: tuple[str, ...] = ()
     protect: tuple[str, ...] = ()  # read-only globs, rendered
     protect_doctests: bool = False
+    protect_allow_new: tuple[str, ...] = ()  # protected globs new files may still take
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -81,6 +82,8 @@ class PlannedTask:
         }
         if self.protect or self.protect_doctests:
             out["protect"] = {"paths": list(self.protect), "doctests": self.protect_doctests}
+            if self.protect_allow_new:
+                out["protect"]["allow_new"] = list(self.protect_allow_new)
         return out
 
     @classmethod
@@ -94,11 +97,17 @@ class PlannedTask:
             depends_on=tuple(data.get("depends_on") or ()),
             protect=tuple((data.get("protect") or {}).get("paths") or ()),
             protect_doctests=bool((data.get("protect") or {}).get("doctests")),
+            protect_allow_new=tuple((data.get("protect") or {}).get("allow_new") or ()),
         )
 
 
 def declared_names(template: Template) -> frozenset[str]:
     return frozenset(template.observe) | ENGINE_NAMES
+
+
+def rendered_globs(texts: Iterable[Text], context: Mapping[str, Any]) -> tuple[str, ...]:
+    """Protect globs rendered with the run's intent and inputs; empty ones dropped."""
+    return tuple(g for t in texts if (g := t.render(context).strip()))
 
 
 def static_tasks(template: Template, context: Mapping[str, Any]) -> list[PlannedTask]:
@@ -109,7 +118,8 @@ def static_tasks(template: Template, context: Mapping[str, Any]) -> list[Planned
     out = []
     for spec in plan.tasks:
         goal = spec.goal.render({**context, "task": {"id": spec.id, "paths": list(spec.paths)}})
-        protect = tuple(g for t in spec.protect.paths if (g := t.render(context).strip()))
+        protect = rendered_globs(spec.protect.paths, context)
+        allow_new = rendered_globs(spec.protect.allow_new, context)
         out.append(
             PlannedTask(
                 spec.id,
@@ -119,6 +129,7 @@ def static_tasks(template: Template, context: Mapping[str, Any]) -> list[Planned
                 spec.depends_on,
                 protect,
                 spec.protect.doctests,
+                allow_new,
             )
         )
     return out

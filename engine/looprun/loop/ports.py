@@ -77,7 +77,12 @@ class Guard(Protocol):
         self, diff_text: str, rules: Sequence[ScopedPattern]
     ) -> Sequence[ViolationLike]: ...
     def check_protected(
-        self, changes: Iterable[FileChange], globs: Iterable[str], doctests: bool, scope: str
+        self,
+        changes: Iterable[FileChange],
+        globs: Iterable[str],
+        doctests: bool,
+        scope: str,
+        allow_new: Iterable[str] = (),
     ) -> Sequence[ViolationLike]: ...
     def needs_approval(self, rel_paths: Iterable[str]) -> list[str]: ...
 

@@ -17,6 +17,7 @@ JUNIT: dict[str, Any] = {
     "failing": [],
     "passing": [],
     "flaky": [],
+    "failure_types": {},
 }
 SARIF: dict[str, Any] = {
     "errors": 0,

@@ -11,6 +11,7 @@ trimmed) ``tests=``/``failures=`` attributes.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,10 @@ _MAX_ITEMS = 1000  # failing items kept in full; the rest are only counted and n
 _SUITE, _CASE = "testsuite", "testcase"
 # what junitparser reads as a passed case's reruns (xunit2): a pass after them is flaky
 _INTERIM = frozenset(t._tag for t in (FlakyFailure, FlakyError, RerunFailure, RerunError))
+# pytest ends a failure's text with where it was raised: ``tests/test_x.py:12: ImportError``
+_RAISED_AT = re.compile(r"^\S.*:\d+: ([A-Za-z_][\w.]*)$")
+# a message that starts with the exception's name: ``mod.E: bad``, ``NameError: name ...``
+_NAMED = re.compile(r"^([A-Za-z_][\w.]*): ")
 
 
 def _local(tag: Any) -> str:
@@ -66,6 +71,7 @@ class _Tally:
     passing: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     items: list[Item] = field(default_factory=list)
+    types: dict[str, str] = field(default_factory=dict)  # failing id -> exception name
     _module_files: dict[str, tuple[str, list[str]] | None] = field(default_factory=dict)
     _prefixes: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
 
@@ -133,6 +139,23 @@ class _Tally:
         return len(self.items) >= _MAX_ITEMS
 
 
+def failure_type(type_attr: str | None, message: str, text: str) -> str:
+    """The exception a failure raised, as its class name without the module (``E`` for
+    ``mod.E``), or "" when the report does not say: the ``type`` attribute most producers
+    write, else the ``file:line: Name`` line pytest ends the text with, else the name the
+    message starts with; a bare ``assert ...`` message is an ``AssertionError``."""
+    name = (type_attr or "").strip()
+    if not name:
+        lines = text.rstrip().splitlines()
+        found = _RAISED_AT.match(lines[-1].strip()) if lines else None
+        found = found or _NAMED.match(message.strip())
+        if found:
+            name = found.group(1)
+        elif message.lstrip().startswith("assert"):
+            name = "AssertionError"
+    return name.rsplit(".", 1)[-1]
+
+
 def _result_item(
     tally: _Tally,
     case_id: str,
@@ -160,6 +183,7 @@ def _result_item(
         detail = key_lines(text, str(tally.workdir), found=found) if text.strip() else ""
     if detail.strip() == headline.strip():
         detail = ""
+    tally.types.setdefault(case_id, failure_type(result.type, message, text))
     return Item(
         id=case_id, message=headline, severity=severity, file=file, line=line, detail=detail
     )
@@ -399,7 +423,13 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
     feedback = render(
         header, items, max_bytes=limit, footer=footer, noun="more failing", group=True
     )
-    facts = {**counts, "failing": tally.failing, "passing": tally.passing, "flaky": tally.flaky}
+    facts = {
+        **counts,
+        "failing": tally.failing,
+        "passing": tally.passing,
+        "flaky": tally.flaky,
+        "failure_types": tally.types,
+    }
     return Observation(
         parser=NAME,
         ok=ok,

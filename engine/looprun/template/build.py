@@ -395,19 +395,26 @@ class Builder:
         return out
 
     def protect(self, path: JsonPath) -> Protect:
-        """``protect``: a list of globs, or ``{paths: [...], doctests: true}``."""
+        """``protect``: a list of globs, or ``{paths: [...], doctests: true, allow_new: [...]}``."""
         raw = self.get(path, (list, dict))
         if raw is None:
             return Protect()
-        globs_path: JsonPath = path if isinstance(raw, list) else (*path, "paths")
-        globs = raw if isinstance(raw, list) else raw.get("paths") or []
+        if isinstance(raw, list):
+            return Protect(self._globs(path, raw, "a protected path"))
+        return Protect(
+            self._globs((*path, "paths"), raw.get("paths"), "a protected path"),
+            raw.get("doctests") is True,
+            self._globs((*path, "allow_new"), raw.get("allow_new"), "a path new files may take"),
+        )
+
+    def _globs(self, path: JsonPath, globs: Any, what: str) -> tuple[Text, ...]:
+        """A list of globs that may use ``intent`` and ``inputs``, as messages."""
         texts = []
         for i in range(len(globs) if isinstance(globs, list) else 0):
-            text = self.text((*globs_path, i), GOAL_NAMES, "a protected path")
+            text = self.text((*path, i), GOAL_NAMES, what)
             if text is not None:
                 texts.append(text)
-        doctests = isinstance(raw, dict) and raw.get("doctests") is True
-        return Protect(tuple(texts), doctests)
+        return tuple(texts)
 
     def act(self, outer: bool) -> ActSpec | None:
         raw = self.get(("act",), dict)

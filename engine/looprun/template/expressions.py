@@ -42,6 +42,14 @@ def without(items: Iterable[Any] | None, *others: Iterable[Any] | None) -> list[
     return [i for i in (items or ()) if i not in drop]
 
 
+def values_at(mapping: Mapping[Any, Any] | None, keys: Iterable[Any] | None) -> list[Any]:
+    """The values of ``mapping`` at ``keys`` (order kept, keys it lacks skipped): the
+    exception each newly failing test raised, ``values_at(tests.failure_types, ids)``."""
+    if not mapping:
+        return []
+    return [mapping[k] for k in (keys or ()) if k in mapping]
+
+
 class ShellCode(str):
     """A value that is trusted shell code (a template author's or invoker's command).
 
@@ -116,7 +124,7 @@ def _make_env(**kwargs: Any) -> ImmutableSandboxedEnvironment:
         lstrip_blocks=True,
         **kwargs,
     )
-    env.globals.update({"matching": matching, "without": without})
+    env.globals.update({"matching": matching, "without": without, "values_at": values_at})
     return env
 
 
@@ -288,7 +296,7 @@ UNTRUSTED_FILTERS = frozenset(
      "min", "max", "sum", "default", "d", "list", "unique", "sort", "round", "trim", "select",
      "reject", "selectattr", "rejectattr", "map", "join"}
 )  # fmt: skip
-UNTRUSTED_CALLS = frozenset({"matching", "without"})
+UNTRUSTED_CALLS = frozenset({"matching", "without", "values_at"})
 _JINJA_PASSED = (Context, ImmutableSandboxedEnvironment)
 
 

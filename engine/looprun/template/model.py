@@ -86,6 +86,9 @@ class Protect:
 
     paths: tuple[Text, ...] = ()  # gitignore-style globs; may use intent and inputs
     doctests: bool = False
+    # protected paths a *new* file may still be created at (a task that may only add
+    # tests); gitignore-style, so ``!**/conftest.py`` keeps a new conftest refused
+    allow_new: tuple[Text, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.paths) or self.doctests
