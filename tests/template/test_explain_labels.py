@@ -119,3 +119,15 @@ def test_goals_are_whole_and_mermaid_shows_each_tasks_done_when(tmp_path: Path) 
     assert '"give_up: iteration #gt; 3"' in chart and '"t.yaml:21: retry"' in chart
     rules = _json.loads(explain_json(template))["refine"]
     assert [r["id"] for r in rules] == ["give_up", "t.yaml:21"]
+
+
+def test_explain_shows_the_honest_exit_and_where_each_pattern_is_forbidden() -> None:
+    from looprun.template.explain import explain_text
+
+    text = explain_text(load_template("bugfix"))
+    assert "flag_for_human (flag_for_human ends the run escalated" in text
+    scoped = "  forbidden in every file except {{ inputs.tests_glob }}, **/test_*.py"
+    assert scoped in text and text.count(scoped) == 3
+    assert next(line for line in text.splitlines() if "PYTEST_CURRENT_TEST" in line).startswith(
+        scoped
+    )
