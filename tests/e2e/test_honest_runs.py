@@ -313,7 +313,7 @@ def test_a_template_without_flag_for_human_does_not_offer_it(tmp_path: Path) -> 
         "act:\n  tools: [read_file, write_file, edit_file, list_files, search, run]\n"
     )
     turn = {"tool_calls": [_flag(REASON)]}
-    proc, summary = _run(str(template), work, _script(tmp_path, [turn]), "--max-iterations", "2")
+    proc, summary = _run(str(template), work, _script(tmp_path, [turn]), "--max-iterations", "1")
 
     assert proc.returncode != 5 and summary["code"] != "flag_for_human", proc.stderr
     (call,) = [e for e in _events(summary, "tool_call") if e["tool"] == "flag_for_human"]
