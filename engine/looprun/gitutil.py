@@ -87,6 +87,7 @@ class Git:
 
     workdir: Path
     git_dir: Path | None = None  # a private repository for a work tree that has none
+    common_dir: Path | None = None  # a linked worktree's shared git directory, pinned
 
     @cached_property
     def _base_env(self) -> dict[str, str]:
@@ -106,6 +107,8 @@ class Git:
         if self.git_dir is not None:
             env["GIT_DIR"] = str(self.git_dir)
             env["GIT_WORK_TREE"] = str(self.workdir)
+        if self.common_dir is not None:
+            env["GIT_COMMON_DIR"] = str(self.common_dir)
         return env
 
     def env(self) -> dict[str, str]:
@@ -187,13 +190,15 @@ class Git:
 
         Every later call then runs with ``GIT_DIR`` and ``GIT_WORK_TREE`` set, so a
         ``.git`` file rewritten to point elsewhere, or a ``core.worktree`` planted in the
-        repository's config (``GIT_WORK_TREE`` wins over it), redirects nothing: the
+        repository's config (``GIT_WORK_TREE`` wins over it), or a linked worktree's
+        ``commondir`` file rewritten (``GIT_COMMON_DIR`` is set too), redirects nothing: the
         engine's snapshots and rollback stay on this work tree and this repository.
         """
         if self.git_dir is not None:
             return self
-        found = self.run("rev-parse", "--absolute-git-dir").strip()
-        return Git(self.workdir, Path(found))
+        out = self.run("rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
+        git_dir, common = (Path(p) for p in out.splitlines())
+        return Git(self.workdir, git_dir, common if common != git_dir else None)
 
     def check_objects(
         self, ids: Sequence[str], objects: Path | None = None, algorithm: str = "sha1"
