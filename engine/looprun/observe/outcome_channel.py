@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +88,12 @@ def listening(env: Mapping[str, str]) -> Iterator[tuple[dict[str, str], int, Out
         reader.join(timeout=5)
 
 
+def _ids(tests: Iterable[str]) -> str:
+    names = sorted(tests)
+    more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+    return ", ".join(names[:10]) + more
+
+
 def disagreements(
     outcomes: Outcomes,
     report_failing: set[tuple[str, str]],
@@ -109,12 +115,9 @@ def disagreements(
         if key not in report_failing and test not in failing_ids
     )
     if missing:
-        shown = ", ".join(missing[:10]) + (
-            f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-        )
-        problems.append(f"tests that failed but the report does not show failing: {shown}")
+        problems.append(f"tests that failed but the report does not show failing: {_ids(missing)}")
     if outcomes.failed and exit_code == 0:
-        problems.append(f"{len(outcomes.failed)} test(s) failed but the test command exited 0")
+        problems.append(f"tests failed but the test command exited 0: {_ids(outcomes.failed)}")
     if not outcomes.ended and exit_code == 0 and not outcomes.overflow:
         problems.append("the outcome channel closed before the test session finished")
     if outcomes.malformed:
