@@ -130,11 +130,13 @@ def run_process(
     on_output: Callable[[bytes], None] | None = None,
     deadline: float | None = None,
     sandbox: Sandbox | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ProcResult:
     """Run ``command`` to completion or timeout. ``shell=True`` only for trusted commands.
 
     ``deadline`` (a ``time.monotonic()`` value) bounds the run too, so a run-wide wall
-    clock limit also stops a hung child. With a ``sandbox`` the command runs confined;
+    clock limit also stops a hung child. ``pass_fds`` stay open in the child (a pipe it
+    reports on). With a ``sandbox`` the command runs confined;
     a missing or non-executable program raises as it would without one.
     """
     start = time.monotonic()
@@ -162,6 +164,7 @@ def run_process(
             stderr=subprocess.STDOUT,
             env=child_env,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except BaseException:
         cleanup()

@@ -257,7 +257,7 @@ def test_observer_commands_quote_values_but_not_commands() -> None:
     )
     assert rendered == (
         "COVERAGE_FILE='arts dir; rm -rf ~'/coverage.data PYTHONDONTWRITEBYTECODE=1"
-        " python -m pytest -q --junitxml='arts dir; rm -rf ~'/junit.xml"
+        " python -m pytest -q -p looprun_outcome --junitxml='arts dir; rm -rf ~'/junit.xml"
     )
 
 

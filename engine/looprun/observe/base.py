@@ -86,6 +86,7 @@ class ParseInput:
     base: str | None = None  # git_diff: the tree-ish to diff against (the run's base)
     git_dir: Path | None = None  # git_diff: a private git dir when the workdir has none
     exclude: tuple[str, ...] = ()  # git_diff: paths never part of the diff (report files)
+    outcomes: Any = None  # junit: what the pytest outcome channel said (outcome_channel.Outcomes)
 
 
 class Parser(Protocol):

@@ -18,6 +18,9 @@ JUNIT: dict[str, Any] = {
     "passing": [],
     "flaky": [],
     "failure_types": {},
+    # nothing read, nothing disagreeing: an unreadable report is `ok: false` on its own
+    "consistent": True,
+    "tampering": "",
 }
 SARIF: dict[str, Any] = {
     "errors": 0,
@@ -65,7 +68,7 @@ DIAGNOSTIC_FORMATS: tuple[str, ...] = ("mypy", "pyright", "eslint")
 # never closes.
 COMMON_OPTIONS: frozenset[str] = frozenset({"max_feedback"})
 OPTIONS: dict[str, frozenset[str]] = {
-    "junit": frozenset(),
+    "junit": frozenset({"outcome_channel"}),
     "sarif": frozenset({"fail_on"}),
     "coverage": frozenset({"min", "paths"}),
     "git_diff": frozenset({"allow", "deny", "forbidden_patterns", "max_lines"}),
@@ -88,6 +91,7 @@ REGEX_PRESETS: tuple[str, ...] = (
     "pytest",
 )
 OPTION_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("junit", "outcome_channel"): ("pytest",),
     ("sarif", "fail_on"): ("error", "warning", "note"),
     ("regex", "fail_on"): ("error", "warning", "note"),
     ("regex", "preset"): REGEX_PRESETS,

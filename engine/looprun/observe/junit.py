@@ -26,6 +26,7 @@ from looprun.frozen import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render, strip_ansi, tail
+from looprun.observe.outcome_channel import disagreements
 from looprun.observe.reports import (
     ReportProblem,
     locate_report,
@@ -67,6 +68,7 @@ class _Tally:
     errors: int = 0
     skipped: int = 0
     failing: list[str] = field(default_factory=list)
+    failing_keys: set[tuple[str, str]] = field(default_factory=set)  # (classname, name)
     seen: set[str] = field(default_factory=set)
     passing: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
@@ -316,9 +318,9 @@ def _on_case(tally: _Tally, attrib: dict[str, str], inner: _Inner) -> bool:
         cls = Failure if kind == "failure" else Error
         result = inner.results[kind]
         file_attr, line_attr = attrib.get("file"), attrib.get("line")
-        case_id = tally.case_id(
-            attrib.get("name") or "<unnamed>", attrib.get("classname") or "", file_attr
-        )
+        name, classname = attrib.get("name") or "<unnamed>", attrib.get("classname") or ""
+        tally.failing_keys.add((classname, name))
+        case_id = tally.case_id(name, classname, file_attr)
         tally.add_failure(
             case_id,
             lambda: _result_item(
@@ -382,6 +384,23 @@ class JUnitParser:
         return _observation(data, tally, shown)
 
 
+def _tampering(data: ParseInput, tally: _Tally, shown: str, ran: int, bad: int) -> str:
+    """Why the report, the exit code and the outcome channel disagree ('' when they do not).
+
+    A pytest suite that exits 1 (tests failed) with a report where every test that ran
+    passed was rewritten somewhere between the tests and the file; so was one where the
+    channel saw a failure the report or the exit code does not show."""
+    problems: list[str] = []
+    pytest = data.options.get("outcome_channel") == "pytest"
+    if pytest and data.exit_code == 1 and bad == 0 and ran > 0:
+        problems.append(f"the test command exited 1 (tests failed) but {shown} shows none failing")
+    if data.outcomes is not None:
+        problems += disagreements(
+            data.outcomes, tally.failing_keys, set(tally.failing), data.exit_code
+        )
+    return "; ".join(problems)
+
+
 def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
     counts = {
         "tests": tally.tests,
@@ -396,7 +415,11 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
     notes: list[str] = []
     if ran == 0 and bad == 0:
         notes.append(f"no tests ran ({shown} has {tally.tests} test case(s), all skipped or none)")
-    if bad == 0 and data.exit_code not in (None, 0):
+    tampering = _tampering(data, tally, shown, ran, bad)
+    if tampering:
+        ok = False
+        notes.append(f"the test outcome was tampered with: {tampering}")
+    elif bad == 0 and data.exit_code not in (None, 0):
         ok = False
         notes.append(
             f"the test command exited {data.exit_code} but {shown} shows no failures "
@@ -429,6 +452,8 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
         "passing": tally.passing,
         "flaky": tally.flaky,
         "failure_types": tally.types,
+        "consistent": not tampering,
+        "tampering": tampering,
     }
     return Observation(
         parser=NAME,

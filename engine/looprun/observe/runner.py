@@ -12,6 +12,7 @@ said the check does not apply. Conditions that need the check to have run use
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,6 +22,7 @@ from looprun.frozen import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
+from looprun.observe.outcome_channel import Outcomes, listening
 from looprun.observe.registry import get_parser
 from looprun.redact import Redactor, secret_values
 
@@ -78,6 +80,7 @@ def observe_command(
     parser = get_parser(parser_name)
     report = None if file is None else (file if file.is_absolute() else workdir / file)
     output: str | None = None
+    outcomes: Outcomes | None = None
     exit_code: int | None = None
     timed_out = False
     redactor = Redactor(secret_values(), marker="***")
@@ -87,16 +90,23 @@ def observe_command(
 
         if report is not None and report.is_file():
             report.unlink()  # never let an old report pass as this run's result
-        result = run_process(
-            command,
-            cwd=workdir,
-            timeout_s=timeout_s,
-            shell=True,
-            env=scrubbed_env(extra=NO_BYTECODE),
-            deadline=deadline,
-            on_output=on_output,
-            sandbox=sandbox,
-        )
+        env = scrubbed_env(extra=NO_BYTECODE)
+        with contextlib.ExitStack() as stack:
+            fds: tuple[int, ...] = ()
+            if (options or {}).get("outcome_channel") == "pytest":
+                env, fd, outcomes = stack.enter_context(listening(env))
+                fds = (fd,)
+            result = run_process(
+                command,
+                cwd=workdir,
+                timeout_s=timeout_s,
+                shell=True,
+                env=env,
+                deadline=deadline,
+                on_output=on_output,
+                sandbox=sandbox,
+                pass_fds=fds,
+            )
         output, exit_code, timed_out = (
             result.output and redactor.text(result.output),
             result.exit_code,
@@ -116,6 +126,7 @@ def observe_command(
         base=base,
         git_dir=git_dir,
         exclude=exclude,
+        outcomes=outcomes,
     )
     try:
         obs = parser.parse(data)

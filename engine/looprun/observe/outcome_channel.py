@@ -1,0 +1,127 @@
+"""The pytest outcome channel: a pipe the test command inherits, read while it runs.
+
+The JUnit report is a file in reach of the code under test, and the exit code is a value
+it can set; the plugin in ``pytest_plugin/looprun_outcome.py`` records each failure as it
+happens and writes it to this pipe instead. ``disagreements`` names what the channel saw
+that the report or the exit code does not show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV = "LOOPRUN_OUTCOME_FD"
+PLUGIN = "looprun_outcome"
+PLUGIN_DIR = Path(__file__).resolve().parent / "pytest_plugin"
+_MAX_BYTES = 8 << 20  # beyond this the channel counts as cut short, never as complete
+
+
+@dataclass
+class Outcomes:
+    """What the plugin said: each failing test once, and whether it reached the end."""
+
+    started: bool = False
+    ended: bool = False
+    plugin: str = ""
+    failed: dict[str, tuple[str, str]] = field(default_factory=dict)  # node id -> junit key
+    overflow: bool = False
+    malformed: int = 0
+
+    def feed(self, line: bytes) -> None:
+        try:
+            record = json.loads(line)
+            event = record["event"]
+        except (ValueError, TypeError, KeyError):
+            self.malformed += 1
+            return
+        if event == "start":
+            self.started, self.plugin = True, str(record.get("plugin", ""))
+        elif event == "failed":
+            key = record.get("junit") or ["", ""]
+            self.failed.setdefault(str(record.get("id")), (str(key[0]), str(key[-1])))
+        elif event == "end":
+            self.ended = True
+
+
+def _read(fd: int, into: Outcomes) -> None:
+    pending = b""
+    total = 0
+    with open(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(65536):
+            total += len(chunk)
+            if total > _MAX_BYTES:
+                into.overflow = True
+                continue  # keep draining so the writer never blocks
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    into.feed(line)
+
+
+@contextlib.contextmanager
+def listening(env: Mapping[str, str]) -> Iterator[tuple[dict[str, str], int, Outcomes]]:
+    """A pipe for one command: the environment and fd to hand it, and what it said
+    (complete once the block exits, after the command ended)."""
+    read_fd, write_fd = os.pipe()
+    os.set_inheritable(write_fd, True)
+    outcomes = Outcomes()
+    reader = threading.Thread(target=_read, args=(read_fd, outcomes), daemon=True)
+    reader.start()
+    path = env.get("PYTHONPATH", "")
+    child = {
+        **env,
+        ENV: str(write_fd),
+        # first on the path, so only the workdir (sys.path[0] under `python -m`) precedes it
+        "PYTHONPATH": str(PLUGIN_DIR) + (os.pathsep + path if path else ""),
+    }
+    try:
+        yield child, write_fd, outcomes
+    finally:
+        os.close(write_fd)  # the reader sees EOF once every child holding it has exited
+        reader.join(timeout=5)
+
+
+def _ids(tests: Iterable[str]) -> str:
+    names = sorted(tests)
+    more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+    return ", ".join(names[:10]) + more
+
+
+def disagreements(
+    outcomes: Outcomes,
+    report_failing: set[tuple[str, str]],
+    failing_ids: set[str],
+    exit_code: int | None,
+) -> list[str]:
+    """What the channel saw that the report and exit code deny (empty when they agree)."""
+    problems: list[str] = []
+    if not outcomes.started:
+        problems.append(f"the {PLUGIN} pytest plugin never reported (was it unloaded?)")
+        return problems
+    if outcomes.plugin and Path(outcomes.plugin) != PLUGIN_DIR / f"{PLUGIN}.py":
+        problems.append(
+            f"the {PLUGIN} plugin was loaded from {outcomes.plugin}, not looprun's copy"
+        )
+    missing = sorted(
+        test
+        for test, key in outcomes.failed.items()
+        if key not in report_failing and test not in failing_ids
+    )
+    if missing:
+        problems.append(f"tests that failed but the report does not show failing: {_ids(missing)}")
+    if outcomes.failed and exit_code == 0:
+        problems.append(f"tests failed but the test command exited 0: {_ids(outcomes.failed)}")
+    if not outcomes.ended and exit_code == 0 and not outcomes.overflow:
+        problems.append("the outcome channel closed before the test session finished")
+    if outcomes.malformed:
+        problems.append(
+            f"{outcomes.malformed} line(s) on the outcome channel were not the plugin's"
+        )
+    return problems
