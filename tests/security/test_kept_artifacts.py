@@ -175,3 +175,39 @@ def test_planted_links_do_not_steer_the_kept_copies_under_bubblewrap(confined: K
 def test_sandboxed_commands_cannot_write_the_run_dir_or_the_kept_copies(confined: Kept) -> None:
     assert "WROTE []" in confined.junit
     assert not (confined.run_dir / "kept" / "planted").exists()
+
+
+SWAP = """\
+import os, shutil, sys
+from pathlib import Path
+
+ARTS = Path(next(a for a in sys.argv if a.startswith("--junitxml=")).split("=", 1)[1]).parent
+
+
+def test_swaps_the_artifacts_directory_for_a_link():
+    if not ARTS.is_symlink():
+        shutil.rmtree(ARTS)
+        os.symlink(Path(__file__).with_name("outside.txt").read_text().strip(), ARTS)
+"""
+
+
+def test_artifacts_swapped_for_a_link_is_refused_not_followed(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (work / "test_swap.py").write_text(SWAP)
+    (work / "outside.txt").write_text(str(outside))
+    git_repo(work)
+    (tmp_path / "t.yaml").write_text(_template("off").replace("test_plant.py", "test_swap.py"))
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump([{"text": "done"}]))
+    proc = looprun(
+        "run", str(tmp_path / "t.yaml"), "--intent", "keep", "--workdir", str(work),
+        "--model", f"script:{tmp_path / 'script.yaml'}", "--sandbox", "off",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "artifacts: is a symbolic link" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    # pytest's own report went through the link (the command may write there unconfined);
+    # nothing the engine writes did: no output log, no kept copies
+    assert sorted(p.name for p in outside.iterdir()) == ["junit.xml"]
