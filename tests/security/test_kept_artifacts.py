@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tarfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,3 +212,21 @@ def test_artifacts_swapped_for_a_link_is_refused_not_followed(tmp_path: Path) ->
     # pytest's own report went through the link (the command may write there unconfined);
     # nothing the engine writes did: no output log, no kept copies
     assert sorted(p.name for p in outside.iterdir()) == ["junit.xml"]
+
+
+def test_a_bundle_carries_the_kept_copies_not_what_commands_wrote(
+    unconfined: Kept, tmp_path: Path
+) -> None:
+    work = unconfined.run_dir.parents[2]
+    out = tmp_path / "run.looprun"
+    proc = looprun("bundle", unconfined.run_dir.name, "-o", str(out), cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    with tarfile.open(out) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        kept = "run/kept/1/junit.xml"
+        assert kept in members
+        assert not [n for n in members if n.startswith("run/artifacts")]
+        for member in members.values():
+            if member.isfile():
+                data = tar.extractfile(member).read()  # type: ignore[union-attr]
+                assert unconfined.secret.encode() not in data, member.name
