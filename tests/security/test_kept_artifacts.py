@@ -1,7 +1,7 @@
 """Each iteration's artifacts are kept by the engine, through the real CLI, with a test
 the observer runs that shapes ``run.artifacts`` against it: links named like the kept
-copies (``0 -> <a directory outside>``, ``1 -> ..``, the run directory), a FIFO, a fake
-``run.json``, and looprun's own environment (an API key) printed into the JUnit report.
+copies (``0 -> <a directory outside>``, ``1 -> ..``, the run directory), a FIFO, a 40 MB
+file, a fake ``run.json``, and looprun's own environment (an API key) printed into the JUnit report.
 The engine must not follow, block or carry the secret: the outside directory stays
 empty, ``run.json`` stays the engine's, and no kept file holds the key. Under bubblewrap
 the test also tries to write the run directory and the kept copies directly, and cannot.
@@ -22,6 +22,7 @@ import yaml
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
 
+from looprun.journal import MAX_KEPT_BYTES
 from looprun.sandbox.bwrap import Bubblewrap
 
 BWRAP_PROBLEM = Bubblewrap().problem()
@@ -31,6 +32,7 @@ import os, sys
 from pathlib import Path
 
 ARTS = Path(next(a for a in sys.argv if a.startswith("--junitxml=")).split("=", 1)[1]).parent
+BIG = 40 * 1024 * 1024
 OUTSIDE = Path(__file__).with_name("outside.txt").read_text().strip()
 
 
@@ -54,6 +56,8 @@ def _plant():
         os.mkfifo(ARTS / "pipe")
     (ARTS / "run.json").write_text('{"planted": true}')
     (ARTS / "authorized_keys").write_text("ssh-ed25519 planted\\n")
+    with open(ARTS / "big.bin", "wb") as f:
+        f.truncate(BIG)  # sparse: cheap to plant, not to copy whole
 
 
 def _write_directly():
@@ -142,6 +146,8 @@ def _assert_contained(kept: Kept) -> None:
         assert stat.S_ISDIR(os.lstat(copies).st_mode)
         assert {p.name for p in copies.iterdir()} >= {"junit.xml", "run.json"}
         assert "pipe" not in {p.name for p in copies.iterdir()}  # a FIFO is no report
+    big = (kept.run_dir / "kept" / "1" / "big.bin").read_bytes()
+    assert len(big) < MAX_KEPT_BYTES + 200 and big.endswith(b"only the first 16777216 kept]\n")
     for path in (kept.run_dir / "kept").rglob("*"):
         if path.is_file():
             assert kept.secret not in path.read_text(errors="replace"), path
