@@ -32,6 +32,9 @@ from looprun.safefs import checked_dir, state_dir
 FORMAT = "looprun-bundle"
 PREFIX = "refs/looprun/"
 SKIP = ("worktrees",)  # git worktrees of sub-loops: their state is on their refs
+# run.artifacts: what commands wrote there, unredacted, unbounded, maybe a FIFO; a
+# bundle carries the engine's redacted, bounded copies in kept/ instead
+COMMANDS_DIR = "artifacts"
 
 
 def _repo(workdir: Path) -> Git:
@@ -100,6 +103,8 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 def _skip_worktrees(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     parts = Path(info.name).parts
     if len(parts) > 1 and parts[1] in SKIP:
+        return None
+    if COMMANDS_DIR in parts[1:]:  # the run's and its sub-runs'
         return None
     if info.issym() or info.islnk():
         return None  # a run directory holds no links; never carry one

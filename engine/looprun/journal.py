@@ -21,12 +21,13 @@ never reach these files.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import secrets
-import shutil
+import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ def is_run_id(value: object) -> bool:
 # A value longer than this (a refused 12 MB write, a huge reply) is recorded in the event
 # and exchange logs by its size and digest: the logs stay readable and bounded.
 MAX_RECORDED_CHARS = 64_000
+# A kept artifact is cut at this size: a command cannot fill the disk through the copies.
+MAX_KEPT_BYTES = 16 * 1024 * 1024
 
 
 def bounded(obj: Any) -> Any:
@@ -102,6 +105,24 @@ def _last_seq(data: bytes) -> int:
         except (ValueError, AttributeError):
             return 0
     return 0
+
+
+def _read_planted(dir_fd: int, name: str) -> bytes | None:
+    """The first :data:`MAX_KEPT_BYTES` of regular file ``name`` in ``dir_fd`` (with a
+    note when cut), or None for anything else: a link, a FIFO, a device, a directory."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = fh.read(MAX_KEPT_BYTES)
+    if size > MAX_KEPT_BYTES:
+        data += f"\n[cut: {size} bytes, only the first {MAX_KEPT_BYTES} kept]\n".encode()
+    return data
 
 
 def _write_durably(fh: Any, text: str) -> None:
@@ -188,6 +209,11 @@ class RunJournal:
     def artifacts(self) -> Path:
         return self.dir / "artifacts"
 
+    @property
+    def kept(self) -> Path:
+        """Where each iteration's artifacts are kept (``kept/<n>/``), out of commands' reach."""
+        return self.dir / "kept"
+
     def close(self) -> None:
         for fh in (self._events, self._exchanges):
             if not fh.closed:
@@ -244,15 +270,26 @@ class RunJournal:
 
     def _keep_artifacts(self, number: int) -> None:
         """Copy what the observers wrote this iteration (reports, output logs) to
-        ``artifacts/<n>/``: the next iteration overwrites ``artifacts/`` itself, which
-        templates name as ``run.artifacts``."""
-        files = [p for p in self.artifacts.iterdir() if p.is_file() and not p.is_symlink()]
+        ``kept/<n>/``, redacted: the next iteration overwrites ``artifacts/`` itself, which
+        templates name as ``run.artifacts``.
+
+        ``artifacts/`` is where commands write, so anything in it may be planted: only
+        regular files are read (no link followed, a FIFO never waited on), each up to
+        :data:`MAX_KEPT_BYTES`; the copies go to a directory outside it (read-only to
+        sandboxed commands), created from the run directory's descriptor with no-follow,
+        exclusive opens."""
+        with safefs.opened_dir(self.artifacts) as src:
+            files = {name: data for name in sorted(os.listdir(src))
+                     if (data := _read_planted(src, name)) is not None}  # fmt: skip
         if not files:
             return
-        keep = self.artifacts / str(number)
-        keep.mkdir(exist_ok=True)
-        for path in files:
-            shutil.copyfile(path, keep / path.name)
+        with safefs.opened_dir(self.kept / str(number), create=True) as dst:
+            for name, data in files.items():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=dst)  # a resumed run redoes an iteration
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                with os.fdopen(os.open(name, flags, 0o600, dir_fd=dst), "wb") as fh:
+                    fh.write(self.redact.binary(data))
 
     def save_summary(self, summary: Mapping[str, Any]) -> None:
         crash_point("before:summary")

@@ -49,6 +49,15 @@ class Redactor:
 
     __call__ = text
 
+    def binary(self, b: bytes) -> bytes:
+        """``b`` with every secret's UTF-8 bytes replaced: a kept file stays byte-exact
+        (binary or not) except where a secret was."""
+        for v in self.values:
+            raw = v.encode("utf-8", "surrogatepass")
+            if raw in b:
+                b = b.replace(raw, self.marker.encode())
+        return b
+
     def data(self, obj: Any) -> Any:
         if isinstance(obj, str):
             return self.text(obj)

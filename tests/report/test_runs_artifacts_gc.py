@@ -36,11 +36,13 @@ def test_runs_lists_start_duration_iterations_cost_and_outcome(finished_run) -> 
 
 def test_each_iteration_keeps_its_own_artifacts(finished_run) -> None:
     repo, run_id, _ = finished_run
-    artifacts = repo / ".looprun" / "runs" / run_id / "artifacts"
-    first = (artifacts / "1" / "junit.xml").read_text()
-    second = (artifacts / "2" / "junit.xml").read_text()
+    run_dir = repo / ".looprun" / "runs" / run_id
+    artifacts, kept = run_dir / "artifacts", run_dir / "kept"
+    first = (kept / "1" / "junit.xml").read_text()
+    second = (kept / "2" / "junit.xml").read_text()
     assert 'failures="1"' in first and 'failures="0"' in second
-    assert (artifacts / "1" / "tests.output.txt").is_file()
+    assert (kept / "1" / "tests.output.txt").is_file()
+    assert not (artifacts / "1").exists()  # copies never go where commands write
     assert (artifacts / "junit.xml").read_text() == second  # run.artifacts: the latest
 
 

@@ -115,7 +115,8 @@ def observe_command(
         if output_log is not None:
             from looprun.atomic import write_atomic
 
-            write_atomic(output_log, output or "", sync="none")  # a log, not a record
+            # a log, not a record; in a directory commands write, so no link is followed
+            write_atomic(output_log, output or "", nofollow=True, sync="none")
     data = ParseInput(
         workdir=workdir,
         file=report,

@@ -149,8 +149,7 @@ class AgentActor:
             text += collect(turn)
         output = self.redact(text)
         artifact = self.artifacts / f"agent-{request.iteration:03d}.{self.spec.cli}.log"
-        self.artifacts.mkdir(parents=True, exist_ok=True)
-        write_atomic(artifact, output)
+        write_atomic(artifact, output, nofollow=True)  # commands write artifacts: no link
         parsed = self.adapter.parse(output)
         return self._report(parsed, result.exit_code, result.timed_out, request, artifact)
 
