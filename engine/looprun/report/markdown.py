@@ -136,7 +136,7 @@ def _render(report: RunReport, *, diffs: bool, keep: int | None, level: int = 2)
         nxt = it.next if it.next == it.decision else f"{it.decision} → {it.next}"
         out.append(
             f"| {it.number} | {code(it.task)} | {esc(it.tools)} | {checks} | {esc(nxt)} | "
-            f"{esc(rule_label(it.rule_path, it.why, it.rule))} | {it.tokens:,} | "
+            f"{esc(rule_label(it.rule_path, it.why, it.rule, it.rule_id))} | {it.tokens:,} | "
             f"{money(it.cost_usd)} |"
         )
     for it in shown:
@@ -220,7 +220,8 @@ def _iteration(it: Iteration, diffs: bool) -> list[str]:
         )
     out += [
         "",
-        f"Decision: **{esc(it.decision)}** by {esc(rule_label(it.rule_path, it.why, it.rule))}"
+        f"Decision: **{esc(it.decision)}** by "
+        f"{esc(rule_label(it.rule_path, it.why, it.rule, it.rule_id))}"
         + (f" at {code(it.rule)}" if it.rule_path else ""),
     ]
     if it.next != it.decision:
