@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -219,20 +220,27 @@ def test_a_template_using_a_plugin_parser_is_always_checked(tmp_path: Path) -> N
     assert code == 2 and "unknown parser 'tap'" in out
 
 
-def _nobody() -> int:
-    import pwd
+_AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 
+
+def _nobody() -> int:
     return pwd.getpwnam("nobody").pw_uid
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def _one_entry(team: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A cache holding the clean verdict on team.yaml: the cache and its entry."""
+    cache = tmp_path / "cache"
+    assert validate(cache, "team.yaml", cwd=team)[0] == 0
+    [entry] = _entries(cache)
+    return cache, entry
+
+
+@_AS_ROOT
 @pytest.mark.parametrize("how", ["dir owned by nobody", "dir world-writable", "dir group-writable"])
 def test_a_cache_directory_someone_else_can_write_is_neither_read_nor_written(
     team: Path, tmp_path: Path, how: str
 ) -> None:
-    cache = tmp_path / "cache"
-    assert validate(cache, "team.yaml", cwd=team)[0] == 0
-    [entry] = _entries(cache)
+    cache, entry = _one_entry(team, tmp_path)
     planted = entry.read_bytes()  # a valid-looking entry another user could have planted
     if how == "dir owned by nobody":
         os.chown(cache, _nobody(), -1)
@@ -245,14 +253,12 @@ def test_a_cache_directory_someone_else_can_write_is_neither_read_nor_written(
     assert validate(cache, "team.yaml", cwd=team)[2] is True  # the planted entry is ignored
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+@_AS_ROOT
 @pytest.mark.parametrize("how", ["owned by nobody", "world-writable", "a link"])
 def test_an_entry_someone_else_could_have_written_is_not_trusted(
     team: Path, tmp_path: Path, how: str
 ) -> None:
-    cache = tmp_path / "cache"
-    assert validate(cache, "team.yaml", cwd=team)[0] == 0
-    [entry] = _entries(cache)
+    cache, entry = _one_entry(team, tmp_path)
     if how == "owned by nobody":
         os.chown(entry, _nobody(), -1)
     elif how == "world-writable":
