@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -217,3 +218,56 @@ def test_a_template_using_a_plugin_parser_is_always_checked(tmp_path: Path) -> N
     assert _entries(cache) == []
     code, out, _ = validate(cache, "tapped.yaml", cwd=tmp_path)  # the plugin removed
     assert code == 2 and "unknown parser 'tap'" in out
+
+
+_AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+
+
+def _nobody() -> int:
+    return pwd.getpwnam("nobody").pw_uid
+
+
+def _one_entry(team: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A cache holding the clean verdict on team.yaml: the cache and its entry."""
+    cache = tmp_path / "cache"
+    assert validate(cache, "team.yaml", cwd=team)[0] == 0
+    [entry] = _entries(cache)
+    return cache, entry
+
+
+@_AS_ROOT
+@pytest.mark.parametrize("how", ["dir owned by nobody", "dir world-writable", "dir group-writable"])
+def test_a_cache_directory_someone_else_can_write_is_neither_read_nor_written(
+    team: Path, tmp_path: Path, how: str
+) -> None:
+    cache, entry = _one_entry(team, tmp_path)
+    planted = entry.read_bytes()  # a valid-looking entry another user could have planted
+    if how == "dir owned by nobody":
+        os.chown(cache, _nobody(), -1)
+    else:
+        cache.chmod(0o777 if how == "dir world-writable" else 0o770)
+    entry.unlink()
+    assert validate(cache, "team.yaml", cwd=team) == (0, "team.yaml: OK\n", True)
+    assert _entries(cache) == []  # nothing written into it either
+    entry.write_bytes(planted)
+    assert validate(cache, "team.yaml", cwd=team)[2] is True  # the planted entry is ignored
+
+
+@_AS_ROOT
+@pytest.mark.parametrize("how", ["owned by nobody", "world-writable", "a link"])
+def test_an_entry_someone_else_could_have_written_is_not_trusted(
+    team: Path, tmp_path: Path, how: str
+) -> None:
+    cache, entry = _one_entry(team, tmp_path)
+    if how == "owned by nobody":
+        os.chown(entry, _nobody(), -1)
+    elif how == "world-writable":
+        entry.chmod(0o666)
+    else:
+        target = tmp_path / "elsewhere.json"
+        entry.rename(target)
+        entry.symlink_to(target)
+    assert validate(cache, "team.yaml", cwd=team) == (0, "team.yaml: OK\n", True)
+    # the check's own verdict replaced it with a private entry, trusted again next time
+    assert not entry.is_symlink() and entry.stat().st_uid == os.geteuid()
+    assert validate(cache, "team.yaml", cwd=team)[2] is False

@@ -28,6 +28,7 @@ class Decision:
     rule: str = DEFAULT_RULE  # the fired rule's name (its id, or file:line), as explain shows it
     path: str = ""  # its position in the tree, numbered as `looprun explain` does: "4.2"
     condition: str = ""  # why it fired: the rule's condition as written, or "else"
+    id: str = ""  # the fired rule's author-given id (`explain` names it so), if it has one
 
     @property
     def stops(self) -> bool:
@@ -39,7 +40,7 @@ class Decision:
             return "exit conditions hold"
         if self.path:
             why = " ".join(self.condition.split())
-            return f"rule {self.path}: " + (why if len(why) <= 60 else why[:59] + "…")
+            return f"rule {self.id or self.path}: " + (why if len(why) <= 60 else why[:59] + "…")
         if self.rule == DEFAULT_RULE:
             return "no rule matched"
         return self.rule
@@ -52,6 +53,7 @@ class Decision:
             "rule": self.rule,
             "path": self.path,
             "condition": self.condition,
+            "id": self.id,
         }
 
 
@@ -100,7 +102,7 @@ def decide(
         message = _render(action, context, f"refine rule {action.kind}")
     target = action.target or ("last_green" if action.kind == "rollback" else None)
     why = str(rule.condition) if rule.condition is not None else "else"
-    return Decision(action.kind, message, target, where, path, why)
+    return Decision(action.kind, message, target, where, path, why, rule.id)
 
 
 def check_exit(

@@ -21,14 +21,17 @@ from looprun.report.text import (
 
 # A GitHub comment holds 65,536 characters; leave room for what a workflow adds.
 DEFAULT_MAX_CHARS = 60_000
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>:@])")
+# GFM's extended autolinks also fire on a bare ``www.`` (no scheme, no colon).
+_WWW = re.compile(r"(?i)\b(www)\.")
 
 
 def esc(text: object) -> str:
     """One line of untrusted text, inert in Markdown: no markup, links or HTML."""
     line = " ".join(str(text).split())
     line = line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _SPECIAL.sub(r"\\\1", line)
+    line = _SPECIAL.sub(r"\\\1", line)
+    return _WWW.sub(r"\1\\.", line)
 
 
 def code(text: object) -> str:
@@ -37,6 +40,12 @@ def code(text: object) -> str:
     ticks = "`" * (max((len(m) for m in re.findall(r"`+", line)), default=0) + 1)
     pad = " " if line.startswith("`") or line.endswith("`") else ""
     return f"{ticks}{pad}{line}{pad}{ticks}" if line else ""
+
+
+def anchor(text: str) -> str:
+    """An HTML id / URL fragment made only of safe characters: a sub-run id read from
+    a run directory is not trusted to be one."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", text)
 
 
 def fence(text: str, lang: str = "") -> str:
@@ -127,7 +136,7 @@ def _render(report: RunReport, *, diffs: bool, keep: int | None, level: int = 2)
         nxt = it.next if it.next == it.decision else f"{it.decision} → {it.next}"
         out.append(
             f"| {it.number} | {code(it.task)} | {esc(it.tools)} | {checks} | {esc(nxt)} | "
-            f"{esc(rule_label(it.rule_path, it.why, it.rule))} | {it.tokens:,} | "
+            f"{esc(rule_label(it.rule_path, it.why, it.rule, it.rule_id))} | {it.tokens:,} | "
             f"{money(it.cost_usd)} |"
         )
     for it in shown:
@@ -149,7 +158,7 @@ def _render(report: RunReport, *, diffs: bool, keep: int | None, level: int = 2)
         out += ["", f"> {esc(note)}"]
     for sub in report.subloops:
         if sub.report is not None:
-            out += ["", f'<a id="{sub.anchor}"></a>', ""]
+            out += ["", f'<a id="{anchor(sub.anchor)}"></a>', ""]
             out.append(_render(sub.report, diffs=diffs, keep=keep, level=min(level + 1, 4)))
     return "\n".join(out).rstrip() + "\n"
 
@@ -169,7 +178,7 @@ def _shown(iterations: tuple[Iteration, ...], keep: int | None) -> list[Iteratio
 def _tree(nodes: tuple[Subloop, ...], indent: str) -> list[str]:
     out = []
     for s in nodes:
-        link = f"[{esc(s.id)}](#{s.anchor})" if s.report is not None else esc(s.id)
+        link = f"[{esc(s.id)}](#{anchor(s.anchor)})" if s.report is not None else esc(s.id)
         out.append(
             f"{indent}- {link} ({esc(s.template)}): {OUTCOME_MARK.get(s.outcome, '')} "
             f"{esc(s.outcome)} after {s.iterations} iteration(s), {s.tokens:,} tokens"
@@ -211,7 +220,8 @@ def _iteration(it: Iteration, diffs: bool) -> list[str]:
         )
     out += [
         "",
-        f"Decision: **{esc(it.decision)}** by {esc(rule_label(it.rule_path, it.why, it.rule))}"
+        f"Decision: **{esc(it.decision)}** by "
+        f"{esc(rule_label(it.rule_path, it.why, it.rule, it.rule_id))}"
         + (f" at {code(it.rule)}" if it.rule_path else ""),
     ]
     if it.next != it.decision:

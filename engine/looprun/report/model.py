@@ -50,6 +50,7 @@ class Iteration:
     decision: str  # done | retry | rollback | replan | escalate | abort
     rule: str  # where the rule that fired is written (file:line:col), or "exit"
     rule_path: str  # its position in the tree, as `looprun explain` numbers it
+    rule_id: str  # its author-given id, the name `looprun explain` shows; "" without one
     why: str  # the condition that fired, "else", or why no rule applied
     message: str  # the decision's message: the feedback for the next turn, or the reason
     next: str  # what followed: the decision, or the stop's outcome

@@ -233,6 +233,7 @@ def _iteration(
         decision=str(decision.get("action", "")),
         rule=str(decision.get("rule", "")),
         rule_path=str(decision.get("path", "")),
+        rule_id=str(decision.get("id") or ""),
         why=str(decision.get("condition", "")),
         message=str(decision.get("message", "")),
         next=str(nxt.get("outcome") if stop_like else nxt.get("action", "")),

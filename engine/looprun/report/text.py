@@ -50,10 +50,12 @@ def limit_value(limit: Limit, which: str) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def rule_label(rule_path: str, why: str, rule: str) -> str:
-    """``rule 3 (progress.repeats == 2)`` / ``exit conditions`` / what decided instead."""
+def rule_label(rule_path: str, why: str, rule: str, rule_id: str = "") -> str:
+    """``rule fix_not_passing (tests.failed > 0)`` (by its id, as explain names it; by
+    its number when it has none) / ``exit conditions`` / what decided instead."""
     if rule == "exit":
         return "exit conditions hold"
     if rule_path:
-        return f"rule {rule_path} ({why})" if why else f"rule {rule_path}"
+        name = rule_id or rule_path
+        return f"rule {name} ({why})" if why else f"rule {name}"
     return rule or "—"

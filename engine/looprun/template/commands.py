@@ -194,12 +194,22 @@ def validate(
         bad_files += 1
         count += len(problems)
         for problem in sorted(problems, key=_order):
-            echo(str(problem))
+            echo(one_line(str(problem)) if annotate else str(problem))
             if annotate:
                 echo(annotation(problem, workspace))
     if count and len(refs) > 1:
         echo(f"{count} problem{'s' if count != 1 else ''} in {bad_files} of {len(refs)} files")
     return EXIT_INVALID if count else EXIT_DONE
+
+
+def one_line(text: str) -> str:
+    """A problem line (``path:line:col: message``) as one output line, for GitHub
+    Actions: the runner reads every output line that starts with ``::`` (after leading
+    blanks) as a workflow command, so a newline from a YAML key or value would let the
+    rest of it forge one (``::stop-commands::``, ``::error::``). A path that itself
+    starts with ``::`` gets a ``./``, which names the same file."""
+    line = text.replace("\r", "\\r").replace("\n", "\\n")
+    return "./" + line if line.lstrip().startswith("::") else line
 
 
 def _escape(text: str, prop: bool = False) -> str:

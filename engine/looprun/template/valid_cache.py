@@ -11,6 +11,10 @@ judge a template). Only clean results are stored: a file with problems is valida
 afresh each time, so every message is exactly what a full validation prints. A
 missing, unreadable or corrupt entry is a miss, never an error; entries are written
 atomically, so a reader sees a whole entry or none.
+
+An entry says "skip checking this file", so only the user may have written it: a cache
+directory or entry that belongs to someone else, or that its group or others may write
+to, is neither read nor written (every file is then checked in full).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from looprun import __version__
+from looprun import __version__, safefs
+from looprun.errors import LooprunError
 from looprun.resources import schemas_dir
 from looprun.template.deps import Deps
 
@@ -78,6 +84,32 @@ def stamp(package: Path, schemas: Path) -> str:
     return h.hexdigest()
 
 
+def _private(st: os.stat_result) -> bool:
+    """Owned by the user and writable by nobody else."""
+    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _trusted_dir(root: Path) -> bool:
+    try:
+        fd = safefs.open_dir(Path(os.path.realpath(root)))
+    except (OSError, LooprunError):
+        return False
+    try:
+        return _private(os.fstat(fd))
+    finally:
+        os.close(fd)
+
+
+def _read_private(path: Path) -> bytes | None:
+    """The entry's bytes when the entry itself (not a link) is the user's own."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read() if _private(os.fstat(fh.fileno())) else None
+
+
 def _digest(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
@@ -100,8 +132,9 @@ class ValidCache:
     def known_valid(self, ref: str) -> bool:
         """True when ``ref`` was found valid and nothing that verdict read has changed."""
         path, where = self._entry(ref)
+        raw = _read_private(path) if _trusted_dir(self.root) else None
         try:
-            entry = json.loads(path.read_bytes())
+            entry = json.loads(raw) if raw is not None else None
         except (OSError, ValueError):
             return False
         files, probes = _checked(entry, where)
@@ -127,7 +160,10 @@ class ValidCache:
         }
         with contextlib.suppress(OSError):
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not _trusted_dir(self.root):
+                return
             write_atomic(path, json.dumps(entry, sort_keys=True), sync="none")
+            path.chmod(0o600)  # whatever the umask or an old entry's mode: only ours
 
 
 def _checked(entry: Any, where: str) -> tuple[dict[str, str] | None, dict[str, bool] | None]:
