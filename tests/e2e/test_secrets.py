@@ -21,9 +21,9 @@ def test_secret_values_never_reach_the_run_files(tmp_path: Path) -> None:
                     "tool_calls": [
                         {
                             "name": "write_file",
-                            "arguments": {"path": "notes.txt", "content": SECRET},
+                            "arguments": {"path": "tests/notes.txt", "content": SECRET},
                         },
-                        {"name": "read_file", "arguments": {"path": "notes.txt"}},
+                        {"name": "read_file", "arguments": {"path": "tests/notes.txt"}},
                         {
                             "name": "run",
                             "arguments": {"command": f"python -m pytest -q -k {SECRET}"},
@@ -54,4 +54,4 @@ def test_secret_values_never_reach_the_run_files(tmp_path: Path) -> None:
     assert leaked == []
     assert "[REDACTED]" in (next(p for p in files if p.name == "exchanges.jsonl")).read_text()
     assert SECRET not in proc.stderr
-    assert (workdir / "notes.txt").read_text() == SECRET  # the work itself is the user's
+    assert (workdir / "tests" / "notes.txt").read_text() == SECRET  # the work itself is the user's
