@@ -93,7 +93,9 @@ def test_a_sitecustomize_in_the_package_is_rolled_back(
     # a project whose test command puts a source directory on the path, as src layouts do:
     # the interpreter imports a sitecustomize.py there before pytest starts
     # (keeping the PYTHONPATH entry looprun sets for its outcome plugin)
-    command = "test_command=PYTHONPATH=inflection:$PYTHONPATH python -m pytest -q -p no:cacheprovider"
+    command = (
+        "test_command=PYTHONPATH=inflection:$PYTHONPATH python -m pytest -q -p no:cacheprovider"
+    )
     summary = _run(work, tmp_path, turns, "--max-iterations", "2", "--set", command)
 
     assert summary["outcome"] != "done", summary["stderr"]
