@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -272,23 +272,8 @@ class Policy:
                     )
                 )
         if self._forbidden:
-            hits = 0
-            for added in diffcheck.added_lines(diff_text):
-                pieces = source_lines(added.text)
-                for pattern, matcher in self._forbidden:
-                    if any(matcher.search(piece) for piece in pieces):
-                        hits += 1
-                        if hits <= _MAX_PATTERN_HITS:
-                            text = shown(added.text.strip())[:200]
-                            found.append(
-                                Violation(
-                                    "pattern.forbidden",
-                                    f"forbidden pattern {pattern!r} added at "
-                                    f"{added.path}:{added.line}",
-                                    "diff",
-                                    detail=f"{added.path}:{added.line}: {text}",
-                                )
-                            )
+            rules = [(pattern, matcher, None, "") for pattern, matcher in self._forbidden]
+            found.extend(_pattern_violations(diff_text, rules))
         return found
 
     def check_patterns(self, diff_text: str, rules: Sequence[ScopedPattern]) -> list[Violation]:
@@ -305,23 +290,42 @@ def check_scoped_patterns(diff_text: str, rules: Sequence[ScopedPattern]) -> lis
         (rule, _spec(rule.paths or ("**",)), _spec(rule.exclude) if rule.exclude else None)
         for rule in rules
     ]
+
+    def covers(paths: pathspec.PathSpec, exclude: pathspec.PathSpec | None) -> _Covers:
+        return lambda path: paths.match_file(path) and not (exclude and exclude.match_file(path))
+
+    rows = [(r.pattern, r.regex, covers(paths, exclude), r.message) for r, paths, exclude in scoped]
+    return _pattern_violations(diff_text, rows)
+
+
+_Covers = Callable[[str], bool]
+
+
+def _pattern_violations(
+    diff_text: str, rules: Sequence[tuple[str, re.Pattern[str], _Covers | None, str]]
+) -> list[Violation]:
+    """One violation per added line a rule's pattern matches (the whole line or a piece of
+    it as Python splits it at a lone CR), in the files the rule covers (``None``: every
+    file), at most ``_MAX_PATTERN_HITS`` of them."""
     found: list[Violation] = []
     hits = 0
     for added in diffcheck.added_lines(diff_text):
-        for rule, paths, exclude in scoped:
-            if not paths.match_file(added.path) or (exclude and exclude.match_file(added.path)):
+        pieces = source_lines(added.text)
+        for pattern, regex, covers, message in rules:
+            if covers is not None and not covers(added.path):
                 continue
-            if any(rule.regex.search(piece) for piece in source_lines(added.text)):
+            if any(regex.search(piece) for piece in pieces):
                 hits += 1
                 if hits <= _MAX_PATTERN_HITS:
-                    why = f": {rule.message}" if rule.message else ""
+                    why = f": {message}" if message else ""
+                    text = shown(added.text.strip())[:200]
                     found.append(
                         Violation(
                             "pattern.forbidden",
-                            f"forbidden pattern {rule.pattern!r} added at "
+                            f"forbidden pattern {pattern!r} added at "
                             f"{added.path}:{added.line}{why}",
                             "diff",
-                            detail=f"{added.path}:{added.line}: {shown(added.text.strip())[:200]}",
+                            detail=f"{added.path}:{added.line}: {text}",
                         )
                     )
     return found
