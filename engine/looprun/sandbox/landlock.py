@@ -6,7 +6,8 @@ unreadable, and what a command leaves running is killed when it exits.
 It covers less than bubblewrap: no PID namespace (the command sees the host's process
 list), UDP and path-named Unix sockets stay reachable, and a daemon left at a *timeout*
 (when the wrapper itself is killed) is not collected. ``landlock_exec.py`` does the
-work in the command's own process, before it starts the command.
+work: it forks, confines only the child that execs the command, and reaps from outside
+the domain.
 """
 
 from __future__ import annotations

@@ -5,11 +5,15 @@ library only, so it costs one bare interpreter start. CONFIG is JSON: ``writable
 directories, ``files`` writable one by one (``/dev/null``), ``network`` (false: every TCP
 connect and bind is refused). Reads and execution stay allowed everywhere; Landlock also
 keeps the command from reading other processes' ``/proc/<pid>/environ`` (no ptrace
-access outside its domain) and, from ABI 6, from signalling them.
+access outside its domain) and, from ABI 6, from signalling them or connecting to their
+abstract Unix sockets.
 
-The command runs as a child of this process, which is a child subreaper: when the
-command exits, whatever it left behind (a daemon that called ``setsid``) is re-parented
-here and killed before this process exits with the command's status.
+This process is a child subreaper and stays *outside* the domain: it forks, and only
+the child applies the ruleset (``no_new_privs``, then ``landlock_restrict_self``) and
+execs the command. So the command cannot kill its reaper (from ABI 6, a signal out of
+the domain is refused), and when the command exits, whatever it left behind (a daemon
+that called ``setsid``) has been re-parented here and is killed before this process
+exits with the command's status, saying how many it killed on stderr.
 
 ``--probe`` applies the ruleset to itself and prints the ABI version, for the backend's
 check that Landlock works on this host.
@@ -109,9 +113,10 @@ def restrict(writable: list[str], files: list[str], network: bool) -> int:
     return version
 
 
-def _reap_all() -> None:
-    """Kill and reap every process left re-parented to this subreaper."""
+def _reap_all() -> int:
+    """Kill and reap every process left re-parented to this subreaper; how many."""
     me = str(os.getpid())
+    killed = 0
     while True:
         children = []
         for entry in os.listdir("/proc"):
@@ -122,10 +127,12 @@ def _reap_all() -> None:
                     stat = f.read().decode("ascii", "replace")
             except OSError:
                 continue
-            if stat.rpartition(")")[2].split()[1] == me:
+            state, ppid = stat.rpartition(")")[2].split()[:2]
+            if ppid == me:
                 children.append(int(entry))
+                killed += state != "Z"  # a zombie is only reaped
         if not children:
-            return
+            return killed
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -134,6 +141,24 @@ def _reap_all() -> None:
                 os.wait()
             except ChildProcessError:
                 break
+
+
+def _start(command: list[str], rules: dict[str, object]) -> int:
+    """Fork the command: only the child is confined (then execs), so this process stays
+    outside the Landlock domain, where (from ABI 6) the command cannot signal it."""
+    pid = os.fork()
+    if pid != 0:
+        return pid
+    try:
+        restrict(list(rules["writable"]), list(rules["files"]), bool(rules["network"]))
+    except OSError as exc:
+        print(f"landlock: cannot confine {command[0]}: {exc}", file=sys.stderr)
+        os._exit(126)
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        print(f"landlock: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
+    os._exit(127)
 
 
 def main(argv: list[str]) -> int:
@@ -145,20 +170,13 @@ def main(argv: list[str]) -> int:
         print("usage: landlock_exec.py CONFIG -- ARGV...", file=sys.stderr)
         return 2
     rules = json.loads(config)
-    restrict(rules["writable"], rules["files"], bool(rules["network"]))
     if _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
     try:
-        pid = os.fork()
+        pid = _start(command, rules)
     except OSError as exc:
         print(f"landlock: cannot start {command[0]}: {exc}", file=sys.stderr)
         return 126
-    if pid == 0:
-        try:
-            os.execvp(command[0], command)
-        except OSError as exc:
-            print(f"landlock: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
-            os._exit(127)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda number, frame: os.kill(pid, number))
     while True:
@@ -170,7 +188,9 @@ def main(argv: list[str]) -> int:
             break
         except InterruptedError:
             continue
-    _reap_all()
+    left = _reap_all()
+    if left:
+        print(f"landlock: killed {left} process(es) the command left running", file=sys.stderr)
     return os.waitstatus_to_exitcode(status) if status >= 0 else 1
 
 
