@@ -268,6 +268,12 @@ class RunJournal:
         self._save(Path("observe") / f"{number}.json", record, sync="none")
         self._keep_artifacts(number)
 
+    def fresh_artifacts(self) -> None:
+        """Start an iteration (or the baseline) with an empty ``artifacts/``: the old one,
+        kept already in ``kept/<n>/``, is replaced by a new directory, so nothing a command
+        left or planted in an earlier iteration is there for this one's commands."""
+        safefs.renew_dir(self.artifacts)
+
     def _keep_artifacts(self, number: int) -> None:
         """Copy what the observers wrote this iteration (reports, output logs) to
         ``kept/<n>/``, redacted: the next iteration overwrites ``artifacts/`` itself, which

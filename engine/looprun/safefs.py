@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,3 +137,44 @@ def checked_dir(path: Path) -> Path:
 def state_dir(workdir: Path) -> Path:
     """The checked state directory of ``workdir`` (``<workdir>/.looprun``)."""
     return checked_dir(Path(workdir) / STATE_DIR_NAME)
+
+
+def remove_entry(dir_fd: int, name: str, *, trees: bool = True) -> None:
+    """Remove ``name`` from the directory ``dir_fd``, whatever it is, following no link: a
+    link goes, not its target; a directory goes with all it holds (``trees``) or stays."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
+    elif trees:
+        shutil.rmtree(name, dir_fd=dir_fd, ignore_errors=True)
+
+
+def remove_special(path: Path) -> None:
+    """Remove what directory ``path`` holds that is neither a regular file nor a
+    directory (links, FIFOs, sockets, devices), so that no command writes through one."""
+    with opened_dir(path) as fd:
+        for name in os.listdir(fd):
+            with contextlib.suppress(FileNotFoundError):
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    os.unlink(name, dir_fd=fd)
+
+
+def renew_dir(path: Path) -> None:
+    """Replace directory ``path`` with a new, empty one (0700), through its parent's
+    descriptor: the old one (or a link planted in its place) is renamed aside and removed,
+    so nothing in it, and no process holding it open, reaches the new one."""
+    path = Path(os.path.abspath(path))
+    with opened_dir(path.parent) as parent:
+        aside = f".{path.name}.old-{secrets.token_hex(6)}"
+        try:
+            os.rename(path.name, aside, src_dir_fd=parent, dst_dir_fd=parent)
+        except FileNotFoundError:
+            aside = ""
+        os.mkdir(path.name, 0o700, dir_fd=parent)
+        if aside:
+            remove_entry(parent, aside)

@@ -104,7 +104,7 @@ def test_aider_fixes_the_invoice_bug_and_the_checks_decide(tmp_path: Path, aider
     assert _git(work, "diff", "--cached", "--name-only") == ""
     # the raw output is kept per iteration; the key is in no file of the run
     (run,) = run_dirs(work)
-    raw = (run / "artifacts" / turns[0]["artifact"]).read_text()
+    raw = (run / "kept" / str(turns[0]["iteration"]) / turns[0]["artifact"]).read_text()
     assert "Applied edit to tests/test_cancelled_lines.py" in raw
     # it started offline: no attempt to download litellm's model table (it prints the
     # failure when it tries), no version check

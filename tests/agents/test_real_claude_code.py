@@ -84,7 +84,7 @@ def test_claude_code_fixes_the_invoice_bug_and_the_checks_decide(
     assert all(t["exit_code"] == 0 and t["error"] == "" for t in turns)
     # the raw output is kept per iteration; the key is in no file of the run
     (run,) = run_dirs(work)
-    raw = run / "artifacts" / turns[0]["artifact"]
+    raw = run / "kept" / str(turns[0]["iteration"]) / turns[0]["artifact"]
     assert '"type":"result"' in raw.read_text()
     for path in run.rglob("*"):
         if path.is_file():

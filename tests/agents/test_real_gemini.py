@@ -94,7 +94,7 @@ def test_gemini_fixes_the_invoice_bug_and_the_checks_decide(
     usage = summary["usage"]
     expected = (usage["prompt_tokens"] * 1.25 + usage["completion_tokens"] * 10.0) / 1e6
     assert usage["prompt_tokens"] >= 720 and usage["cost_usd"] == pytest.approx(expected)
-    raw = (run / "artifacts" / turns[1]["artifact"]).read_text()
+    raw = (run / "kept" / str(turns[1]["iteration"]) / turns[1]["artifact"]).read_text()
     assert '"tool_name":"run_shell_command"' in raw and "passed" in raw
     for path in run.rglob("*"):
         if path.is_file():

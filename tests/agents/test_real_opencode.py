@@ -78,7 +78,7 @@ def test_opencode_fixes_the_invoice_bug_and_the_checks_decide(
     assert all(t["exit_code"] == 0 and t["error"] == "" and t["denials"] == 0 for t in turns)
     # per call: two and four streamed replies of 120 input tokens each
     assert [t["prompt_tokens"] for t in turns] == [240, 480]
-    raw = (run / "artifacts" / turns[1]["artifact"]).read_text()
+    raw = (run / "kept" / str(turns[1]["iteration"]) / turns[1]["artifact"]).read_text()
     assert '"tool":"bash"' in raw and '"status":"completed"' in raw
     for path in run.rglob("*"):
         if path.is_file():

@@ -139,6 +139,8 @@ class Engine:
     def _iterate(self, task: PlannedTask) -> Step:
         st = self.state
         n = st.iterations + 1
+        # what commands left in run.artifacts last iteration (kept already) is not this one's
+        self.ports.journal.fresh_artifacts()
         ctx = self._context(task, st.last_facts)
         report: AgentReport | None = None
         # sub-loops hook (issue 6): sub-loops instead of a model turn
@@ -305,6 +307,7 @@ class Engine:
         # The baseline runs before the loop: only the observers' own timeouts bound it, and
         # its time does not count against the run's `timeout`.
         started = self.ports.clock.monotonic()
+        self.ports.journal.fresh_artifacts()
         observations = self._observe(self._first_task(), bounded=False)
         self._t0 += self.ports.clock.monotonic() - started
         st.baseline = {name: slim(o.to_facts()) for name, o in observations.items()}

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from looprun import safefs
 from looprun.journal import RunJournal
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.models.base import Model
@@ -40,6 +41,8 @@ class RealObserver:
     ) -> Observation:
         from looprun.observe.runner import run_observer
 
+        if spec.run is not None:
+            safefs.remove_special(self.artifacts)  # no command writes through a planted link
         try:
             return run_observer(
                 spec,

@@ -31,6 +31,7 @@ from looprun.observe.reports import (
     ReportProblem,
     locate_report,
     max_feedback,
+    open_report,
     signature_of,
     unusable,
 )
@@ -355,7 +356,7 @@ def _scan(path: Path, tally: _Tally, shown: str) -> None:
     parser.StartElementHandler = scan.start
     parser.EndElementHandler = scan.end
     try:
-        with path.open("rb") as fh:
+        with open_report(path, shown) as fh:
             parser.ParseFile(fh)
     except expat.ExpatError as exc:
         if "no element found" in str(exc) and tally.tests == 0 and not scan.stack:

@@ -9,6 +9,7 @@ command output, with terminal colour codes removed.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -23,6 +24,7 @@ from looprun.observe.reports import (
     ReportProblem,
     locate_report,
     max_feedback,
+    open_report,
     option,
     signature_of,
     unusable,
@@ -113,7 +115,9 @@ def _lines(data: ParseInput) -> tuple[Iterator[str], str]:
 
         def read() -> Iterator[str]:
             try:
-                with path.open("r", encoding="utf-8", errors="replace") as fh:
+                with io.TextIOWrapper(
+                    open_report(path, shown), encoding="utf-8", errors="replace"
+                ) as fh:
                     for line in fh:
                         yield strip_ansi(line)
             except OSError as exc:

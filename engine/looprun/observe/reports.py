@@ -7,16 +7,21 @@ Parsers never raise on bad input; they return ``unusable(...)``: ok is false and
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from looprun.frozen import freeze
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import DEFAULT_MAX_FEEDBACK, tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.traceback import crash
+
+MAX_REPORT_BYTES = 64 << 20  # a report read whole (JSON, SARIF); JUnit XML is streamed
 
 
 class ReportProblem(Exception):
@@ -32,32 +37,70 @@ def display_path(path: Path, workdir: Path) -> str:
 
 
 def locate_report(data: ParseInput) -> tuple[Path, str]:
-    """The report file to read and how messages name it; ReportProblem when none is usable."""
+    """The report file to read and how messages name it; ReportProblem when none is usable.
+
+    A command may have left a link, a FIFO or a device where its report belongs: only a
+    regular file is a report, and none is reached through a link at its own name."""
     if data.file is None:
         raise ReportProblem("no report file given (set `file:` on the observer)")
     path = data.file if data.file.is_absolute() else data.workdir / data.file
     shown = display_path(path, data.workdir)
-    if not path.exists():
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
         if data.exit_code is not None:
             raise ReportProblem(
                 f"{shown}: report not found; the command (exit {data.exit_code}) did not write it"
-            )
-        raise ReportProblem(f"{shown}: report not found")
-    if path.is_dir():
-        raise ReportProblem(f"{shown}: is a directory, not a report file")
-    try:
-        if path.stat().st_size == 0:
-            raise ReportProblem(f"{shown}: report is empty")
+            ) from None
+        raise ReportProblem(f"{shown}: report not found") from None
     except OSError as exc:
         raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    _check_kind(st.st_mode, shown)
+    if st.st_size == 0:
+        raise ReportProblem(f"{shown}: report is empty")
     return path, shown
 
 
-def read_text(path: Path, shown: str) -> str:
+def _check_kind(mode: int, shown: str) -> None:
+    if stat.S_ISLNK(mode):
+        raise ReportProblem(
+            f"{shown}: is a symbolic link; a report is read only from a regular file"
+        )
+    if stat.S_ISDIR(mode):
+        raise ReportProblem(f"{shown}: is a directory, not a report file")
+    if not stat.S_ISREG(mode):
+        raise ReportProblem(f"{shown}: is not a regular file (a FIFO, socket or device)")
+
+
+def open_report(path: Path, shown: str) -> BinaryIO:
+    """The report opened for reading without following a link at its name and without
+    waiting on a FIFO; the file type is checked again on the descriptor itself."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        return path.read_bytes().decode("utf-8-sig", "replace")
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _check_kind(stat.S_IFLNK, shown)
+        raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    try:
+        _check_kind(os.fstat(fd).st_mode, shown)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_text(path: Path, shown: str) -> str:
+    """The whole report as text, up to :data:`MAX_REPORT_BYTES`."""
+    try:
+        with open_report(path, shown) as fh:
+            raw = fh.read(MAX_REPORT_BYTES + 1)
     except OSError as exc:
         raise ReportProblem(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ReportProblem(f"{shown}: larger than {MAX_REPORT_BYTES >> 20} MB, not read")
+    return raw.decode("utf-8-sig", "replace")
 
 
 def parse_json(text: str, shown: str, *, hint: str = "") -> Any:

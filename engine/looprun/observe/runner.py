@@ -1,9 +1,10 @@
 """Run one observer: decide whether it applies, run its command, parse what it produced.
 
 The observer's ``run`` is trusted, reviewed template config and runs through a shell,
-with a timeout that kills its process group. A report file left from an earlier
-iteration is deleted before the command runs, so a stale report can never pass as
-fresh; a report missing afterwards is a failed observation, not a crash.
+with a timeout that kills its process group. Whatever is at the report's path (a file
+left from an earlier command, a link or a FIFO planted there) is removed before the
+command runs, so a stale report can never pass as fresh and the command never writes
+through a link; a report missing afterwards is a failed observation, not a crash.
 
 A skipped observer (its ``when`` is false) gives ``ran=False, ok=True``: the template
 said the check does not apply. Conditions that need the check to have run use
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprun import safefs
 from looprun.frozen import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
@@ -59,6 +62,14 @@ def _empty_facts(parser: object) -> dict[str, Any]:
     return dict(facts) if isinstance(facts, Mapping) else {}
 
 
+def _remove_report(report: Path) -> None:
+    """Remove what is at the report's path, a file, a FIFO or a link (not its target), so
+    the command writes a new file there; a directory is left for the parser to refuse."""
+    gone = (FileNotFoundError, NotADirectoryError, safefs.UnsafePathError)
+    with contextlib.suppress(*gone), safefs.opened_dir(Path(os.path.realpath(report.parent))) as fd:
+        safefs.remove_entry(fd, report.name, trees=False)
+
+
 def observe_command(
     parser_name: str,
     *,
@@ -88,8 +99,8 @@ def observe_command(
         # reading a report alone starts no process
         from looprun.proc import NO_BYTECODE, run_process, scrubbed_env
 
-        if report is not None and report.is_file():
-            report.unlink()  # never let an old report pass as this run's result
+        if report is not None:
+            _remove_report(report)  # never let an old report pass as this run's result
         env = scrubbed_env(extra=NO_BYTECODE)
         with contextlib.ExitStack() as stack:
             fds: tuple[int, ...] = ()
