@@ -39,13 +39,10 @@ def reaper():
     sys.exit("no landlock_exec.py among my ancestors")
 
 
-if os.fork() == 0:
+if os.fork() == 0:  # a double-forked daemon in its own session, detached from the output
     os.setsid()
-    if os.fork():
-        os._exit(0)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
+    os.fork() and os._exit(0)
+    [os.dup2(os.open(os.devnull, os.O_RDWR), fd) for fd in (0, 1, 2)]
     open(ready, "w").close()
     time.sleep(1.5)  # long after the command is gone
     open(marker, "w").write("the daemon outlived its command")
