@@ -328,7 +328,9 @@ def _drive(
             _err("warning: " + warning)
             journal.event("warning", message=warning)
     started, elapsed0 = time.monotonic(), state.elapsed_s if state is not None else 0.0
-    engine = Engine(template, ports, inputs=inputs, run=run, limits=limits, state=state)
+    engine = Engine(
+        template, ports, inputs=inputs, run=run, limits=limits, state=state, invocation=invocation
+    )
     commit = bool(invocation.get("commit"))
     if state is not None and state.stop is not None and status is not None:
         # the run has ended; a kill left only its summary or its commit to write down
