@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from looprun import sealed
 from looprun.atomic import write_atomic
 from looprun.errors import LooprunError, UsageError
 from looprun.gitutil import Git
@@ -233,11 +234,12 @@ def import_bundle(workdir: Path, bundle: Path, vet: Vet | None = None) -> str:
                     f"--bundle {bundle}: this clone lacks commit {requires[:12]}, where run "
                     f"{rid} started; fetch or check it out first"
                 )
-        _remap_paths(root / "run", str(manifest.get("workdir") or ""), workdir, vet)
+        text = _remap_paths(root / "run", str(manifest.get("workdir") or ""), workdir, vet)
         staging = Path(tempfile.mkdtemp(prefix="unbundle-", dir=state_dir(workdir)))
         try:
             shutil.copytree(root / "run", staging / rid, symlinks=True)
             _fetch(git, root / "refs.bundle", refs, rid)
+            sealed.seal(git, rid, text)  # what this clone vetted, not what the bundle said
             checked_dir(runs)
             os.rename(staging / rid, target)  # fails on a non-empty target: nothing replaced
         finally:
@@ -255,9 +257,10 @@ def _fetch(git: Git, refs_file: Path, refs: list[str], rid: str) -> None:
         git.run("fetch", "-q", "--no-write-fetch-head", str(refs_file), *spec)
 
 
-def _remap_paths(run_dir: Path, old: str, new: Path, vet: Vet | None) -> None:
+def _remap_paths(run_dir: Path, old: str, new: Path, vet: Vet | None) -> str:
     """``run.json`` names the old clone's workdir and, often, a template or a scripted
-    model inside it: point them at the same files in this clone."""
+    model inside it: point them at the same files in this clone. Returns the text
+    written."""
     path = run_dir / "run.json"
     invocation = _load(path)
     if not invocation:
@@ -279,4 +282,6 @@ def _remap_paths(run_dir: Path, old: str, new: Path, vet: Vet | None) -> None:
                 invocation[key] = {k: moved(v) for k, v in invocation[key].items()}
     if vet is not None:
         invocation = vet(invocation)
-    write_atomic(path, json.dumps(invocation, indent=2, ensure_ascii=False))
+    text = json.dumps(invocation, indent=2, ensure_ascii=False)
+    write_atomic(path, text)
+    return text

@@ -372,7 +372,8 @@ def run_cmd(**options: Any) -> None:
 @click.option(
     "--template",
     metavar="TEMPLATE",
-    help="With --bundle: the template to go on with (default: the bundle's, if in this clone).",
+    help="The template to go on with: with --bundle, default the bundle's if in this clone; "
+    "else needed when the template file changed since the run started.",
 )
 @click.option("--commit", is_flag=True, help="With --bundle: commit when done, as the run asked.")
 @click.option("--no-verify", is_flag=True, help="With --bundle --commit: skip the commit hooks.")
@@ -398,6 +399,7 @@ def resume_cmd(
     from looprun.loop.recorded import ResumeChoices, vet_bundled
     from looprun.loop.runner import resolve_ref, resume_from_cli
 
+    named = None  # a bundle's template is in the run.json it vetted
     if bundle is not None:
         from looprun.bundle import import_bundle
 
@@ -421,8 +423,10 @@ def resume_cmd(
         run_id = unpacked
     elif run_id is None:
         raise click.UsageError("name the run to resume: looprun resume RUN_ID (or --bundle FILE)")
-    elif template is not None or commit or no_verify:
-        raise click.UsageError("--template, --commit and --no-verify go with --bundle")
+    elif commit or no_verify:
+        raise click.UsageError("--commit and --no-verify go with --bundle")
+    elif template is not None:
+        named = resolve_ref(template)
     sys.exit(
         resume_from_cli(
             run_id=run_id,
@@ -430,7 +434,7 @@ def resume_cmd(
             approve=approve,
             reject=reject,
             as_json=as_json,
-            choices=ResumeChoices(None, sandbox, base_url, executor, sync_remote),
+            choices=ResumeChoices(named, sandbox, base_url, executor, sync_remote),
         )
     )
 

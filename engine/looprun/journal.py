@@ -304,9 +304,15 @@ class RunJournal:
     def save_invocation(self, invocation: Mapping[str, Any]) -> None:
         self._save(Path("run.json"), invocation)
 
+    def invocation_text(self, invocation: Mapping[str, Any]) -> str:
+        """The text :meth:`save_invocation` writes for ``invocation`` (what is sealed)."""
+        return self._text(invocation)
+
+    def _text(self, record: Mapping[str, Any]) -> str:
+        return json.dumps(self.redact.data(record), indent=2, ensure_ascii=False, default=str)
+
     def _save(self, name: Path, record: Mapping[str, Any], sync: str = "all") -> None:
-        text = json.dumps(self.redact.data(record), indent=2, ensure_ascii=False, default=str)
-        write_atomic(self.dir / name, text, nofollow=True, sync=sync)
+        write_atomic(self.dir / name, self._text(record), nofollow=True, sync=sync)
 
     # -- reading back ---------------------------------------------------------------------
 

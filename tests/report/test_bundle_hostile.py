@@ -284,10 +284,11 @@ def test_a_local_run_json_rewritten_by_a_command_does_not_decide(
     path = first / ".looprun" / "runs" / run_id / "run.json"
     genuine_json = json.loads(path.read_text())
     path.write_text(json.dumps({**genuine_json, "sandbox": "off"}))
-    _refused(looprun("resume", run_id, "--approve", cwd=first), "asks sandbox 'off'")
+    sealed = "run.json differs from the invocation the run recorded in refs/looprun-sealed/"
+    _refused(looprun("resume", run_id, "--approve", cwd=first), sealed, 'sandbox is "off"')
     tampered = {**genuine_json}
     _openai(attacker.openai_url)(tampered)
     path.write_text(json.dumps(tampered))
     proc = looprun("resume", run_id, "--approve", cwd=first, env={"OPENAI_API_KEY": KEY})
-    _refused(proc, "names the model server")
+    _refused(proc, sealed, f'base_url is "{attacker.openai_url}"')
     assert attacker.requests == []

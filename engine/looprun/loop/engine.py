@@ -77,11 +77,15 @@ class Engine:
         run: RunInfo,
         limits: Limits | None = None,
         state: LoopState | None = None,
+        invocation: Mapping[str, Any] | None = None,
     ):
         if template.act is None and template.each_task is None:
             raise LooprunError(f"{template.source}: template has no act section to run")
         self.t, self.ports, self.run_info = template, ports, run
         self.inputs = dict(inputs)
+        # how the run was invoked, as checked when it started: what sub-loops are handed
+        # (never run.json read again, which a command may have rewritten meanwhile)
+        self.invocation: dict[str, Any] = dict(invocation or {})
         self.limits = limits or template.limits
         self.state = state or LoopState()
         self._t0 = ports.clock.monotonic()

@@ -256,16 +256,15 @@ def run_subloop(
         with RunJournal(run_dir, job.run_id) as opened:
             journal: Any = opened if after_save is None else _AfterSave(opened, after_save)
             events.journal = journal
-            # a nested outer loop reads its server and command-line models from here
-            journal.save_invocation(
-                {
-                    "template": job.template,
-                    "models": {"act": job.model, "plan": job.plan_model or job.model},
-                    "cli_models": dict(job.cli_models),
-                    "base_url": job.base_url,
-                    "sandbox": job.sandbox,
-                }
-            )
+            # a nested outer loop hands its sub-loops these (in memory; the file is a record)
+            invocation = {
+                "template": job.template,
+                "models": {"act": job.model, "plan": job.plan_model or job.model},
+                "cli_models": dict(job.cli_models),
+                "base_url": job.base_url,
+                "sandbox": job.sandbox,
+            }
+            journal.save_invocation(invocation)
             state = None
             raw = journal.load_state() if job.resume else None
             if raw is not None:
@@ -298,6 +297,7 @@ def run_subloop(
                 run=run,
                 limits=_limits(template.limits, job.limits),
                 state=state,
+                invocation=invocation,
             ).run()
             final = ws.checkpoint(f"{job.run_id}/final") if result.outcome != "error" else None
             return SubloopResult(

@@ -57,6 +57,7 @@ class OuterPhase:
         self.merges: list[dict[str, Any]] = []  # merge order: {iteration, task}
         self._lock = threading.Lock()
         self._config: Any = None
+        self._rewrite_said = False
         if self.path.exists():
             data = json.loads(self.path.read_text("utf-8"))
             self.records = data.get("records", {})
@@ -450,11 +451,21 @@ class OuterPhase:
         return build_inputs(sub.inputs, intent, rendered)
 
     def _invocation(self) -> dict[str, Any]:
-        try:
-            inv = json.loads((Path(self.e.run_info.dir) / "run.json").read_text("utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return inv if isinstance(inv, dict) else {}
+        """What this run was invoked with, held in memory since it started. ``run.json``
+        is only a record: a command may rewrite it while the run goes on (without the OS
+        sandbox, or under Landlock), and what it says then decides nothing; the rewrite
+        is said once, on stderr and in the journal."""
+        inv, path = self.e.invocation, Path(self.e.run_info.dir) / "run.json"
+        if inv and not self._rewrite_said and _rewritten(path, inv):
+            self._rewrite_said = True
+            note = (
+                f"{path}: run.json was changed while the "
+                "run went on (by a command?); sub-loops keep the invocation the run started "
+                "with, and a resume refuses the changed file"
+            )
+            self._report("warning: " + note)
+            self.e.ports.journal.event("warning", message=note)
+        return inv
 
     def _base_url(self) -> str | None:
         return self._invocation().get("base_url")
@@ -583,6 +594,15 @@ def _signals_deferred() -> Iterator[None]:
 
 
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
+def _rewritten(path: Path, invocation: Mapping[str, Any]) -> bool:
+    """True when ``path`` no longer holds ``invocation`` (as JSON reads it back)."""
+    try:
+        on_disk = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return True
+    return bool(on_disk != json.loads(json.dumps(invocation, default=str)))
 
 
 def _limit_key(code: str) -> str:

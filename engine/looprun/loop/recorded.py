@@ -2,21 +2,27 @@
 
 ``run.json`` is not the engine's to trust: a bundle's comes from another job's upload,
 and a local one sits inside the workdir, where a command the run ran may have rewritten
-it (without the OS sandbox, or under Landlock). So the choices that decide what runs and
-where a key goes are taken from the resuming command line; a recorded choice is used
-only when it is no weaker (sandbox) or names the server the resuming side already names
-(base URL). A bundle's template, model files, executor, sync remote and commit flags
-must in addition be confirmed or stay inside this clone.
+it (without the OS sandbox, or under Landlock). A local resume therefore takes the
+invocation the engine sealed in git (:mod:`looprun.sealed`) and refuses a
+``run.json`` that differs from it, or a template file that changed since. Even then, the
+choices that decide what runs and where a key goes are taken from the resuming command
+line; a recorded choice is used only when it is no weaker (sandbox) or names the server
+the resuming side already names (base URL). A bundle's template, model files, executor,
+sync remote and commit flags must in addition be confirmed or stay inside this clone.
+Every choice is shown before anything runs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun import sealed
 from looprun.errors import UsageError
 from looprun.safefs import STATE_DIR_NAME
 
@@ -99,8 +105,8 @@ def vet_bundled(
     choices; shown on stderr. Files it names must be in this clone."""
     workdir = Path(os.path.realpath(workdir))
     out = dict(invocation)
-    if choices.template is not None:
-        out["template"] = choices.template
+    if choices.template is not None:  # its digest is taken when the resume loads it
+        out["template"], out["template_sha256"] = choices.template, None
     if not isinstance(out.get("template"), str) or not out["template"]:
         raise UsageError("the bundle's run.json names no template; resume with --template")
     refs = [] if choices.template is not None else [("template", out.get("template"))]
@@ -132,3 +138,78 @@ def vet_bundled(
     out["executor"] = choices.executor or "local"
     out["sync_remote"] = choices.sync_remote
     return out
+
+
+def template_digest(source: str) -> str | None:
+    """The sha256 of the template file a run goes on with (``None``: unreadable)."""
+    try:
+        with open(source, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def against_seal(
+    on_disk: Mapping[str, Any], kept: Mapping[str, Any] | None, where: Path, run_id: str
+) -> dict[str, Any]:
+    """The invocation the engine sealed for ``run_id``, after checking that ``run.json``
+    (``on_disk``, at ``where``) still says the same."""
+    name = sealed.ref(run_id)
+    if kept is None:
+        raise UsageError(
+            f"{where}: run {run_id} has no sealed invocation ({name}) to check run.json "
+            "against (started by an older looprun, or the ref was deleted); a file in the "
+            "workdir is not trusted alone: start the run again"
+        )
+    changed = sorted(k for k in {*on_disk, *kept} if on_disk.get(k) != kept.get(k))
+    if changed:
+        said = "; ".join(
+            f"{k} is {_brief(on_disk.get(k))}, the run recorded {_brief(kept.get(k))}"
+            for k in changed[:5]
+        )
+        raise UsageError(
+            f"{where}: run.json differs from the invocation the run recorded in {name} "
+            f"(rewritten by a command?): {said}. Nothing was resumed; restore it with "
+            f"`git cat-file blob {name} > {where}`, or start a new run"
+        )
+    return dict(kept)
+
+
+def template_unchanged(
+    invocation: Mapping[str, Any], source: str, named: bool, run_id: str
+) -> dict[str, Any]:
+    """The invocation with the digest of the template file it goes on with. A file that
+    changed since the run recorded it is refused unless the command line named it."""
+    digest = template_digest(source)
+    recorded = invocation.get("template_sha256")
+    if not named and recorded and digest != recorded:
+        raise UsageError(
+            f"{source}: the template changed since run {run_id} started (sha256 "
+            f"{str(recorded)[:12]}, now {(digest or 'unreadable')[:12]}); resume with "
+            f"--template {invocation.get('template')} to go on with it as it is now"
+        )
+    return {**invocation, "template_sha256": digest}
+
+
+def shown(invocation: Mapping[str, Any]) -> str:
+    """Every choice a resume goes on with, on one line, before anything runs."""
+    models = {k: v for k, v in (invocation.get("models") or {}).items() if v}
+    digest = str(invocation.get("template_sha256") or "")[:12] or "unknown"
+    return (
+        f"resuming with: template {invocation.get('template')} (sha256 {digest}), "
+        f"models {_brief(models)}, sandbox {invocation.get('sandbox') or 'the template’s'}, "
+        f"base URL {invocation.get('base_url') or 'none'}, "
+        f"executor {invocation.get('executor') or 'local'}, "
+        f"sync remote {invocation.get('sync_remote') or 'none'}, "
+        f"commit {'yes' if invocation.get('commit') else 'no'}"
+        f"{' (--no-verify)' if invocation.get('no_verify') else ''}, "
+        f"intent {_brief(invocation.get('intent') or '')}, "
+        f"sets {_brief(invocation.get('sets') or {})}"
+    )
+
+
+def _brief(value: Any) -> str:
+    if value is None:
+        return "unset"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from looprun import sealed
 from looprun.crashpoint import crash_point
 from looprun.errors import EXIT_ERROR, UsageError, one_line
 from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_status, runs_root
@@ -261,8 +262,9 @@ def _start(
         "sync_remote": options.get("sync_remote"),
         "workdir": str(workdir),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "template_sha256": recorded.template_digest(template.source),
     }
-    journal.save_invocation(invocation)
+    _save_invocation(journal, _repository(workdir), invocation)
     with journal:
         return _drive(
             template,
@@ -328,7 +330,9 @@ def _drive(
             _err("warning: " + warning)
             journal.event("warning", message=warning)
     started, elapsed0 = time.monotonic(), state.elapsed_s if state is not None else 0.0
-    engine = Engine(template, ports, inputs=inputs, run=run, limits=limits, state=state)
+    engine = Engine(
+        template, ports, inputs=inputs, run=run, limits=limits, state=state, invocation=invocation
+    )
     commit = bool(invocation.get("commit"))
     if state is not None and state.stop is not None and status is not None:
         # the run has ended; a kill left only its summary or its commit to write down
@@ -358,6 +362,21 @@ def _drive(
     _step_summary(journal.dir)
     code = _emit(result, as_json, ws)
     return code if committed else EXIT_ERROR
+
+
+def _repository(workdir: Path) -> Any:
+    """The git repository of the workdir, as the run's workspace opens it."""
+    from looprun.workspace import Workspace
+
+    return Workspace.open(workdir, state_dir=workdir / ".looprun").git
+
+
+def _save_invocation(journal: RunJournal, git: Any, invocation: Mapping[str, Any]) -> None:
+    """``run.json``, sealed first (see :mod:`looprun.sealed`): a kill between the
+    two leaves the new seal beside the previous file, which a resume refuses (saying how
+    to restore it), never a file nothing vouches for."""
+    sealed.seal(git, journal.run_id, journal.invocation_text(invocation))
+    journal.save_invocation(invocation)
 
 
 def _step_summary(run_dir: Path) -> None:
@@ -447,7 +466,13 @@ def resume_from_cli(
             )
         elif approval is not None:
             raise UsageError(f"run {journal.run_id} is not waiting for an approval")
-        invocation = journal.load_invocation()
+        git = _repository(wd)
+        invocation = recorded.against_seal(
+            journal.load_invocation(),
+            sealed.unseal(git, journal.run_id),
+            journal.dir / "run.json",
+            journal.run_id,
+        )
         state = LoopState.from_dict(raw) if raw is not None else None
         if state is None:
             _err(f"run {journal.run_id} was killed before its first step was saved; starting again")
@@ -467,7 +492,12 @@ def resume_from_cli(
             invocation = {**invocation, "executor": _executor_spec(choices.executor)}
         if choices.sync_remote is not None:
             invocation = {**invocation, "sync_remote": choices.sync_remote}
+        if choices.template is not None:
+            invocation = {**invocation, "template": choices.template}
         template = _load(invocation["template"])
+        invocation = recorded.template_unchanged(
+            invocation, template.source, choices.template is not None, journal.run_id
+        )
         invocation = {
             **invocation,
             "sandbox": recorded.sandbox_mode(
@@ -477,7 +507,8 @@ def resume_from_cli(
                 invocation.get("base_url"), choices.base_url, os.environ, journal.run_id
             ),
         }
-        journal.save_invocation(invocation)  # sub-loops read the checked choices
+        _save_invocation(journal, git, invocation)  # the checked choices, sealed again
+        _err(recorded.shown(invocation))
         _check_sandbox(template, invocation.get("sandbox"))
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
