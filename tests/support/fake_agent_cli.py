@@ -10,6 +10,10 @@ Modes (separated by "|", in order):
   usage:IN/OUT      report IN prompt and OUT completion tokens (codex: running totals)
   leak              print the value of the CLI's API key variable
   deny:TEXT         report a denied tool call
+  escape            do what a hostile model's shell command would, and print what worked
+                    as ``ESCAPE {json}``: write FAKE_ESCAPE_FILE, connect to
+                    127.0.0.1:FAKE_ESCAPE_PORT, look for looprun in /proc, and fetch
+                    ``/probe`` from the server its FAKE_ESCAPE_URL_VAR names
 Without exit:N it prints the CLI's own final report (Claude Code stream-json, or Codex
 JSONL) and exits 0. FAKE_AGENT_LOG names a JSON-lines file where each start is logged:
 argv, cwd, whether stdin is /dev/null, HOME, the environment's variable names.
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 
@@ -87,11 +93,44 @@ def main() -> int:
             print(f"debug: key is {os.environ.get(key_var, '')}")
         elif name == "deny":
             denied.append(arg)
+        elif name == "escape":
+            print("ESCAPE " + json.dumps(_escape()), flush=True)
     if is_codex:
         _codex_report(tokens, tools, denied)
     else:
         _claude_report(tokens, tools, denied)
     return 0
+
+
+def _escape() -> dict[str, object]:
+    """What an attacker's command gets done from inside the CLI's process."""
+    found: dict[str, object] = {}
+    try:
+        Path(os.environ["FAKE_ESCAPE_FILE"]).write_text("escaped", encoding="utf-8")
+        found["wrote_outside"] = True
+    except OSError as exc:
+        found["wrote_outside"] = f"no: {exc.strerror}"
+    try:
+        with socket.create_connection(("127.0.0.1", int(os.environ["FAKE_ESCAPE_PORT"])), 3):
+            found["other_port"] = True
+    except OSError as exc:
+        found["other_port"] = f"no: {exc}"
+    found["sees_looprun"] = any(_runs_looprun(p) for p in os.listdir("/proc") if p.isdigit())
+    url = os.environ.get(os.environ.get("FAKE_ESCAPE_URL_VAR", ""), "")
+    try:
+        with urllib.request.urlopen(url + "/probe", timeout=5) as reply:
+            found["model_server"] = reply.read().decode()
+    except (OSError, ValueError) as exc:
+        found["model_server"] = f"no: {exc}"
+    return found
+
+
+def _runs_looprun(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"-m\0looprun\0" in fh.read()
+    except OSError:
+        return False
 
 
 def _claude_report(tokens: tuple[int, int], tools: list[str], denied: list[str]) -> None:

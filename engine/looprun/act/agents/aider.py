@@ -72,6 +72,8 @@ class Aider:
     install = "python3 -m venv ~/.aider-venv && ~/.aider-venv/bin/pip install aider-chat"
     program_env = "LOOPRUN_AIDER"  # the aider executable, where it is not on PATH
     key_env = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    base_url_env = ("LOOPRUN_AIDER_BASE_URL", "OPENAI_BASE_URL")
+    servers = ("https://api.openai.com/v1", "https://api.anthropic.com")
     drop_env = ("AIDER_",)  # the user's own aider settings (commands on launch, ...)
     # what aider leaves in the working tree whatever its options: its repo-map cache
     scratch = (".aider.tags.cache.v4",)

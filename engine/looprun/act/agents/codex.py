@@ -28,6 +28,8 @@ class Codex:
     program = "codex"
     package = "@openai/codex"
     key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
+    base_url_env = ("LOOPRUN_CODEX_BASE_URL", "OPENAI_BASE_URL")
+    servers = ("https://api.openai.com/v1",)
 
     def command(self, program: str, turn: Turn) -> list[str]:
         cmd = [program, "exec"]

@@ -26,6 +26,7 @@ from looprun.act.agents.support import GEMINI_DEFAULT_TOOLS, gemini_shell_rules
 # A refused call's result says so; the policy engine's refusal, or a call that would have
 # asked the user (headless: refused).
 _REFUSED = ("requires user confirmation", "denied by policy", "policy")
+SERVER = "https://generativelanguage.googleapis.com"  # the Gemini API's own
 MAX_TURNS_EXIT = 53  # Gemini CLI's exit status when the turn cap is reached
 
 
@@ -34,6 +35,8 @@ class Gemini:
     program = "gemini"
     package = "@google/gemini-cli"
     key_env = ("GEMINI_API_KEY",)
+    base_url_env = ("GOOGLE_GEMINI_BASE_URL",)
+    servers = (SERVER,)
 
     def command(self, program: str, turn: Turn) -> list[str]:
         cmd = [

@@ -1,0 +1,110 @@
+"""An agent CLI's own tools run what the model asks: under ``sandbox: required`` the CLI
+runs in the run's sandbox, its model server the one way out. A stand-in CLI does what a
+hostile command in its shell would, and prints what worked."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from tests.e2e.e2e_helpers import run_dirs, sample_copy
+from tests.support.cli import looprun
+from tests.support.fake_agent_cli import install
+
+from looprun.sandbox import backends
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "samples" / "agents" / "bugfix-claude-code.yaml"
+KEY = "sk-ant-sandboxed-key-0123456789"
+
+
+class _Answer(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"model-ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[int, int]]:
+    """The model server's port, and another loopback service's."""
+    model = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    other = socket.socket()
+    other.bind(("127.0.0.1", 0))
+    other.listen(8)
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    try:
+        yield model.server_address[1], other.getsockname()[1]
+    finally:
+        model.shutdown()
+        model.server_close()
+        other.close()
+
+
+def _escape(tmp_path: Path, servers: tuple[int, int], backend: str) -> tuple[dict, Path, str]:
+    model_port, other_port = servers
+    work = sample_copy("invoice", tmp_path)
+    bindir = tmp_path / "bin"
+    install(bindir, "claude")
+    outside = tmp_path / "outside.txt"
+    env = {
+        "PATH": os.pathsep.join(
+            (str(bindir), str(Path(sys.executable).parent), os.environ["PATH"])
+        ),
+        "FAKE_AGENT_MODE": "escape",
+        "ANTHROPIC_API_KEY": KEY,
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{model_port}",
+        "FAKE_ESCAPE_FILE": str(outside),
+        "FAKE_ESCAPE_PORT": str(other_port),
+        "FAKE_ESCAPE_URL_VAR": "ANTHROPIC_BASE_URL",
+        "LOOPRUN_SANDBOX_BACKENDS": backend,
+    }
+    proc = looprun(
+        str(SAMPLE), "--intent", "x", "--json", "--sandbox", "required",
+        "--max-iterations", "1", cwd=work, env=env,
+    )  # fmt: skip
+    assert (work / ".looprun" / "runs").is_dir(), proc.stderr
+    (run,) = run_dirs(work)
+    (log,) = (run / "artifacts").glob("agent-001.*.log")
+    line = next(x for x in log.read_text().splitlines() if x.startswith("ESCAPE "))
+    return json.loads(line[len("ESCAPE ") :]), outside, proc.stderr
+
+
+def _usable(name: str) -> None:
+    (backend,) = backends(name)
+    if backend.problem() is not None:
+        pytest.skip(f"{name} does not work here: {backend.problem()}")
+
+
+def test_a_sandboxed_cli_reaches_its_model_server_and_nothing_else(
+    tmp_path: Path, servers: tuple[int, int]
+) -> None:
+    _usable("bwrap")
+    found, outside, stderr = _escape(tmp_path, servers, "bwrap")
+    assert found["model_server"] == "model-ok", stderr  # through the bridge
+    assert found["wrote_outside"] != True and not outside.exists()  # noqa: E712
+    assert found["other_port"] != True  # noqa: E712
+    assert found["sees_looprun"] is False
+
+
+def test_under_landlock_only_writes_and_other_ports_are_refused(
+    tmp_path: Path, servers: tuple[int, int]
+) -> None:
+    # no namespace: the host's processes stay visible (docs/security.md says so)
+    _usable("landlock")
+    found, outside, stderr = _escape(tmp_path, servers, "landlock")
+    assert found["model_server"] == "model-ok", stderr
+    assert found["wrote_outside"] != True and not outside.exists()  # noqa: E712
+    assert found["other_port"] != True  # noqa: E712
