@@ -120,6 +120,7 @@ class AgentActor:
             new_session_id=str(uuid.uuid4()),
             home=self.home,
             workdir=self.workdir,
+            sandboxed=self.sandbox is not None,
         )
         refusal = getattr(self.adapter, "refusal", None)
         why = refusal(self.workdir) if refusal is not None else ""

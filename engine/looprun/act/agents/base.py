@@ -29,6 +29,7 @@ class Turn:
     new_session_id: str  # for CLIs that take the id of a fresh session up front
     home: Path  # the CLI's home and config, under the run directory
     workdir: Path
+    sandboxed: bool = False  # in the run's OS sandbox (a CLI's own may not nest in it)
 
 
 @dataclass
