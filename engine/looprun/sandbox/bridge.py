@@ -85,6 +85,8 @@ class ModelBridge:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # closed
+            if client.family == socket.AF_INET:
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if not self._keep(client):
                 return
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
@@ -103,6 +105,8 @@ class ModelBridge:
             try:
                 upstream = socket.create_connection(target, timeout=30)
                 upstream.settimeout(None)
+                # a relay passes on what it gets at once (a streamed reply's events)
+                upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 if self.tunnel:
                     client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")

@@ -46,6 +46,7 @@ def _join(client: socket.socket, path: str) -> None:
 def _relay(listener: socket.socket, path: str) -> None:
     while True:
         client, _ = listener.accept()
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no batching delay
         threading.Thread(target=_join, args=(client, path), daemon=True).start()
 
 
