@@ -53,7 +53,9 @@ def servers() -> Iterator[tuple[int, int]]:
         other.close()
 
 
-def _escape(tmp_path: Path, servers: tuple[int, int], backend: str) -> tuple[dict, Path, str]:
+def _escape(
+    tmp_path: Path, servers: tuple[int, int], backend: str, scheme: str = "http"
+) -> tuple[dict, Path, str]:
     model_port, other_port = servers
     work = sample_copy("invoice", tmp_path)
     bindir = tmp_path / "bin"
@@ -65,7 +67,7 @@ def _escape(tmp_path: Path, servers: tuple[int, int], backend: str) -> tuple[dic
         ),
         "FAKE_AGENT_MODE": "escape",
         "ANTHROPIC_API_KEY": KEY,
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{model_port}",
+        "ANTHROPIC_BASE_URL": f"{scheme}://127.0.0.1:{model_port}",
         "FAKE_ESCAPE_FILE": str(outside),
         "FAKE_ESCAPE_PORT": str(other_port),
         "FAKE_ESCAPE_URL_VAR": "ANTHROPIC_BASE_URL",
@@ -108,3 +110,37 @@ def test_under_landlock_only_writes_and_other_ports_are_refused(
     assert found["model_server"] == "model-ok", stderr
     assert found["wrote_outside"] != True and not outside.exists()  # noqa: E712
     assert found["other_port"] != True  # noqa: E712
+
+
+def test_an_https_server_is_reached_by_connect_to_it_alone(
+    tmp_path: Path, servers: tuple[int, int]
+) -> None:
+    # a server named by https: the CLI keeps its URL, TLS would run end to end through
+    # the proxy it is given, and the proxy joins nothing but that host and port
+    _usable("bwrap")
+    found, _outside, stderr = _escape(tmp_path, servers, "bwrap", scheme="https")
+    assert found["tunnel"] == "model-ok", stderr
+    assert found["tunnel_elsewhere"].startswith("HTTP/1.1 403")
+    assert found["wrote_outside"] != True and found["other_port"] != True  # noqa: E712
+
+
+def test_without_a_sandbox_required_refuses_and_auto_says_so(tmp_path: Path) -> None:
+    work = sample_copy("invoice", tmp_path)
+    bindir = tmp_path / "bin"
+    install(bindir, "claude")
+    log = tmp_path / "starts.jsonl"
+    env = {
+        "PATH": os.pathsep.join(
+            (str(bindir), str(Path(sys.executable).parent), os.environ["PATH"])
+        ),
+        "ANTHROPIC_API_KEY": KEY,
+        "FAKE_AGENT_LOG": str(log),
+        "LOOPRUN_SANDBOX_BACKENDS": "",  # a host where no OS sandbox works
+    }
+    args = (str(SAMPLE), "--intent", "x", "--json", "--max-iterations", "1")
+    refused = looprun(*args, "--sandbox", "required", cwd=work, env=env)
+    assert refused.returncode != 0 and "sandbox: required" in refused.stderr
+    assert "Traceback" not in refused.stderr and not log.exists()  # no CLI turn ran
+    ran = looprun(*args, "--sandbox", "auto", cwd=work, env=env)
+    assert "claude-code runs without an OS sandbox" in ran.stderr
+    assert log.exists()

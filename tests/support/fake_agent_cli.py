@@ -117,12 +117,38 @@ def _escape() -> dict[str, object]:
         found["other_port"] = f"no: {exc}"
     found["sees_looprun"] = any(_runs_looprun(p) for p in os.listdir("/proc") if p.isdigit())
     url = os.environ.get(os.environ.get("FAKE_ESCAPE_URL_VAR", ""), "")
+    proxy = os.environ.get("HTTPS_PROXY", "")
+    if proxy:  # an HTTPS server: through the proxy it was given, by CONNECT
+        server = url.split("://", 1)[1].split("/", 1)[0]
+        other = f"127.0.0.1:{os.environ['FAKE_ESCAPE_PORT']}"
+        found["tunnel"] = _tunnel(proxy, server, True)
+        found["tunnel_elsewhere"] = _tunnel(proxy, other, False)
+        return found
     try:
         with urllib.request.urlopen(url + "/probe", timeout=5) as reply:
             found["model_server"] = reply.read().decode()
     except (OSError, ValueError) as exc:
         found["model_server"] = f"no: {exc}"
     return found
+
+
+def _tunnel(proxy: str, target: str, fetch: bool) -> str:
+    """CONNECT to ``target`` through ``proxy``: its status line, and then (``fetch``) what
+    a plain GET of ``/probe`` through the tunnel answers."""
+    host, port = proxy.split("://", 1)[1].rstrip("/").rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), 5) as sock:
+            sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            status = sock.recv(4096).decode().split("\r\n", 1)[0]
+            if not fetch or " 200 " not in status:
+                return status
+            sock.sendall(f"GET /probe HTTP/1.0\r\nHost: {target}\r\n\r\n".encode())
+            reply = b""
+            while chunk := sock.recv(4096):
+                reply += chunk
+            return reply.decode().rsplit("\r\n\r\n", 1)[-1]
+    except OSError as exc:
+        return f"no: {exc}"
 
 
 def _runs_looprun(pid: str) -> bool:
