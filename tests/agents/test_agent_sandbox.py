@@ -53,26 +53,31 @@ def servers() -> Iterator[tuple[int, int]]:
         other.close()
 
 
+def _project(tmp_path: Path, backends: str, **env: str) -> tuple[Path, dict[str, str]]:
+    """A copy of the invoice sample, and the environment that puts the stand-in CLI on
+    PATH as ``claude`` with the sandbox backends to try."""
+    work = sample_copy("invoice", tmp_path)
+    bindir = tmp_path / "bin"
+    install(bindir, "claude")
+    path = (str(bindir), str(Path(sys.executable).parent), os.environ["PATH"])
+    base = {"PATH": os.pathsep.join(path), "ANTHROPIC_API_KEY": KEY}
+    return work, {**base, "LOOPRUN_SANDBOX_BACKENDS": backends, **env}
+
+
 def _escape(
     tmp_path: Path, servers: tuple[int, int], backend: str, scheme: str = "http"
 ) -> tuple[dict, Path, str]:
     model_port, other_port = servers
-    work = sample_copy("invoice", tmp_path)
-    bindir = tmp_path / "bin"
-    install(bindir, "claude")
     outside = tmp_path / "outside.txt"
-    env = {
-        "PATH": os.pathsep.join(
-            (str(bindir), str(Path(sys.executable).parent), os.environ["PATH"])
-        ),
-        "FAKE_AGENT_MODE": "escape",
-        "ANTHROPIC_API_KEY": KEY,
-        "ANTHROPIC_BASE_URL": f"{scheme}://127.0.0.1:{model_port}",
-        "FAKE_ESCAPE_FILE": str(outside),
-        "FAKE_ESCAPE_PORT": str(other_port),
-        "FAKE_ESCAPE_URL_VAR": "ANTHROPIC_BASE_URL",
-        "LOOPRUN_SANDBOX_BACKENDS": backend,
-    }
+    work, env = _project(
+        tmp_path,
+        backend,
+        FAKE_AGENT_MODE="escape",
+        ANTHROPIC_BASE_URL=f"{scheme}://127.0.0.1:{model_port}",
+        FAKE_ESCAPE_FILE=str(outside),
+        FAKE_ESCAPE_PORT=str(other_port),
+        FAKE_ESCAPE_URL_VAR="ANTHROPIC_BASE_URL",
+    )
     proc = looprun(
         str(SAMPLE), "--intent", "x", "--json", "--sandbox", "required",
         "--max-iterations", "1", cwd=work, env=env,
@@ -125,18 +130,9 @@ def test_an_https_server_is_reached_by_connect_to_it_alone(
 
 
 def test_without_a_sandbox_required_refuses_and_auto_says_so(tmp_path: Path) -> None:
-    work = sample_copy("invoice", tmp_path)
-    bindir = tmp_path / "bin"
-    install(bindir, "claude")
     log = tmp_path / "starts.jsonl"
-    env = {
-        "PATH": os.pathsep.join(
-            (str(bindir), str(Path(sys.executable).parent), os.environ["PATH"])
-        ),
-        "ANTHROPIC_API_KEY": KEY,
-        "FAKE_AGENT_LOG": str(log),
-        "LOOPRUN_SANDBOX_BACKENDS": "",  # a host where no OS sandbox works
-    }
+    # no backend: a host where no OS sandbox works
+    work, env = _project(tmp_path, "", FAKE_AGENT_LOG=str(log))
     args = (str(SAMPLE), "--intent", "x", "--json", "--max-iterations", "1")
     refused = looprun(*args, "--sandbox", "required", cwd=work, env=env)
     assert refused.returncode != 0 and "sandbox: required" in refused.stderr

@@ -23,8 +23,9 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from looprun.sandbox.forward import relay
+
 _HEAD_CAP = 8192  # a CONNECT request head longer than this is refused
-_CHUNK = 65536
 
 
 class ModelBridge:
@@ -117,10 +118,7 @@ class ModelBridge:
                 client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             if rest:
                 upstream.sendall(rest)
-            back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-            back.start()
-            _pump(client, upstream)
-            back.join()
+            relay(client, upstream)
         except OSError:
             pass
         finally:
@@ -148,14 +146,3 @@ def _connect_target(client: socket.socket) -> tuple[tuple[str, int] | None, byte
     if not sep or not port.isdigit():
         return None, b""
     return (host.strip("[]").lower(), int(port)), rest
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    """Copy one direction until its end, then pass the end on."""
-    try:
-        while data := src.recv(_CHUNK):
-            dst.sendall(data)
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):
-        dst.shutdown(socket.SHUT_WR)

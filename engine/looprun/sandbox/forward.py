@@ -18,7 +18,9 @@ import threading
 _CHUNK = 65536
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+def pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copy one direction of a stream until its end, then pass the end on (the engine's
+    bridge relays the same way)."""
     try:
         while data := src.recv(_CHUNK):
             dst.sendall(data)
@@ -28,14 +30,19 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
         dst.shutdown(socket.SHUT_WR)
 
 
+def relay(client: socket.socket, upstream: socket.socket) -> None:
+    """Both directions between two connected streams, until both have ended."""
+    back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+    back.start()
+    pump(client, upstream)
+    back.join()
+
+
 def _join(client: socket.socket, path: str) -> None:
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(path)
-        back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-        back.start()
-        _pump(client, upstream)
-        back.join()
+        relay(client, upstream)
     except OSError:
         pass
     finally:
