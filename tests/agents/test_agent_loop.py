@@ -33,6 +33,9 @@ def _run(tmp_path: Path, template: Path, mode: str, *args: str) -> tuple[Path, d
         "FAKE_AGENT_MODE": mode,
         "FAKE_AGENT_LOG": str(log),
         "ANTHROPIC_API_KEY": "sk-ant-fake-key-for-tests",
+        # no OS sandbox: the stand-in logs its starts outside the tree, which a sandboxed
+        # CLI cannot write to (tests/agents/test_agent_sandbox.py is about that)
+        "LOOPRUN_SANDBOX_BACKENDS": "",
     }
     proc = looprun(str(template), "--intent", INTENT, "--json", *args, cwd=work, env=env)
     (run,) = run_dirs(work)

@@ -89,6 +89,9 @@ def _env(tmp_path: Path, mode: str) -> tuple[dict[str, str], Path]:
         "FAKE_AGENT_LOG": str(log),
         "ANTHROPIC_API_KEY": "sk-ant-fake-key-for-subloops",
         "XDG_CONFIG_HOME": str(tmp_path / "no-config"),  # no model named anywhere
+        # no OS sandbox: the stand-in logs its starts outside the tree, which a sandboxed
+        # CLI cannot write to (tests/agents/test_agent_sandbox.py is about that)
+        "LOOPRUN_SANDBOX_BACKENDS": "",
     }
     return env, log
 
@@ -110,7 +113,7 @@ def test_agent_subloops_in_worktrees_report_their_facts_and_usage_to_the_outer_l
     summary, events, starts, err = _run(tmp_path, work, outer, "write:{prompt}.txt=x|usage:300/50")
     # done needs the exit conditions on subloops.agent: the outer loop saw the CLI turns
     assert summary["outcome"] == "done", err
-    assert "(no model: its sub-loops run agent CLIs)" in err.splitlines()[0]
+    assert "(no model: its sub-loops run agent CLIs)" in err
     assert (work / "left.txt").read_text() == "x" and (work / "right.txt").read_text() == "x"
     # each CLI turn ran in its sub-loop's worktree, its home under the sub-loop's run
     run = Path(summary["run_dir"])

@@ -10,6 +10,10 @@ Modes (separated by "|", in order):
   usage:IN/OUT      report IN prompt and OUT completion tokens (codex: running totals)
   leak              print the value of the CLI's API key variable
   deny:TEXT         report a denied tool call
+  escape            do what a hostile model's shell command would, and print what worked
+                    as ``ESCAPE {json}``: write FAKE_ESCAPE_FILE, connect to
+                    127.0.0.1:FAKE_ESCAPE_PORT, look for looprun in /proc, and fetch
+                    ``/probe`` from the server its FAKE_ESCAPE_URL_VAR names
 Without exit:N it prints the CLI's own final report (Claude Code stream-json, or Codex
 JSONL) and exits 0. FAKE_AGENT_LOG names a JSON-lines file where each start is logged:
 argv, cwd, whether stdin is /dev/null, HOME, the environment's variable names.
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 
@@ -87,11 +93,70 @@ def main() -> int:
             print(f"debug: key is {os.environ.get(key_var, '')}")
         elif name == "deny":
             denied.append(arg)
+        elif name == "escape":
+            print("ESCAPE " + json.dumps(_escape()), flush=True)
     if is_codex:
         _codex_report(tokens, tools, denied)
     else:
         _claude_report(tokens, tools, denied)
     return 0
+
+
+def _escape() -> dict[str, object]:
+    """What an attacker's command gets done from inside the CLI's process."""
+    found: dict[str, object] = {}
+    try:
+        Path(os.environ["FAKE_ESCAPE_FILE"]).write_text("escaped", encoding="utf-8")
+        found["wrote_outside"] = True
+    except OSError as exc:
+        found["wrote_outside"] = f"no: {exc.strerror}"
+    try:
+        with socket.create_connection(("127.0.0.1", int(os.environ["FAKE_ESCAPE_PORT"])), 3):
+            found["other_port"] = True
+    except OSError as exc:
+        found["other_port"] = f"no: {exc}"
+    found["sees_looprun"] = any(_runs_looprun(p) for p in os.listdir("/proc") if p.isdigit())
+    url = os.environ.get(os.environ.get("FAKE_ESCAPE_URL_VAR", ""), "")
+    proxy = os.environ.get("HTTPS_PROXY", "")
+    if proxy:  # an HTTPS server: through the proxy it was given, by CONNECT
+        server = url.split("://", 1)[1].split("/", 1)[0]
+        other = f"127.0.0.1:{os.environ['FAKE_ESCAPE_PORT']}"
+        found["tunnel"] = _tunnel(proxy, server, True)
+        found["tunnel_elsewhere"] = _tunnel(proxy, other, False)
+        return found
+    try:
+        with urllib.request.urlopen(url + "/probe", timeout=5) as reply:
+            found["model_server"] = reply.read().decode()
+    except (OSError, ValueError) as exc:
+        found["model_server"] = f"no: {exc}"
+    return found
+
+
+def _tunnel(proxy: str, target: str, fetch: bool) -> str:
+    """CONNECT to ``target`` through ``proxy``: its status line, and then (``fetch``) what
+    a plain GET of ``/probe`` through the tunnel answers."""
+    host, port = proxy.split("://", 1)[1].rstrip("/").rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), 5) as sock:
+            sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            status = sock.recv(4096).decode().split("\r\n", 1)[0]
+            if not fetch or " 200 " not in status:
+                return status
+            sock.sendall(f"GET /probe HTTP/1.0\r\nHost: {target}\r\n\r\n".encode())
+            reply = b""
+            while chunk := sock.recv(4096):
+                reply += chunk
+            return reply.decode().rsplit("\r\n\r\n", 1)[-1]
+    except OSError as exc:
+        return f"no: {exc}"
+
+
+def _runs_looprun(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"-m\0looprun\0" in fh.read()
+    except OSError:
+        return False
 
 
 def _claude_report(tokens: tuple[int, int], tools: list[str], denied: list[str]) -> None:

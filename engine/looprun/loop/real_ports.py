@@ -150,7 +150,13 @@ def build_ports(
             model=str(getattr(act, "agent_model", "")),
             prices=prices,
             on_change=ws.touched,
+            sandbox=sandbox,
         )
+        if sandbox is None and mode != "off":
+            report(
+                f"note: {agent.cli} runs without an OS sandbox: the commands its own tools "
+                "run can write outside the working tree and reach the network"
+            )
     ports = Ports(
         model=act,
         plan_model=plan,

@@ -26,6 +26,17 @@ class SandboxUnavailable(LooprunError):
 
 
 @dataclass(frozen=True)
+class Way:
+    """An agent CLI's one way out of a sandbox without network: the loopback ``port`` it
+    connects to. Under bubblewrap a forwarder in the namespace listens there and relays
+    to the engine's Unix ``socket``; under Landlock (no namespace) ``port`` is the engine's
+    own loopback listener and TCP connect is allowed to that port alone."""
+
+    port: int
+    socket: Path | None = None
+
+
+@dataclass(frozen=True)
 class Confinement:
     """What the commands of one run may touch.
 
@@ -41,6 +52,7 @@ class Confinement:
     read_only: tuple[Path, ...] = ()
     network: bool = False
     hidden: tuple[Path, ...] = ()
+    way_out: Way | None = None
 
 
 def _nothing() -> None:
@@ -60,6 +72,8 @@ class Sandbox(Protocol):
     """A backend bound to one run's confinement."""
 
     name: str
+    confinement: Confinement
+    private_network: bool  # its own network namespace: a way out needs a Unix socket
 
     def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Wrapped: ...
 

@@ -17,6 +17,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ _NAMESPACES = (
     "ALL",
 )
 _PROBE_TIMEOUT_S = 10.0
+_FORWARD = Path(__file__).with_name("forward.py")
 
 
 def _mounts(confinement: Confinement, tmp: Path) -> list[str]:
@@ -77,6 +79,7 @@ class BwrapSandbox:
     confinement: Confinement
     extra: tuple[str, ...] = ()  # flags the probe found this host needs
     name: str = "bwrap"
+    private_network: bool = True
 
     def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Wrapped:
         tmp, new_env, cleanup = private_tmp(env)
@@ -98,6 +101,11 @@ class BwrapSandbox:
         else:
             args.append("--unshare-net")
         args += _mounts(self.confinement, tmp)
+        way = self.confinement.way_out
+        if way is not None and way.socket is not None and not self.confinement.network:
+            # the forwarder takes the port, then becomes the command
+            forward = [sys.executable, "-I", "-S", str(_FORWARD), str(way.socket), str(way.port)]
+            argv = [*forward, "--", *argv]
         args += [*_NAMESPACES, "--chdir", str(cwd), "--", *argv]
         return Wrapped(args, new_env, cleanup)
 

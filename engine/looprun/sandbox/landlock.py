@@ -33,6 +33,7 @@ class LandlockSandbox:
 
     confinement: Confinement
     name: str = "landlock"
+    private_network: bool = False
 
     def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Wrapped:
         tmp, new_env, cleanup = private_tmp(env)
@@ -42,6 +43,8 @@ class LandlockSandbox:
             "files": list(_DEV_FILES),
             "network": self.confinement.network,
         }
+        if self.confinement.way_out is not None:
+            rules["connect"] = [self.confinement.way_out.port]
         # Landlock cannot take back a right granted on a parent, so the read-only
         # directories inside the workdir (.git, the state) stay writable here.
         args = [sys.executable, "-I", "-S", str(_EXEC), json.dumps(rules), "--", *argv]

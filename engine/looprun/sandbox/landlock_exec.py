@@ -3,7 +3,8 @@
 Started as a script (``python -I -S landlock_exec.py CONFIG -- ARGV...``), standard
 library only, so it costs one bare interpreter start. CONFIG is JSON: ``writable``
 directories, ``files`` writable one by one (``/dev/null``), ``network`` (false: every TCP
-connect and bind is refused). Reads and execution stay allowed everywhere; Landlock also
+connect and bind is refused), ``connect`` (TCP ports that may still be connected to: an
+agent CLI's way to the engine's bridge). Reads and execution stay allowed everywhere; Landlock also
 keeps the command from reading other processes' ``/proc/<pid>/environ`` (no ptrace
 access outside its domain) and, from ABI 6, from signalling them or connecting to their
 abstract Unix sockets.
@@ -73,7 +74,14 @@ def abi() -> int:
     )
 
 
-def restrict(writable: list[str], files: list[str], network: bool) -> int:
+class _NetPort(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+def restrict(
+    writable: list[str], files: list[str], network: bool, connect: tuple[int, ...] = ()
+) -> int:
     """Confine this process (and what it starts) to the rules; returns the ABI used."""
     version = abi()
     dir_rights = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE
@@ -105,6 +113,10 @@ def restrict(writable: list[str], files: list[str], network: bool) -> int:
                     _call(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
                 finally:
                     os.close(fd)
+        if version >= 4 and not network:
+            for port in connect:
+                net = _NetPort(_CONNECT_TCP, port)
+                _call(_ADD_RULE, ruleset, _RULE_NET_PORT, ctypes.byref(net), 0)
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         _call(_RESTRICT_SELF, ruleset, ctypes.c_uint32(0))
@@ -150,7 +162,8 @@ def _start(command: list[str], rules: dict[str, object]) -> int:
     if pid != 0:
         return pid
     try:
-        restrict(list(rules["writable"]), list(rules["files"]), bool(rules["network"]))
+        connect = tuple(int(p) for p in rules.get("connect", ()))
+        restrict(list(rules["writable"]), list(rules["files"]), bool(rules["network"]), connect)
     except OSError as exc:
         print(f"landlock: cannot confine {command[0]}: {exc}", file=sys.stderr)
         os._exit(126)

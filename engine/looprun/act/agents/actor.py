@@ -4,7 +4,8 @@ Working directory: the run's tree. Standard input: /dev/null (a CLI that waits o
 would hang). Home and config: a directory under the run, so nothing of the user's own
 setup (credentials, settings, permissions granted before) leaks in and nothing the CLI
 writes lands in the repository. Environment: looprun's own, without anything that looks
-like a secret, plus only the CLI's own key and server. The whole process group is killed
+like a secret, plus only the CLI's own key and server. Confinement: the run's sandbox
+(``confine.py``), its model server the one way out. The whole process group is killed
 at the timeout. The raw output is kept per iteration, with every secret redacted.
 """
 
@@ -20,6 +21,7 @@ from looprun.act.agents.aider import Aider
 from looprun.act.agents.base import Adapter, Parsed, Turn
 from looprun.act.agents.claude import ClaudeCode
 from looprun.act.agents.codex import Codex
+from looprun.act.agents.confine import confined
 from looprun.act.agents.gemini import Gemini
 from looprun.act.agents.opencode import OpenCode
 from looprun.atomic import write_atomic
@@ -29,6 +31,7 @@ from looprun.models.base import Usage
 from looprun.models.pricing import PriceTable
 from looprun.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
 from looprun.redact import Redactor
+from looprun.sandbox import Sandbox
 from looprun.template.model import AgentSpec, Constraints
 
 ADAPTERS: Mapping[str, Adapter] = {
@@ -83,8 +86,10 @@ class AgentActor:
         env: Mapping[str, str] | None = None,
         prices: PriceTable | None = None,
         on_change: Callable[[None], None] | None = None,
+        sandbox: Sandbox | None = None,
     ):
         self.spec, self.constraints = spec, constraints
+        self.sandbox = sandbox
         self.adapter = adapter_for(spec.cli)
         self.workdir, self.artifacts = workdir, artifacts
         self.home = run_dir / "agent-home"
@@ -115,13 +120,12 @@ class AgentActor:
             new_session_id=str(uuid.uuid4()),
             home=self.home,
             workdir=self.workdir,
+            sandboxed=self.sandbox is not None,
         )
         refusal = getattr(self.adapter, "refusal", None)
         why = refusal(self.workdir) if refusal is not None else ""
         if why:
             raise LooprunError(f"act.agent.cli {self.spec.cli}: {why}")
-        env = {**self.env_base, **self.adapter.environment(turn, self.source_env)}
-        env["PWD"] = str(self.workdir)  # a CLI that trusts $PWD (opencode) over its cwd
         # what the CLI leaves in the tree about itself (a cache), if this turn made it
         scratch = getattr(self.adapter, "scratch", ())
         scratch = [p for p in scratch if not (self.workdir / p).exists()]
@@ -131,14 +135,26 @@ class AgentActor:
             if len(raw) < RAW_CAP:
                 raw.extend(chunk[: RAW_CAP - len(raw)])
 
-        result = run_process(
-            self.adapter.command(self.program, turn),
-            cwd=self.workdir,
-            timeout_s=max(1.0, request.timeout_s),
-            env=env,
-            max_output_bytes=4096,
-            on_output=keep,
-        )
+        with confined(
+            self.sandbox,
+            workdir=self.workdir,
+            home=self.home,
+            names=self.adapter.base_url_env,
+            defaults=self.adapter.servers,
+            env=self.source_env,
+        ) as (sandbox, way):
+            source = {**self.source_env, **way}
+            env = {**self.env_base, **way, **self.adapter.environment(turn, source)}
+            env["PWD"] = str(self.workdir)  # a CLI that trusts $PWD (opencode) over its cwd
+            result = run_process(
+                self.adapter.command(self.program, turn),
+                cwd=self.workdir,
+                timeout_s=max(1.0, request.timeout_s),
+                env=env,
+                max_output_bytes=4096,
+                on_output=keep,
+                sandbox=sandbox,
+            )
         for rel in scratch:
             shutil.rmtree(self.workdir / rel, ignore_errors=True)
         if self.on_change is not None:

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from looprun.act.agents.base import Parsed, Turn, json_lines
+from looprun.errors import LooprunError
+from looprun.gitutil import Git
 
 # The sections the actor appends to aider's console output (see ``collect``).
 ANALYTICS_MARK = "--- looprun: aider analytics log ---"
@@ -72,6 +74,8 @@ class Aider:
     install = "python3 -m venv ~/.aider-venv && ~/.aider-venv/bin/pip install aider-chat"
     program_env = "LOOPRUN_AIDER"  # the aider executable, where it is not on PATH
     key_env = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    base_url_env = ("LOOPRUN_AIDER_BASE_URL", "OPENAI_BASE_URL")
+    servers = ("https://api.openai.com/v1", "https://api.anthropic.com")
     drop_env = ("AIDER_",)  # the user's own aider settings (commands on launch, ...)
     # what aider leaves in the working tree whatever its options: its repo-map cache
     scratch = (".aider.tags.cache.v4",)
@@ -119,6 +123,12 @@ class Aider:
         for name in ("analytics", "chat"):  # this turn's, not an earlier one's
             files[name].unlink(missing_ok=True)
         _offline_model_cache(turn.home)
+        # an identity where aider looks first: without one it writes one into the
+        # repository's .git/config, which the run's sandbox keeps read-only (and which is
+        # not aider's to change); it commits nothing, so the name is never used
+        (turn.home / ".gitconfig").write_text(
+            "[user]\n\tname = looprun\n\temail = looprun@localhost\n", encoding="utf-8"
+        )
         out = {
             "HOME": str(turn.home),
             # litellm's bundled model prices and context windows, not a download
@@ -127,6 +137,7 @@ class Aider:
             "GIT_INDEX_FILE": str(files["index"]),
         }
         _copy_index(turn.workdir, files["index"])
+        out.update(_private_objects(turn))
         # an OpenAI-compatible server for openai/<model> (what --openai-api-base sets)
         base_url = env.get("LOOPRUN_AIDER_BASE_URL") or env.get("OPENAI_BASE_URL")
         if base_url:
@@ -224,6 +235,25 @@ def _offline_model_cache(home: Path) -> None:
     cache = home / ".aider" / "caches" / "model_prices_and_context_window.json"
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"looprun": {"note": "offline: litellm's bundled map"}}))
+
+
+def _private_objects(turn: Turn) -> dict[str, str]:
+    """Git variables that send the objects aider stages (``git add`` of a file it
+    creates) to a store of its own, reading the repository's through it: the run's
+    sandbox keeps ``.git`` read-only, and nothing aider stages belongs there anyway."""
+    try:
+        git = Git(turn.workdir).pinned()
+    except LooprunError:
+        return {}  # not a repository: aider stages nothing
+    common = git.common_dir or git.git_dir
+    if common is None:
+        return {}
+    store = turn.home / "aider" / "objects"
+    store.mkdir(parents=True, exist_ok=True)
+    return {
+        "GIT_OBJECT_DIRECTORY": str(store),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "objects"),
+    }
 
 
 def _copy_index(workdir: Path, dest: Path) -> None:

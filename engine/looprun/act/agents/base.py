@@ -29,6 +29,7 @@ class Turn:
     new_session_id: str  # for CLIs that take the id of a fresh session up front
     home: Path  # the CLI's home and config, under the run directory
     workdir: Path
+    sandboxed: bool = False  # in the run's OS sandbox (a CLI's own may not nest in it)
 
 
 @dataclass
@@ -57,6 +58,8 @@ class Adapter(Protocol):
     program: str  # the executable looked up on PATH
     package: str  # where it comes from, for the error when it is missing
     key_env: tuple[str, ...]  # variables it may take its key from (passed through only)
+    base_url_env: tuple[str, ...]  # variables naming its server, the first set one wins
+    servers: tuple[str, ...]  # its provider's servers, when none is named
 
     def command(self, program: str, turn: Turn) -> list[str]: ...
     def environment(self, turn: Turn, env: Mapping[str, str]) -> dict[str, str]: ...

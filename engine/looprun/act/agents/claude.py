@@ -27,6 +27,8 @@ class ClaudeCode:
     program = "claude"
     package = "@anthropic-ai/claude-code"
     key_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+    base_url_env = ("ANTHROPIC_BASE_URL",)
+    servers = ("https://api.anthropic.com",)
 
     def command(self, program: str, turn: Turn) -> list[str]:
         tools = list(turn.spec.allow_tools or DEFAULT_TOOLS)

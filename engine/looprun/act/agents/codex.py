@@ -1,5 +1,10 @@
 """Codex (npm ``@openai/codex``) headless: ``codex exec --json`` in the workspace-write sandbox.
 
+In the run's OS sandbox Codex's own cannot start (it needs a user namespace, which a
+sandboxed process may not make), and is not needed: the run's confines its commands
+at least as tightly (the tree writable, no network), so it runs there with
+``danger-full-access``.
+
 Codex waits forever on an open standard input, so the actor closes it. It ignores
 OPENAI_BASE_URL: a custom server is a ``model_providers`` entry given with ``-c``. Its
 JSONL events report failure only as ``turn.failed`` (or ``error``); the token counts in
@@ -28,16 +33,19 @@ class Codex:
     program = "codex"
     package = "@openai/codex"
     key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
+    base_url_env = ("LOOPRUN_CODEX_BASE_URL", "OPENAI_BASE_URL")
+    servers = ("https://api.openai.com/v1",)
 
     def command(self, program: str, turn: Turn) -> list[str]:
         cmd = [program, "exec"]
         if turn.session_id:
             cmd += ["resume", turn.session_id]
         cmd += ["--json", "--skip-git-repo-check"]
+        mode = "danger-full-access" if turn.sandboxed else "workspace-write"
         if not turn.session_id:
-            cmd += ["-s", "workspace-write"]
+            cmd += ["-s", mode]
         else:  # resume takes the sandbox as configuration
-            cmd += ["-c", 'sandbox_mode="workspace-write"']
+            cmd += ["-c", f'sandbox_mode="{mode}"']
         cmd += ["-c", 'approval_policy="never"']
         if turn.model:
             cmd += ["-m", turn.model]

@@ -10,6 +10,12 @@ extensions a repository declares are not started. It runs in the default approva
 (nothing is approved by the mode itself) with the workspace trusted for the session (it
 refuses to run headless otherwise).
 
+A trusted workspace's own settings outrank the user's, and its ``.gemini/.env`` is loaded
+into the CLI's environment, so either could send the key to a server the repository
+chose or run commands of its own (hooks): looprun does not run Gemini CLI on a tree that
+has them. Other ``.env`` files are not read (``advanced.ignoreLocalEnv``), and the server
+is always named (the Gemini API's own when none is given), which no ``.env`` overrides.
+
 The final ``result`` event reports success or the error and the usage of every model
 call of this run (per call, not the session's total).
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from looprun.act.agents.base import Parsed, Turn, as_int, json_lines
@@ -26,6 +33,9 @@ from looprun.act.agents.support import GEMINI_DEFAULT_TOOLS, gemini_shell_rules
 # A refused call's result says so; the policy engine's refusal, or a call that would have
 # asked the user (headless: refused).
 _REFUSED = ("requires user confirmation", "denied by policy", "policy")
+SERVER = "https://generativelanguage.googleapis.com"  # the Gemini API's own
+# what a trusted workspace configures Gemini CLI with, relative to the tree
+WORKSPACE_SETTINGS = (".gemini/settings.json", ".gemini/.env")
 MAX_TURNS_EXIT = 53  # Gemini CLI's exit status when the turn cap is reached
 
 
@@ -34,6 +44,8 @@ class Gemini:
     program = "gemini"
     package = "@google/gemini-cli"
     key_env = ("GEMINI_API_KEY",)
+    base_url_env = ("GOOGLE_GEMINI_BASE_URL",)
+    servers = (SERVER,)
 
     def command(self, program: str, turn: Turn) -> list[str]:
         cmd = [
@@ -67,6 +79,7 @@ class Gemini:
             "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
+            "advanced": {"ignoreLocalEnv": True},  # a repository's .env is not read
         }
         if turn.spec.max_turns is not None:
             settings["model"] = {"maxSessionTurns": turn.spec.max_turns}
@@ -78,11 +91,27 @@ class Gemini:
         elif memory.exists():
             memory.unlink()
         (home / "looprun-policy.toml").write_text(policy(turn), encoding="utf-8")
-        out = {"HOME": str(home), "GEMINI_CLI_HOME": str(home)}
-        base_url = env.get("GOOGLE_GEMINI_BASE_URL")
-        if base_url:
-            out["GOOGLE_GEMINI_BASE_URL"] = base_url
-        return out
+        # always named: a variable already set is one no .env file can change
+        server = env.get("GOOGLE_GEMINI_BASE_URL") or SERVER
+        return {"HOME": str(home), "GEMINI_CLI_HOME": str(home), "GOOGLE_GEMINI_BASE_URL": server}
+
+    def refusal(self, workdir: Path) -> str:
+        """Why Gemini CLI must not run on this tree ("" when it may): settings or an
+        environment file of a trusted workspace (``.gemini/.env`` is looked for in every
+        directory above the tree too)."""
+        found = [name for name in WORKSPACE_SETTINGS if (workdir / name).is_file()]
+        found += [
+            str(parent / ".gemini" / ".env")
+            for parent in workdir.parents
+            if (parent / ".gemini" / ".env").is_file()
+        ]
+        if not found:
+            return ""
+        return (
+            f"{', '.join(found)} would configure Gemini CLI (another server for the key, "
+            "commands of its own): looprun does not run Gemini CLI on a tree that has them "
+            "- remove them, or use another act.agent.cli"
+        )
 
     def parse(self, output: str) -> Parsed:
         out = Parsed()

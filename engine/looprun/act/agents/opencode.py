@@ -35,6 +35,8 @@ class OpenCode:
     program = "opencode"
     package = "opencode-ai"
     key_env = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    base_url_env = ("LOOPRUN_OPENCODE_BASE_URL", "OPENAI_BASE_URL")
+    servers = ("https://api.openai.com/v1", "https://api.anthropic.com/v1")
 
     def command(self, program: str, turn: Turn) -> list[str]:
         cmd = [program, "run", "--format", "json"]
