@@ -316,7 +316,8 @@ def locate(tree: BaseTree, invocation: Path, args: list[str], config: str | None
         found = _search(tree, dirs)
         if found is not None:
             return found
-    return Located(ancestor if ancestor != Path(ancestor.anchor) else invocation)
+    rootdir = _common_ancestor(invocation, [invocation, ancestor])
+    return Located(ancestor if rootdir == Path(rootdir.anchor) else rootdir)
 
 
 # --- the flags the check runs with -------------------------------------------------------
