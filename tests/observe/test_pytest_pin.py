@@ -251,3 +251,12 @@ def test_a_command_that_replaces_pythonpath_loses_the_plugin_and_fails(tmp_path:
     )
     assert (obs.ok, obs.exit_code) == (False, 4)
     assert obs.to_facts()["passed"] == 0
+
+
+def test_a_working_tree_inside_the_repository_reads_its_own_directory(tmp_path: Path) -> None:
+    base = _commit(tmp_path, {"pytest.ini": INI, "w/tests/pytest.ini": INI, "w/tests/t.py": ""})
+    work = tmp_path / "w"
+    rootdir, configfile = _pytest_says(work, ["tests"])
+
+    found = locate(BaseTree(work, Git(work), base), work, ["tests"], None)
+    assert (found.rootdir, str(work / found.source)) == (rootdir, configfile)

@@ -139,8 +139,9 @@ class BaseTree:
         if folder not in self._listed:
             entries: dict[str, tuple[str, str]] = {}
             if self._git is not None and self._base:
-                spec = f"{self._base}:{'' if str(folder) == '.' else folder}"
-                code, out, _ = self._git.run_status("ls-tree", "-z", spec)
+                # `./`: relative to the working tree, wherever it is in the repository
+                spec = f"{self._base}:./{'' if str(folder) == '.' else folder}"
+                code, out, _ = self._git.run_status("ls-tree", "--full-tree", "-z", spec)
                 for line in out.split("\0") if code == 0 else ():
                     meta, _, name = line.partition("\t")
                     if name:
@@ -164,7 +165,8 @@ class BaseTree:
         entry = self._entry(rel)
         if entry is None:
             return None
-        return {"040000": "dir", "120000": "link"}.get(entry[0], "file")
+        # a submodule (160000) is a directory whose files the base's tree does not hold
+        return {"040000": "dir", "160000": "dir", "120000": "link"}.get(entry[0], "file")
 
     def read(self, path: Path) -> bytes:
         rel = self._inside(path)
@@ -231,7 +233,7 @@ def config_values(name: str, content: bytes) -> dict[str, object] | None:
         if name.endswith(".toml"):
             return _toml_table(name, text)
         sections = _ini_sections(text)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, IndexError, ValueError):
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, TypeError, ValueError):
         return {}
     if name in ("pytest.ini", ".pytest.ini"):
         return dict(sections.get("pytest", {}))
@@ -336,7 +338,8 @@ def flags(found: Located, copy: Path, command: str, rootdir: str | None = None) 
     out = ["-c", str(copy), "--rootdir", str(root)]
     addopts = " ".join(_listed(values.get("addopts", "")))
     if "--confcutdir" not in addopts and "--confcutdir" not in command:
-        out += ["--confcutdir", str(found.rootdir)]
+        # pytest's default: the configuration file's directory, else the rootdir
+        out += ["--confcutdir", str(found.rootdir if found.source else root)]
     paths = _listed(values.get("pythonpath", ""))
     if paths:
         absolute = [shlex.quote(str(found.rootdir / p)) for p in paths]
