@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from e2e_helpers import git_init, looprun
 from test_real_package_bugfix import (  # noqa: F401 - `sdist` is a fixture
     BUG,
     NEW_TEST_ID,
@@ -118,3 +119,31 @@ def test_the_honest_fix_ends_done_with_the_pinned_config(
     output = (Path(summary["run_dir"]) / "artifacts" / "tests.output.txt").read_text()
     assert "456 passed" in output, output[-2000:]
     assert _real_suite(work).returncode == 0
+
+
+def test_a_test_command_that_cannot_be_pinned_stops_before_any_model_call(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "test_a.py").write_text("def test_a():\n    assert False\n")
+    git_init(work)
+    script = tmp_path / "script.yaml"
+    script.write_text("- text: never asked\n")
+    proc = looprun(
+        "bugfix",
+        "--intent",
+        "x",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--set",
+        "test_command=python -m pytest -q; echo ok",
+        "--json",
+    )
+    summary = json.loads(proc.stdout)
+    assert (summary["code"], summary["iterations"]) == ("baseline_unusable", 0), proc.stderr
+    assert "observers/python.yaml:" in summary["reason"]
+    assert "pin_config pytest: the command goes on after pytest's arguments" in summary["reason"]
+    assert summary["usage"]["prompt_tokens"] == 0  # no model was called
