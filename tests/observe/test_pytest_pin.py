@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from looprun.gitutil import Git
+from looprun.observe.base import Observation
 from looprun.observe.pytest_pin import BaseTree, PinError, command_args, locate, pin
-from looprun.observe.runner import observe_command
+from looprun.observe.runner import observe_command, run_observer
+from looprun.template.loader import load_template
 
 PYTEST = f"{sys.executable} -m pytest -p no:cacheprovider"
 
@@ -260,3 +262,46 @@ def test_a_working_tree_inside_the_repository_reads_its_own_directory(tmp_path: 
 
     found = locate(BaseTree(work, Git(work), base), work, ["tests"], None)
     assert (found.rootdir, str(work / found.source)) == (rootdir, configfile)
+
+
+OBSERVER = """\
+looprun: 1
+name: pinned
+inputs: {intent: {type: string, required: true}}
+act: {prompt: "x", tools: [read_file]}
+observe:
+  check: {run: "PYTHON -m pytest -q -p no:cacheprovider", pin_config: pytest, parser: exit_code}
+exit: [check.ok]
+refine: [{else: retry}]
+limits: {max_iterations: 2}
+"""
+
+
+def test_a_pinned_observer_runs_pinned_and_without_the_user_site(tmp_path: Path) -> None:
+    """Through the loop's own entry point: the added pytest.ini would deselect the test
+    (`-k nothing`, exit 5); pinned, the test runs and sees no user site directory."""
+    work = tmp_path / "work"
+    work.mkdir()
+    test = "import site\n\n\ndef test_no_user_site():\n    assert not site.ENABLE_USER_SITE\n"
+    base = _commit(work, {"test_site.py": test})
+    (work / "pytest.ini").write_text("[pytest]\naddopts = -k nothing\n")
+    (tmp_path / "t.yaml").write_text(OBSERVER.replace("PYTHON", sys.executable))
+    spec = load_template(tmp_path / "t.yaml").observe["check"]
+
+    def observe(pinned: Path | None) -> Observation:
+        return run_observer(
+            spec,
+            {},
+            workdir=work,
+            artifacts=tmp_path,
+            base=base,
+            git_dir=None,
+            deadline=None,
+            pinned=pinned,
+        )
+
+    assert observe(tmp_path / "pinned").exit_code == 0
+    assert (tmp_path / "pinned" / "check" / "pytest.ini").read_bytes() == b""
+    unpinned = observe(None)  # no directory to pin into: refused, not run unpinned
+    assert (unpinned.ok, unpinned.exit_code) == (False, None)
+    assert "no run directory to keep the pinned configuration in" in (unpinned.error or "")
