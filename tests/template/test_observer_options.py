@@ -76,3 +76,44 @@ def test_observe_command_refuses_an_unknown_option(tmp_path: Path) -> None:
     assert "has no option 'fail-on'" in bad.output
     good = runner.invoke(main, ["observe", "sarif", str(report), "-o", "fail_on=warning"])
     assert good.exit_code == 0, good.output
+
+
+PINNED = """\
+looprun: 1
+name: pinned
+inputs: {{intent: {{type: string, required: true}}}}
+act: {{prompt: "x", tools: [read_file]}}
+observe:
+  tests:
+    {run}pin_config: {pin}
+    parser: junit
+    file: report.xml
+exit: [tests.ok]
+refine: [{{else: retry}}]
+limits: {{max_iterations: 2}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("run", "pin", "expected"),
+    [
+        ("", "pytest", "7:5: observe.tests.pin_config: pin_config: pytest pins the configuration"),
+        ("run: python -m pytest\n    ", "tox", "observe.tests.pin_config"),
+    ],
+)
+def test_a_misused_pin_config_is_a_located_error(
+    tmp_path: Path, run: str, pin: str, expected: str
+) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(PINNED.format(run=run, pin=pin), encoding="utf-8")
+    with pytest.raises(TemplateError) as info:
+        load_template(path)
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["bugfix", "feature", "refactor", "test_backfill"])
+def test_the_builtin_templates_pin_the_suite_config(name: str) -> None:
+    from looprun.resources import templates_dir
+
+    template = load_template(templates_dir() / f"{name}.yaml")
+    assert template.observe["tests"].pin_config == "pytest"

@@ -73,8 +73,9 @@ def baseline_facts(
 
 def unusable(name: str, spec: ObserverSpec, obs: Observation) -> str:
     """Why an observer's baseline shows that its check cannot run on this repository
-    (its report is missing or unreadable, it timed out, or its command exited with one
-    of ``cannot_run_exit``), or '' when it ran (passing or failing alike)."""
+    (its report is missing or unreadable, it timed out, its configuration cannot be
+    pinned, or its command exited with one of ``cannot_run_exit``), or '' when it ran
+    (passing or failing alike)."""
     if not obs.ran or spec.run is None or (obs.exit_code is None and not obs.error):
         return ""
     where = f" ({spec.location})" if spec.location.line else ""
@@ -84,7 +85,9 @@ def unusable(name: str, spec: ObserverSpec, obs: Observation) -> str:
             f"{obs.exit_code}, which this template declares as 'the check could not run' "
             f"(cannot_run_exit){_said(obs)}"
         )
-    if obs.error and (obs.exit_code is not None or "timed out" in obs.error):
+    # a check whose configuration cannot be pinned never ran (no exit status)
+    unpinned = spec.pin_config is not None and obs.exit_code is None
+    if obs.error and (obs.exit_code is not None or "timed out" in obs.error or unpinned):
         return f"observer {name!r}{where} cannot observe the starting tree: {obs.error}"
     return ""
 

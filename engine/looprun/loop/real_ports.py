@@ -35,6 +35,7 @@ class RealObserver:
     # told after an observer's command ran (it may have written to the tree)
     on_command: Callable[[], None] | None = None
     excluded: Callable[[], tuple[str, ...]] = tuple  # report files, out of the diff
+    pinned: Path | None = None  # the run's copies of what checks run with, read-only to them
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -55,6 +56,7 @@ class RealObserver:
                 constraints=self.constraints,
                 exclude=self.excluded(),
                 sandbox=self.sandbox,
+                pinned=self.pinned,
             )
         finally:
             if spec.run is not None and self.on_command is not None:
@@ -171,6 +173,7 @@ def build_ports(
             sandbox,
             ws.touched,
             excluded=lambda: ws.excluded,
+            pinned=journal.dir / "pinned",
         ),
         journal=journal,
         context=context,

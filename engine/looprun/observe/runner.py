@@ -26,6 +26,7 @@ from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.outcome_channel import Outcomes, listening
+from looprun.observe.pytest_pin import PinError, pin
 from looprun.observe.registry import get_parser
 from looprun.redact import Redactor, secret_values
 
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from looprun.sandbox import Sandbox
+
+# a pinned check's interpreters skip the user's site directory and its .pth files
+_ISOLATED: Mapping[str, str] = {"PYTHONNOUSERSITE": "1"}
 
 # git_diff options that default to the act constraints when the observer does not set them.
 _CONSTRAINT_DEFAULTS = ("allow", "deny", "forbidden_patterns", "max_lines")
@@ -70,6 +74,18 @@ def _remove_report(report: Path) -> None:
         safefs.remove_entry(fd, report.name, trees=False)
 
 
+def _failed(parser_name: str, message: str) -> Observation:
+    """A check that did not yield a result: not ok, every declared fact empty."""
+    return Observation(
+        parser=parser_name,
+        ok=False,
+        error=message,
+        signature=failure_signature([], message),
+        feedback=message,
+        facts=freeze(_empty_facts(get_parser(parser_name))),
+    )
+
+
 def observe_command(
     parser_name: str,
     *,
@@ -85,9 +101,11 @@ def observe_command(
     output_log: Path | None = None,
     exclude: tuple[str, ...] = (),
     sandbox: Sandbox | None = None,
+    isolated: bool = False,
 ) -> Observation:
     """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output.
-    With a ``sandbox`` the command runs confined to it."""
+    With a ``sandbox`` the command runs confined to it; ``isolated`` keeps the user's
+    site directory (start-up files outside the base) out of its interpreters."""
     parser = get_parser(parser_name)
     report = None if file is None else (file if file.is_absolute() else workdir / file)
     output: str | None = None
@@ -101,7 +119,7 @@ def observe_command(
 
         if report is not None:
             _remove_report(report)  # never let an old report pass as this run's result
-        env = scrubbed_env(extra=NO_BYTECODE)
+        env = scrubbed_env(extra={**NO_BYTECODE, **(_ISOLATED if isolated else {})})
         with contextlib.ExitStack() as stack:
             fds: tuple[int, ...] = ()
             if (options or {}).get("outcome_channel") == "pytest":
@@ -143,15 +161,7 @@ def observe_command(
     try:
         obs = parser.parse(data)
     except Exception as exc:
-        message = f"parser {parser_name!r} failed: {type(exc).__name__}: {exc}"
-        obs = Observation(
-            parser=parser_name,
-            ok=False,
-            error=message,
-            signature=failure_signature([], message),
-            feedback=message,
-            facts=freeze(_empty_facts(parser)),
-        )
+        obs = _failed(parser_name, f"parser {parser_name!r} failed: {type(exc).__name__}: {exc}")
     changes: dict[str, Any] = {"exit_code": exit_code}
     if timed_out and parser_name != "exit_code":
         message = (
@@ -183,8 +193,12 @@ def run_observer(
     constraints: Constraints | None = None,
     exclude: tuple[str, ...] = (),
     sandbox: Sandbox | None = None,
+    pinned: Path | None = None,
 ) -> Observation:
-    """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates."""
+    """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates.
+
+    ``pinned`` is a directory of the run no command can write, where an observer with
+    ``pin_config`` gets the base's configuration copied."""
     if spec.when is not None and not spec.when.evaluate(context):
         parser = get_parser(spec.parser)
         return Observation(
@@ -197,6 +211,15 @@ def run_observer(
         )
     command = spec.run.render(context) if spec.run is not None else None
     file = Path(spec.file.render(context).strip()) if spec.file is not None else None
+    if spec.pin_config is not None and command is not None:
+        try:
+            if pinned is None:
+                raise PinError("no run directory to keep the pinned configuration in")
+            command = pin(
+                command, workdir=workdir, git_dir=git_dir, base=base, into=pinned / spec.name
+            )
+        except PinError as exc:
+            return _failed(spec.parser, f"{spec.name}: pin_config {spec.pin_config}: {exc}")
     return observe_command(
         spec.parser,
         workdir=workdir,
@@ -211,4 +234,5 @@ def run_observer(
         output_log=artifacts / f"{spec.name}.output.txt" if command is not None else None,
         exclude=exclude,
         sandbox=sandbox,
+        isolated=spec.pin_config is not None,
     )

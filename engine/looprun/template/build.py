@@ -204,6 +204,21 @@ class Builder:
             return None  # the schema reports it
         return seconds
 
+    def pin_config(self, path: JsonPath, spec: Mapping[str, Any], run: object) -> str | None:
+        """An observer's ``pin_config`` (the schema names the tools it knows): it pins
+        what the observer's command runs with, so there must be a command."""
+        value = spec.get("pin_config")
+        if value is None:
+            return None
+        if run is None:
+            self.problem(
+                (*path, "pin_config"),
+                f"pin_config: {value} pins the configuration of the observer's command, "
+                "but the observer has no `run`",
+                key=True,
+            )
+        return value if isinstance(value, str) else None
+
     # -- sections --------------------------------------------------------------------
 
     def build(self) -> Template | None:
@@ -329,6 +344,7 @@ class Builder:
                     for c in spec.get("cannot_run_exit") or ()
                     if isinstance(c, int) and not isinstance(c, bool)
                 ),
+                pin_config=self.pin_config(path, spec, run),
             )
         return out
 

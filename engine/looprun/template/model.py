@@ -216,6 +216,9 @@ class ObserverSpec:
     # exit statuses meaning the check itself could not run (pytest 2-4: interrupted by
     # collection errors, internal error, usage error); at the baseline they stop the run
     cannot_run_exit: tuple[int, ...] = ()
+    # "pytest": the command runs with the run base's pytest configuration, copied where no
+    # command can write (observe/pytest_pin.py), never with what the tree holds now
+    pin_config: str | None = None
 
 
 @dataclass(frozen=True)
