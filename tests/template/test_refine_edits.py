@@ -276,6 +276,7 @@ BUILTIN_IDS = {
         "reproduce_errors",
         "reproduce_missing",
         "reproduce_wrong_failure",
+        "reproduce_unexercised",
         "reproduce_outside_tests",
         "fix_not_passing",
         "regressed",
