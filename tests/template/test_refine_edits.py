@@ -270,6 +270,7 @@ def test_looprun_test_names_rules_as_explain_does(tmp_path: Path) -> None:
 BUILTIN_IDS = {
     "bugfix": [
         "policy_violation",
+        "vanished",
         "stuck",
         "repeated",
         "reproduce",
@@ -280,7 +281,6 @@ BUILTIN_IDS = {
         "reproduce_outside_tests",
         "fix_not_passing",
         "regressed",
-        "vanished",
         "lint",
         "fallback",
     ],

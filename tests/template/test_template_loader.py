@@ -109,7 +109,7 @@ def test_bugfix_is_reproduce_then_fix() -> None:
             "failure_types": {new: "AssertionError"},
             "exercised": {new: ["src/invoice.py"]},
         },
-        "baseline": {"tests": {"errors": 0, "newly_failing": [new]}},
+        "baseline": {"tests": {"errors": 0, "newly_failing": [new], "vanished": []}},
         "diff": {"files": ["tests/test_invoice.py"]},
         "inputs": {"tests_glob": "tests/**", "reproduce_exceptions": ["AssertionError"]},
     }
@@ -126,7 +126,7 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     assert reproduce.done_when.evaluate(facts) is False
     # a failure that was already there at the baseline is not a reproduction
     facts["diff"] = {"files": ["tests/test_invoice.py"]}
-    facts["baseline"] = {"tests": {"errors": 0, "newly_failing": []}}
+    facts["baseline"] = {"tests": {"errors": 0, "newly_failing": [], "vanished": []}}
     assert reproduce.done_when.evaluate(facts) is False
     assert "pytest.skip(" in t.act.constraints.forbidden_patterns
     # reproduce may only add new files under tests_glob, never a conftest.py
