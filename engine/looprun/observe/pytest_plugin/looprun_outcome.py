@@ -14,11 +14,12 @@ whatever interpreter the project's tests use.
 
 With ``LOOPRUN_EXERCISED=1`` each failure also says which of the project's own source
 files its call phase ran a function from (``exercised``): a profile function, set only
-while a test's body runs and removed once it has seen enough, notes the first few files
-under the working directory that are not tests, not conftest.py and not installed
-packages. A "reproduction" that fails on ``assert False`` without calling the code shows
-an empty list. Only Python functions called on the test's own thread count: setup,
-fixtures, module-level imports and C extensions do not.
+while a test's body runs, notes the first few files under the working directory that are
+not tests, not conftest.py and not installed packages, and is removed at the first one
+outside the test's own top directory (surely no test helper). A "reproduction" that
+fails on ``assert False`` without calling the code shows an empty list. Only Python
+functions called on the test's own thread count: setup, fixtures, module-level imports
+and C extensions do not.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ _root = ""
 _test_globs: list[str] = ["test_*.py", "*_test.py"]
 _sources: dict[str, str] = {}  # code file name -> its project path, or "" when it is not one
 _test_file = ""
+_test_top = ""  # the test file's top directory ("tests/"), "" for a test at the root
 _touched: list[str] = []
 
 
@@ -103,7 +105,8 @@ def _profile(frame: Any, event: str, arg: Any) -> None:
     if not source or source == _test_file or source in _touched or code.co_name == "<module>":
         return
     _touched.append(source)
-    if len(_touched) >= _MAX_FILES:
+    # a file outside the test's own top directory is surely not a test helper: enough
+    if len(_touched) >= _MAX_FILES or not _test_top or not source.startswith(_test_top):
         sys.setprofile(None)
 
 
@@ -126,12 +129,15 @@ def pytest_configure(config: Any) -> None:
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item: Any) -> Any:
     """Watch what the test's body calls (only with ``LOOPRUN_EXERCISED=1``)."""
-    global _test_file, _touched
+    global _test_file, _test_top, _touched
     _touched = []
     if not _watch:
         yield
         return
-    _test_file = _project_source(str(getattr(item, "path", ""))) or ""
+    path = os.path.realpath(str(getattr(item, "path", "")))
+    rel = path[len(_root) :].split(os.sep) if path.startswith(_root) else []
+    _test_file = "/".join(rel)
+    _test_top = rel[0] + "/" if len(rel) > 1 else ""
     previous = sys.getprofile()
     sys.setprofile(_profile)
     try:
