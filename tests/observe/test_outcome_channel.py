@@ -82,3 +82,57 @@ def test_a_plugin_shadowed_from_the_workdir_is_flagged(tmp_path: Path) -> None:
     (work / "looprun_outcome.py").write_text("")  # `python -m` puts the workdir first
     facts = _observe(work)
     assert facts["consistent"] is False and "never reported" in facts["tampering"]
+
+
+_EXERCISE = (
+    "import json\n\nfrom helpers import fail\nfrom pkg import core\n\nEARLY = core.double(2)\n\n\n"
+    "def test_calls_the_code():\n    assert core.double(2) == 5\n\n\n"
+    "def test_assert_false():\n    assert False\n\n\n"
+    "def test_reads_a_value_from_import_time():\n    assert EARLY == 5\n\n\n"
+    "def test_only_a_helper_and_the_standard_library():\n"
+    "    json.dumps({})\n    fail()\n\n\n"
+    "def test_passes():\n    assert core.double(1) == 2\n"
+)
+
+
+def _exercise_project(tmp_path: Path) -> Path:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "core.py").write_text("def double(x):\n    return 2 * x\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "helpers.py").write_text("def fail():\n    assert False\n")
+    (tmp_path / "tests" / "test_x.py").write_text(_EXERCISE)
+    (tmp_path / "conftest.py").write_text(
+        "import sys, os\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), 'tests'))\n"
+    )
+    return tmp_path
+
+
+def test_exercised_names_the_project_files_each_failing_body_ran(tmp_path: Path) -> None:
+    work = _exercise_project(tmp_path)
+    report = work / "out" / "junit.xml"
+    report.parent.mkdir()
+    obs = observe_command(
+        "junit",
+        workdir=work,
+        command=f"{sys.executable} -m pytest -q -p no:cacheprovider -p looprun_outcome "
+        f"--junitxml={report}",
+        file=report,
+        options={"outcome_channel": "pytest", "exercised": True},
+        timeout_s=120,
+    )
+    facts = obs.to_facts()
+    assert facts["consistent"], facts["tampering"]
+    # the helper under tests/ is named (the template's tests glob decides about it); the
+    # test module, conftest.py, json and pytest are not; module-level calls do not count
+    assert facts["exercised"] == {
+        "tests/test_x.py::test_calls_the_code": ["pkg/core.py"],
+        "tests/test_x.py::test_assert_false": [],
+        "tests/test_x.py::test_reads_a_value_from_import_time": [],
+        "tests/test_x.py::test_only_a_helper_and_the_standard_library": ["tests/helpers.py"],
+    }
+
+
+def test_exercised_is_not_watched_unless_the_observer_asks(tmp_path: Path) -> None:
+    facts = _observe(_exercise_project(tmp_path))
+    assert facts["failed"] == 4 and facts["exercised"] == {}

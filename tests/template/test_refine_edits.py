@@ -270,16 +270,17 @@ def test_looprun_test_names_rules_as_explain_does(tmp_path: Path) -> None:
 BUILTIN_IDS = {
     "bugfix": [
         "policy_violation",
+        "vanished",
         "stuck",
         "repeated",
         "reproduce",
         "reproduce_errors",
         "reproduce_missing",
         "reproduce_wrong_failure",
+        "reproduce_unexercised",
         "reproduce_outside_tests",
         "fix_not_passing",
         "regressed",
-        "vanished",
         "lint",
         "fallback",
     ],

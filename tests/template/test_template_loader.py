@@ -102,8 +102,14 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     assert (reproduce.id, fix.id, fix.depends_on) == ("reproduce", "fix", ("reproduce",))
     new = "tests/test_invoice.py::test_zero"
     facts = {
-        "tests": {"failed": 1, "errors": 0, "ok": False, "failure_types": {new: "AssertionError"}},
-        "baseline": {"tests": {"errors": 0, "newly_failing": [new]}},
+        "tests": {
+            "failed": 1,
+            "errors": 0,
+            "ok": False,
+            "failure_types": {new: "AssertionError"},
+            "exercised": {new: ["src/invoice.py"]},
+        },
+        "baseline": {"tests": {"errors": 0, "newly_failing": [new], "vanished": []}},
         "diff": {"files": ["tests/test_invoice.py"]},
         "inputs": {"tests_glob": "tests/**", "reproduce_exceptions": ["AssertionError"]},
     }
@@ -112,11 +118,15 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     facts["tests"] = {**facts["tests"], "failure_types": {new: "ImportError"}}
     assert reproduce.done_when.evaluate(facts) is False
     facts["tests"] = {**facts["tests"], "failure_types": {new: "AssertionError"}}
+    # a test whose body ran none of the code (`assert False`) is not a reproduction
+    facts["tests"] = {**facts["tests"], "exercised": {new: []}}
+    assert reproduce.done_when.evaluate(facts) is False
+    facts["tests"] = {**facts["tests"], "exercised": {new: ["src/invoice.py"]}}
     facts["diff"] = {"files": ["src/invoice.py"]}
     assert reproduce.done_when.evaluate(facts) is False
     # a failure that was already there at the baseline is not a reproduction
     facts["diff"] = {"files": ["tests/test_invoice.py"]}
-    facts["baseline"] = {"tests": {"errors": 0, "newly_failing": []}}
+    facts["baseline"] = {"tests": {"errors": 0, "newly_failing": [], "vanished": []}}
     assert reproduce.done_when.evaluate(facts) is False
     assert "pytest.skip(" in t.act.constraints.forbidden_patterns
     # reproduce may only add new files under tests_glob, never a conftest.py

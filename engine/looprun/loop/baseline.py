@@ -11,6 +11,16 @@ comparisons with the current observation, for parsers that report test ids
 - ``regressed``: ids that passed at the baseline and fail now;
 - ``vanished``: ids that passed at the baseline and are neither passing nor failing now
   (deleted, renamed or skipped).
+
+A parametrized test's ids can change between two runs of the same tree (parameters drawn
+from a set follow its hash order), so an id that is gone is first matched, by file and
+function (the id without its ``[...]`` part), with a new id of the same function, one
+for one: a renamed failure is not a new one, and a renamed pass has not vanished (a
+renamed pass that fails now is a regression). The baseline runs an observer whose ids
+carry parameters twice and keeps the ids the two runs disagree on as ``unstable``; only
+the functions those belong to are matched this way, so a case dropped from a stable
+parametrization still vanishes, and so does every case beyond the ones a rename
+explains.
 """
 
 from __future__ import annotations
@@ -35,17 +45,64 @@ def _ids(facts: Mapping[str, Any], key: str) -> list[str]:
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
 
+def function_of(test_id: str) -> str:
+    """A test id without its parameters: ``t.py::test_f[a-b]`` -> ``t.py::test_f``."""
+    return test_id.split("[", 1)[0] if test_id.endswith("]") else test_id
+
+
+def unstable_ids(first: Mapping[str, Any], second: Mapping[str, Any]) -> list[str]:
+    """The ids one of two observations of the same tree has and the other lacks."""
+    one = set(_ids(first, "failing")) | set(_ids(first, "passing"))
+    two = set(_ids(second, "failing")) | set(_ids(second, "passing"))
+    return sorted(one ^ two)
+
+
+def parametrized(facts: Mapping[str, Any]) -> bool:
+    """Whether any test id carries parameters (only those can be renamed by a rerun)."""
+    return any(i != function_of(i) for key in ("failing", "passing") for i in _ids(facts, key))
+
+
+def _pair(gone: list[str], new: list[str], functions: set[str]) -> tuple[set[str], set[str]]:
+    """Match ids gone since the baseline with new ids of the same function, one for one
+    and in order, for the functions in ``functions``: (the gone ids matched, the new ids
+    matched)."""
+    free: dict[str, list[str]] = {}
+    for i in new:
+        if function_of(i) in functions:
+            free.setdefault(function_of(i), []).append(i)
+    matched_gone, matched_new = set(), set()
+    for i in gone:
+        partners = free.get(function_of(i))
+        if partners:
+            matched_gone.add(i)
+            matched_new.add(partners.pop(0))
+    return matched_gone, matched_new
+
+
 def compare(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, list[str]]:
     """The three comparisons of the current facts ``now`` with the baseline's ``base``."""
     base_failing = set(_ids(base, "failing"))
     base_passing = set(_ids(base, "passing"))
+    unstable = set(_ids(base, "unstable"))
+    functions = {function_of(i) for i in unstable}  # whose ids may be renamed by a rerun
     failing_now = _ids(now, "failing")
-    present = set(failing_now) | set(_ids(now, "passing"))
+    passing_now = _ids(now, "passing")
+    present = set(failing_now) | set(passing_now)
+    known = base_failing | base_passing
+    # a failure there at the baseline under another name is the same failure
+    _, old_failure = _pair(
+        sorted(base_failing - present), [i for i in failing_now if i not in known], functions
+    )
+    # each pass gone since the baseline is matched with a new id left over, the unstable
+    # ones first; a match that fails now is a regression
+    left = [i for i in [*failing_now, *passing_now] if i not in known and i not in old_failure]
+    gone = sorted(base_passing - present, key=lambda i: (i not in unstable, i))
+    renamed, renamed_to = _pair(gone, left, functions)
     has_passing = "passing" in now
     return {
-        "newly_failing": [i for i in failing_now if i not in base_failing],
-        "regressed": [i for i in failing_now if i in base_passing],
-        "vanished": (sorted(i for i in base_passing if i not in present) if has_passing else []),
+        "newly_failing": [i for i in failing_now if i not in base_failing | old_failure],
+        "regressed": [i for i in failing_now if i in base_passing or i in renamed_to],
+        "vanished": sorted(set(gone) - renamed) if has_passing else [],
     }
 
 

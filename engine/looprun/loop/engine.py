@@ -17,7 +17,7 @@ from typing import Any
 from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
 from looprun.loop.agent import AgentReport, agent_turn
-from looprun.loop.baseline import COMPARISONS, slim, unusable
+from looprun.loop.baseline import COMPARISONS, parametrized, slim, unstable_ids, unusable
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
 from looprun.loop.feedback import (
     ATTEMPTS_KEPT,
@@ -312,11 +312,17 @@ class Engine:
         # its time does not count against the run's `timeout`.
         started = self.ports.clock.monotonic()
         self.ports.journal.fresh_artifacts()
-        observations = self._observe(self._first_task(), bounded=False)
-        self._t0 += self.ports.clock.monotonic() - started
+        task = self._first_task()
+        observations = self._observe(task, bounded=False)
         st.baseline = {name: slim(o.to_facts()) for name, o in observations.items()}
+        unstable = self._unstable_ids(task, observations) if not self._observer_edit else {}
+        for name, ids in unstable.items():
+            st.baseline[name]["unstable"] = ids
+        self._t0 += self.ports.clock.monotonic() - started
         lines = {name: observation_line(name, o) for name, o in observations.items()}
-        self.ports.journal.event("baseline", observers=lines)
+        said = {n: ids[:50] for n, ids in unstable.items() if ids}
+        extra = {"unstable": said} if said else {}
+        self.ports.journal.event("baseline", observers=lines, **extra)
         self.ports.journal.save_observation(
             0,
             {
@@ -341,6 +347,29 @@ class Engine:
                 "baseline_unusable",
             )
         return None
+
+    def _unstable_ids(
+        self, task: PlannedTask, observations: Mapping[str, Observation]
+    ) -> dict[str, list[str]]:
+        """Run each observer whose baseline has parametrized test ids once more: the ids
+        the two runs of the same tree disagree on are unstable (parameters drawn from a
+        set follow its hash order), so a later run not showing them is no vanished test."""
+        ctx = {**self._context(task, {}), **{n: o.to_facts() for n, o in observations.items()}}
+        out: dict[str, list[str]] = {}
+        ws = self.ports.workspace
+        for name, spec in self.t.observe.items():
+            facts = ctx[name]
+            if spec.run is None or not observations[name].ran or not parametrized(facts):
+                continue
+            before = ws.snapshot()
+            try:
+                again = self.ports.observer.observe(spec, ctx, deadline=None, base=self.state.base)
+            except LooprunError:
+                continue
+            again, _ = self._edits_by(name, spec, again, before)
+            if again.error is None:
+                out[name] = unstable_ids(facts, again.to_facts())
+        return out
 
     def _exclude_reports(self, task: PlannedTask) -> None:
         """Observers' report files are never part of the run's changes, wherever they are."""

@@ -18,6 +18,8 @@ JUNIT: dict[str, Any] = {
     "passing": [],
     "flaky": [],
     "failure_types": {},
+    # failing id -> the project files its body ran code from (option `exercised`, pytest)
+    "exercised": {},
     # nothing read, nothing disagreeing: an unreadable report is `ok: false` on its own
     "consistent": True,
     "tampering": "",
@@ -68,7 +70,7 @@ DIAGNOSTIC_FORMATS: tuple[str, ...] = ("mypy", "pyright", "eslint")
 # never closes.
 COMMON_OPTIONS: frozenset[str] = frozenset({"max_feedback"})
 OPTIONS: dict[str, frozenset[str]] = {
-    "junit": frozenset({"outcome_channel"}),
+    "junit": frozenset({"outcome_channel", "exercised"}),
     "sarif": frozenset({"fail_on"}),
     "coverage": frozenset({"min", "paths"}),
     "git_diff": frozenset({"allow", "deny", "forbidden_patterns", "max_lines"}),

@@ -69,7 +69,8 @@ class _Tally:
     errors: int = 0
     skipped: int = 0
     failing: list[str] = field(default_factory=list)
-    failing_keys: set[tuple[str, str]] = field(default_factory=set)  # (classname, name)
+    # (classname, name) -> the failing case's id
+    failing_keys: dict[tuple[str, str], str] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     passing: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
@@ -320,8 +321,8 @@ def _on_case(tally: _Tally, attrib: dict[str, str], inner: _Inner) -> bool:
         result = inner.results[kind]
         file_attr, line_attr = attrib.get("file"), attrib.get("line")
         name, classname = attrib.get("name") or "<unnamed>", attrib.get("classname") or ""
-        tally.failing_keys.add((classname, name))
         case_id = tally.case_id(name, classname, file_attr)
+        tally.failing_keys.setdefault((classname, name), case_id)
         tally.add_failure(
             case_id,
             lambda: _result_item(
@@ -397,9 +398,27 @@ def _tampering(data: ParseInput, tally: _Tally, shown: str, ran: int, bad: int) 
         problems.append(f"the test command exited 1 (tests failed) but {shown} shows none failing")
     if data.outcomes is not None:
         problems += disagreements(
-            data.outcomes, tally.failing_keys, set(tally.failing), data.exit_code
+            data.outcomes, set(tally.failing_keys), set(tally.failing), data.exit_code
         )
     return "; ".join(problems)
+
+
+def _exercised(data: ParseInput, tally: _Tally) -> dict[str, list[str]]:
+    """Each failing id the outcome channel watched -> the project files its body ran
+    code from, matched to the report's id through the JUnit key (or the node id)."""
+    outcomes = data.outcomes
+    if outcomes is None:
+        return {}
+    failing = set(tally.failing)
+    out: dict[str, list[str]] = {}
+    for test, files in outcomes.exercised.items():
+        key = outcomes.failed.get(test)
+        case_id = tally.failing_keys.get(key) if key else None
+        if case_id is None and test in failing:
+            case_id = test
+        if case_id is not None:
+            out.setdefault(case_id, list(files))
+    return out
 
 
 def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
@@ -453,6 +472,7 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
         "passing": tally.passing,
         "flaky": tally.flaky,
         "failure_types": tally.types,
+        "exercised": _exercised(data, tally),
         "consistent": not tampering,
         "tampering": tampering,
     }

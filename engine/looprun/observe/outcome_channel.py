@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV = "LOOPRUN_OUTCOME_FD"
+EXERCISED_ENV = "LOOPRUN_EXERCISED"
 PLUGIN = "looprun_outcome"
 PLUGIN_DIR = Path(__file__).resolve().parent / "pytest_plugin"
 _MAX_BYTES = 8 << 20  # beyond this the channel counts as cut short, never as complete
+_MAX_EXERCISED = 8  # files kept per failing test (the plugin sends no more)
 
 
 @dataclass
@@ -30,6 +32,8 @@ class Outcomes:
     ended: bool = False
     plugin: str = ""
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)  # node id -> junit key
+    # node id -> the project files its call phase ran code from (when it was watched)
+    exercised: dict[str, tuple[str, ...]] = field(default_factory=dict)
     overflow: bool = False
     malformed: int = 0
 
@@ -44,7 +48,11 @@ class Outcomes:
             self.started, self.plugin = True, str(record.get("plugin", ""))
         elif event == "failed":
             key = record.get("junit") or ["", ""]
-            self.failed.setdefault(str(record.get("id")), (str(key[0]), str(key[-1])))
+            test = str(record.get("id"))
+            self.failed.setdefault(test, (str(key[0]), str(key[-1])))
+            files = record.get("exercised")
+            if isinstance(files, list) and test not in self.exercised:
+                self.exercised[test] = tuple(str(f) for f in files[:_MAX_EXERCISED])
         elif event == "end":
             self.ended = True
 
@@ -66,9 +74,12 @@ def _read(fd: int, into: Outcomes) -> None:
 
 
 @contextlib.contextmanager
-def listening(env: Mapping[str, str]) -> Iterator[tuple[dict[str, str], int, Outcomes]]:
+def listening(
+    env: Mapping[str, str], *, exercised: bool = False
+) -> Iterator[tuple[dict[str, str], int, Outcomes]]:
     """A pipe for one command: the environment and fd to hand it, and what it said
-    (complete once the block exits, after the command ended)."""
+    (complete once the block exits, after the command ended). With ``exercised`` the
+    plugin also says which project files each failing test's body ran."""
     read_fd, write_fd = os.pipe()
     os.set_inheritable(write_fd, True)
     outcomes = Outcomes()
@@ -81,6 +92,10 @@ def listening(env: Mapping[str, str]) -> Iterator[tuple[dict[str, str], int, Out
         # first on the path, so only the workdir (sys.path[0] under `python -m`) precedes it
         "PYTHONPATH": str(PLUGIN_DIR) + (os.pathsep + path if path else ""),
     }
+    if exercised:
+        child[EXERCISED_ENV] = "1"
+    else:
+        child.pop(EXERCISED_ENV, None)
     try:
         yield child, write_fd, outcomes
     finally:

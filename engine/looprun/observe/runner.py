@@ -123,7 +123,8 @@ def observe_command(
         with contextlib.ExitStack() as stack:
             fds: tuple[int, ...] = ()
             if (options or {}).get("outcome_channel") == "pytest":
-                env, fd, outcomes = stack.enter_context(listening(env))
+                watch = (options or {}).get("exercised") is True
+                env, fd, outcomes = stack.enter_context(listening(env, exercised=watch))
                 fds = (fd,)
             result = run_process(
                 command,

@@ -50,6 +50,22 @@ def values_at(mapping: Mapping[Any, Any] | None, keys: Iterable[Any] | None) -> 
     return [mapping[k] for k in (keys or ()) if k in mapping]
 
 
+def confined(
+    mapping: Mapping[Any, Any] | None, keys: Iterable[Any] | None, *globs: str
+) -> list[Any]:
+    """The keys (order kept) whose paths in ``mapping`` all match the globs, none counting
+    as all; keys it lacks are skipped: the newly failing tests whose body ran no code
+    outside the tests, ``confined(tests.exercised, ids, inputs.tests_glob)``."""
+    if not mapping:
+        return []
+    spec = pathspec.GitIgnoreSpec.from_lines(globs)
+    out = []
+    for key in keys or ():
+        if key in mapping and all(spec.match_file(p) for p in mapping[key] or ()):
+            out.append(key)
+    return out
+
+
 class ShellCode(str):
     """A value that is trusted shell code (a template author's or invoker's command).
 
@@ -124,7 +140,9 @@ def _make_env(**kwargs: Any) -> ImmutableSandboxedEnvironment:
         lstrip_blocks=True,
         **kwargs,
     )
-    env.globals.update({"matching": matching, "without": without, "values_at": values_at})
+    env.globals.update(
+        {"matching": matching, "without": without, "values_at": values_at, "confined": confined}
+    )
     return env
 
 
@@ -296,7 +314,7 @@ UNTRUSTED_FILTERS = frozenset(
      "min", "max", "sum", "default", "d", "list", "unique", "sort", "round", "trim", "select",
      "reject", "selectattr", "rejectattr", "map", "join"}
 )  # fmt: skip
-UNTRUSTED_CALLS = frozenset({"matching", "without", "values_at"})
+UNTRUSTED_CALLS = frozenset({"matching", "without", "values_at", "confined"})
 _JINJA_PASSED = (Context, ImmutableSandboxedEnvironment)
 
 

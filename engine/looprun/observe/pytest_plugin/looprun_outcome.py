@@ -11,20 +11,42 @@ wrapper, before any other implementation of the hook sees the report, and is wri
 once. Code in the same interpreter can still reach this channel; it raises the bar, it is
 not a wall. The file imports nothing but the standard library and pytest, so it runs in
 whatever interpreter the project's tests use.
+
+With ``LOOPRUN_EXERCISED=1`` each failure also says which of the project's own source
+files its call phase ran a function from (``exercised``): a profile function, set only
+while a test's body runs, notes the first few files under the working directory that are
+not tests, not conftest.py and not installed packages, and is removed at the first one
+outside the test's own top directory (surely no test helper). A "reproduction" that
+fails on ``assert False`` without calling the code shows an empty list. Only Python
+functions called on the test's own thread count: setup, fixtures, module-level imports
+and C extensions do not.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import json
 import os
+import sys
 from typing import Any
 
 import pytest
 
 _ENV = "LOOPRUN_OUTCOME_FD"
+_EXERCISED_ENV = "LOOPRUN_EXERCISED"
+_MAX_FILES = 8  # files noted per test; the profile function is removed once it has them
+_INSTALLED = ("site-packages", "dist-packages")
 _out: Any = None
 _ran = 0
 _failed = 0
+_watch = False
+_root = ""
+_test_globs: list[str] = ["test_*.py", "*_test.py"]
+_sources: dict[str, str] = {}  # code file name -> its project path, or "" when it is not one
+_test_file = ""
+_test_top = ""  # the test file's top directory ("tests/"), "" for a test at the root
+_touched: list[str] = []
 
 
 def _send(record: dict[str, Any]) -> None:
@@ -52,8 +74,44 @@ def _junit_key(nodeid: str, config: Any) -> list[str]:
     return [".".join(names[:-1]), names[-1]]
 
 
+def _project_source(filename: str) -> str:
+    """``filename`` (a code object's) relative to the working directory when it is the
+    project's own source: not a test module, a conftest.py, an installed package or a
+    file under a dot-directory such as ``.venv``; else ''."""
+    if filename.startswith("<"):
+        return ""
+    path = os.path.realpath(filename)
+    if not path.startswith(_root):
+        return ""
+    rel = path[len(_root) :]
+    parts = rel.split(os.sep)
+    name = parts[-1]
+    if any(p in _INSTALLED or p.startswith(".") for p in parts[:-1]) or name == "conftest.py":
+        return ""
+    if any(fnmatch.fnmatch(name, glob) for glob in _test_globs):
+        return ""
+    return "/".join(parts)
+
+
+def _profile(frame: Any, event: str, arg: Any) -> None:
+    if event != "call":
+        return
+    code = frame.f_code
+    filename = code.co_filename
+    source = _sources.get(filename)
+    if source is None:
+        source = _sources[filename] = _project_source(filename)
+    # importing a module runs its body: that is loading the code, not exercising it
+    if not source or source == _test_file or source in _touched or code.co_name == "<module>":
+        return
+    _touched.append(source)
+    # a file outside the test's own top directory is surely not a test helper: enough
+    if len(_touched) >= _MAX_FILES or not _test_top or not source.startswith(_test_top):
+        sys.setprofile(None)
+
+
 def pytest_configure(config: Any) -> None:
-    global _out
+    global _out, _watch, _root, _test_globs
     fd = os.environ.get(_ENV, "")
     if not fd.isdigit():
         return
@@ -61,7 +119,31 @@ def pytest_configure(config: Any) -> None:
         _out = os.fdopen(int(fd), "w", encoding="utf-8", closefd=False)
     except OSError:
         return
+    _watch = os.environ.get(_EXERCISED_ENV) == "1"
+    _root = os.path.join(os.path.realpath(os.getcwd()), "")
+    with contextlib.suppress(ValueError, TypeError):
+        _test_globs = [str(g) for g in config.getini("python_files")] or _test_globs
     _send({"event": "start", "plugin": os.path.realpath(__file__)})
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_call(item: Any) -> Any:
+    """Watch what the test's body calls (only with ``LOOPRUN_EXERCISED=1``)."""
+    global _test_file, _test_top, _touched
+    _touched = []
+    if not _watch:
+        yield
+        return
+    path = os.path.realpath(str(getattr(item, "path", "")))
+    rel = path[len(_root) :].split(os.sep) if path.startswith(_root) else []
+    _test_file = "/".join(rel)
+    _test_top = rel[0] + "/" if len(rel) > 1 else ""
+    previous = sys.getprofile()
+    sys.setprofile(_profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -75,14 +157,15 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
     )
     if not expected and item.get_closest_marker("xfail") is None:
         _failed += 1
-        _send(
-            {
-                "event": "failed",
-                "id": item.nodeid,
-                "when": call.when,
-                "junit": _junit_key(item.nodeid, item.config),
-            }
-        )
+        record = {
+            "event": "failed",
+            "id": item.nodeid,
+            "when": call.when,
+            "junit": _junit_key(item.nodeid, item.config),
+        }
+        if _watch and call.when == "call":
+            record["exercised"] = list(_touched)
+        _send(record)
     yield
 
 

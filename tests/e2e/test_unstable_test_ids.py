@@ -1,0 +1,107 @@
+"""`looprun bugfix` on a repository whose parametrized test ids change from run to run.
+
+The test is parametrized over pairs of a set of strings: which of two words comes first
+follows the set's hash order, so each pytest process (a new ``PYTHONHASHSEED``) names most
+cases differently. The baseline runs such a suite twice and learns which ids are unstable;
+a case renamed by a later run is then matched by file and function and is not a vanished
+test, while a case that really stopped running still is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from e2e_helpers import git_init, looprun
+
+_CODE = (
+    '"""A few words and what can be said about them."""\n\n'
+    'WORDS = {"apple", "banana", "cherry", "damson", "elder", "fig", "grape", "hazel"}\n\n\n'
+    "def vowels(word: str) -> int:\n"
+    '    return sum(1 for c in word if c in "aeio")\n'
+)
+_TESTS = (
+    "import itertools\n\nimport pytest\n\nfrom words import WORDS, vowels\n\n\n"
+    '@pytest.mark.parametrize("a,b", itertools.combinations(WORDS, 2))\n'
+    "def test_words_differ(a, b):\n    assert a != b\n\n\n"
+    'def test_apple_has_two_vowels():\n    assert vowels("apple") == 2\n'
+)
+_REPRO = 'from words import vowels\n\n\ndef test_u_is_a_vowel():\n    assert vowels("fruit") == 2\n'
+_BUG = ('c in "aeio"', 'c in "aeiou"')
+
+
+def _project(tmp: Path) -> Path:
+    work = tmp / "words"
+    (work / "tests").mkdir(parents=True)
+    (work / "words.py").write_text(_CODE)
+    (work / "tests" / "test_words.py").write_text(_TESTS)
+    return git_init(work)
+
+
+def _call(name: str, **arguments: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def _run(work: Path, tmp: Path, fix: dict[str, Any]) -> dict[str, Any]:
+    turns = [
+        _call("write_file", path="tests/test_fruit.py", content=_REPRO),
+        {"text": "The new test fails: vowels('fruit') is 1."},
+        fix,
+        {"text": "Fixed."},
+    ]
+    script = tmp / "script.yaml"
+    script.write_text(yaml.safe_dump(turns, sort_keys=False))
+    proc = looprun(
+        "bugfix",
+        "--intent",
+        "vowels() does not count 'u'.",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--max-iterations",
+        "3",
+        "--json",
+        # every pytest process draws its own hash seed, as it does by default
+        env={"PYTHONHASHSEED": "random"},
+        timeout=600,
+    )
+    assert proc.stdout.strip(), proc.stderr
+    summary = json.loads(proc.stdout)
+    summary["stderr"] = proc.stderr
+    return summary
+
+
+def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def test_an_honest_fix_ends_done_though_parametrized_ids_change(tmp_path: Path) -> None:
+    work = _project(tmp_path)
+    summary = _run(work, tmp_path, _call("edit_file", path="words.py", old=_BUG[0], new=_BUG[1]))
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    (baseline,) = _events(summary, "baseline")
+    unstable = baseline["unstable"]["tests"]
+    assert unstable and all("test_words_differ[" in i for i in unstable)
+
+
+def test_a_case_dropped_from_the_data_still_vanishes(tmp_path: Path) -> None:
+    """The fix also drops a word the test is parametrized over: seven of its cases stop
+    running, which no rename explains."""
+    work = _project(tmp_path)
+    fix = _call(
+        "write_file",
+        path="words.py",
+        content=_CODE.replace(_BUG[0], _BUG[1]).replace(', "hazel"', ""),
+    )
+    summary = _run(work, tmp_path, fix)
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    iterations = _events(summary, "iteration")
+    assert iterations[1]["decision"]["rule"] == "vanished", iterations[1]["decision"]
+    said = iterations[1]["decision"]["message"]
+    assert said.count("test_words_differ[") == 7, said
