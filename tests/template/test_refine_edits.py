@@ -280,6 +280,8 @@ BUILTIN_IDS = {
         "fix_not_passing",
         "regressed",
         "vanished",
+        "baseline_touched",
+        "strict",
         "lint",
         "fallback",
     ],

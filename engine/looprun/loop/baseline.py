@@ -49,6 +49,21 @@ def compare(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, list[s
     }
 
 
+def still_failing(
+    baseline: Mapping[str, Any] | None, current: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """Per observer, the ids that failed at the baseline and fail now (only observers with
+    some): what a run that ends ``done`` left as it found it, named in its verdict so a
+    green verdict never hides a failure nobody fixed."""
+    out: dict[str, list[str]] = {}
+    for name, base in (baseline or {}).items():
+        now = set(_ids(current.get(name) or {}, "failing"))
+        left = [i for i in _ids(base or {}, "failing") if i in now]
+        if left:
+            out[name] = left
+    return out
+
+
 def no_comparisons() -> dict[str, list[str]]:
     return {key: [] for key in COMPARISONS}
 

@@ -17,7 +17,7 @@ from typing import Any
 from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
 from looprun.loop.agent import AgentReport, agent_turn
-from looprun.loop.baseline import COMPARISONS, slim, unusable
+from looprun.loop.baseline import COMPARISONS, slim, still_failing, unusable
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
 from looprun.loop.feedback import (
     ATTEMPTS_KEPT,
@@ -452,6 +452,7 @@ class Engine:
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
             agent=dict(st.agent_totals),
+            still_failing=still_failing(st.baseline, st.last_facts),
         )
         if event:
             self.ports.journal.event(

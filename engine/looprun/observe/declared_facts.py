@@ -18,6 +18,7 @@ JUNIT: dict[str, Any] = {
     "passing": [],
     "flaky": [],
     "failure_types": {},
+    "failure_files": {},
     # nothing read, nothing disagreeing: an unreadable report is `ok: false` on its own
     "consistent": True,
     "tampering": "",
