@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import git_init, looprun
+from e2e_helpers import git_init, looprun, prompt_of
 from test_real_package_bugfix import (
     PACKAGE,
     _edit,
@@ -88,16 +88,9 @@ def test_special_casing_the_new_tests_input_is_not_a_fix(sdist: Path, tmp_path: 
     assert "test_inflection.py::test_ordinal[-5--5th]" in message
     assert "test_inflection.py::test_ordinal[-4--4th]" not in message  # that one passes now
     # the model is told in its next request, with the failures' feedback
-    assert "already failed at the start" in prompt_of(summary, 3)
+    assert "already failed at the start" in prompt_of(summary["run_dir"], 3)
     assert "still fail" not in summary["stderr"]  # a run that did not finish has no such line
     assert _suite(work).returncode != 0
-
-
-def prompt_of(summary: dict[str, Any], iteration: int) -> str:
-    """The user messages of the first model request of ``iteration``, as the model got them."""
-    lines = (Path(summary["run_dir"]) / "exchanges.jsonl").read_text().splitlines()
-    first = next(e for e in map(json.loads, lines) if e["iteration"] == iteration)
-    return "\n".join(str(m.get("content", "")) for m in first["request"] if m.get("role") == "user")
 
 
 def test_the_fix_for_every_input_ends_done(sdist: Path, tmp_path: Path) -> None:

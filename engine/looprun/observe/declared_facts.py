@@ -32,6 +32,7 @@ SARIF: dict[str, Any] = {
     "rules": {},
     "files": {},
     "tool_errors": 0,
+    "finding_keys": [],
 }
 COVERAGE: dict[str, Any] = {
     "percent": 0.0,
