@@ -14,11 +14,10 @@ failures it left; `--set strict=true` asks for the whole suite.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import git_init, looprun, prompt_of
+from e2e_helpers import looprun, prompt_of
 from test_real_package_bugfix import (
     PACKAGE,
     _edit,
@@ -43,13 +42,7 @@ FOUR_ONLY = (
 
 def _raising(sdist: Path, tmp: Path) -> Path:
     """The sdist with the lookup that raises for 0 and 4-9, committed."""
-    work = tmp / PACKAGE
-    shutil.copytree(sdist, work, ignore=shutil.ignore_patterns("*.egg-info"))
-    code = work / CODE
-    text = code.read_text()
-    assert RAISES[0] in text
-    code.write_text(text.replace(RAISES[0], RAISES[1]))
-    return git_init(work)
+    return _project(sdist, tmp, RAISES)
 
 
 def _reproduce_four() -> list[dict[str, Any]]:
