@@ -79,3 +79,11 @@ def run_dirs(workdir: Path) -> list[Path]:
 def summary_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert proc.stdout.strip(), proc.stderr
     return json.loads(proc.stdout)
+
+
+def prompt_of(run_dir: str | Path, iteration: int) -> str:
+    """The user messages of the first model request of ``iteration``, as the model got them
+    (the run's exchange log)."""
+    lines = (Path(run_dir) / "exchanges.jsonl").read_text().splitlines()
+    first = next(e for e in map(json.loads, lines) if e["iteration"] == iteration)
+    return "\n".join(str(m.get("content", "")) for m in first["request"] if m.get("role") == "user")

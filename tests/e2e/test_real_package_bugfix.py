@@ -75,13 +75,14 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where / f"{PACKAGE}-{VERSION}"
 
 
-def _project(sdist: Path, tmp: Path) -> Path:
+def _project(sdist: Path, tmp: Path, bug: tuple[str, str] = BUG) -> Path:
+    """The sdist with ``bug`` planted (the line, then its buggy form), committed."""
     work = tmp / PACKAGE
     shutil.copytree(sdist, work, ignore=shutil.ignore_patterns("*.egg-info"))
     code = work / PACKAGE / "__init__.py"
     text = code.read_text()
-    assert BUG[0] in text
-    code.write_text(text.replace(BUG[0], BUG[1]))
+    assert bug[0] in text
+    code.write_text(text.replace(bug[0], bug[1]))
     return git_init(work)
 
 

@@ -281,6 +281,8 @@ BUILTIN_IDS = {
         "reproduce_outside_tests",
         "fix_not_passing",
         "regressed",
+        "baseline_touched",
+        "strict",
         "lint",
         "fallback",
     ],

@@ -26,9 +26,14 @@ explains.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from looprun.frozen import freeze, thaw
 from looprun.observe.base import Observation
+from looprun.observe.feedback import DEFAULT_MAX_FEEDBACK, render
+from looprun.observe.finding_keys import new_flags
+from looprun.redact import Redactor, secret_values
 from looprun.template.model import ObserverSpec
 
 COMPARISONS = ("newly_failing", "regressed", "vanished")
@@ -106,6 +111,21 @@ def compare(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, list[s
     }
 
 
+def still_failing(
+    baseline: Mapping[str, Any] | None, current: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """Per observer, the ids that failed at the baseline and fail now (only observers with
+    some): what a run that ends ``done`` left as it found it, named in its verdict so a
+    green verdict never hides a failure nobody fixed."""
+    out: dict[str, list[str]] = {}
+    for name, base in (baseline or {}).items():
+        now = set(_ids(current.get(name) or {}, "failing"))
+        left = [i for i in _ids(base or {}, "failing") if i in now]
+        if left:
+            out[name] = left
+    return out
+
+
 def no_comparisons() -> dict[str, list[str]]:
     return {key: [] for key in COMPARISONS}
 
@@ -126,6 +146,54 @@ def baseline_facts(
         base.update(compare(base, now) if baseline else no_comparisons())
         out[name] = base
     return out
+
+
+def only_new_findings(
+    obs: Observation, base: Mapping[str, Any] | None, spec: ObserverSpec
+) -> Observation:
+    """``obs`` with feedback about the findings that are new since the baseline only
+    (those there at the start are counted in one line), for observers whose parser keys
+    its items (``finding_keys``): feedback listing hundreds of old findings invites edits
+    to files the task has nothing to do with. The new items come first (the progress line
+    names a new one), their keys with them; counts and every other fact stay as they are."""
+    keys = obs.facts.get("finding_keys")
+    known = (base or {}).get("finding_keys")
+    if obs.error or not known or not isinstance(keys, (list, tuple)):
+        return obs
+    if len(keys) != len(obs.items):
+        return obs
+    flags = new_flags([str(k) for k in keys], [str(k) for k in known])
+    order = [i for i, f in enumerate(flags) if f] + [i for i, f in enumerate(flags) if not f]
+    new = [obs.items[i] for i in order if flags[i]]
+    old = len(order) - len(new)
+    if not old:
+        return obs
+    header = obs.feedback.splitlines()[0] if obs.feedback.strip() else ""
+    said = f"{old} finding(s) already there at the start are not shown"
+    if new:
+        header = f"{header}; new since the start: {len(new)}" if header else header
+    feedback = render(
+        header,
+        new,
+        max_bytes=_max_feedback(spec),
+        footer=f"({said})" if new else f"no new findings ({said})",
+        noun="more new findings",
+    )
+    facts = {**thaw(obs.facts), "finding_keys": [keys[i] for i in order]}
+    # items are not redacted where the command's output is: redact what is built from them
+    return replace(
+        obs,
+        items=tuple(obs.items[i] for i in order),
+        facts=freeze(facts),
+        feedback=Redactor(secret_values(), marker="***").text(feedback),
+    )
+
+
+def _max_feedback(spec: ObserverSpec) -> int:
+    try:
+        return max(256, int(spec.options.get("max_feedback", DEFAULT_MAX_FEEDBACK)))
+    except (TypeError, ValueError):
+        return DEFAULT_MAX_FEEDBACK
 
 
 def unusable(name: str, spec: ObserverSpec, obs: Observation) -> str:

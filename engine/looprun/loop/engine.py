@@ -17,7 +17,15 @@ from typing import Any
 from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
 from looprun.loop.agent import AgentReport, agent_turn
-from looprun.loop.baseline import COMPARISONS, parametrized, slim, unstable_ids, unusable
+from looprun.loop.baseline import (
+    COMPARISONS,
+    only_new_findings,
+    parametrized,
+    slim,
+    still_failing,
+    unstable_ids,
+    unusable,
+)
 from looprun.loop.facts import NO_SUBLOOPS, loop_facts, unobserved
 from looprun.loop.feedback import (
     ATTEMPTS_KEPT,
@@ -488,6 +496,7 @@ class Engine:
             diff=diff,
             subloops=self.outer.tree() if self.outer is not None else (),  # issue 6
             agent=dict(st.agent_totals),
+            still_failing=still_failing(st.baseline, st.last_facts),
         )
         if event:
             self.ports.journal.event(
@@ -813,6 +822,8 @@ class Engine:
                 out[name] = replace(unobserved(spec, str(exc)), ran=True)
             if spec.run is not None and out[name].ran:
                 out[name], before = self._edits_by(name, spec, out[name], before)
+            if st.baseline is not None:  # the baseline itself is fed back whole
+                out[name] = only_new_findings(out[name], st.baseline.get(name), spec)
             ctx[name] = out[name].to_facts()
         return out
 

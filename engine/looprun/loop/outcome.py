@@ -103,6 +103,8 @@ class RunResult:
     subloops: tuple[dict[str, Any], ...] = ()
     # act.agent: the CLI's turns added up (calls, turns, tool_calls, denials, tokens, ...)
     agent: dict[str, Any] = field(default_factory=dict, compare=False)
+    # per observer: ids that failed at the baseline and still fail at the end
+    still_failing: dict[str, list[str]] = field(default_factory=dict, compare=False)
 
     @property
     def exit_code(self) -> int:
@@ -141,6 +143,8 @@ class RunResult:
             }
         else:
             out["changed_files"] = list(self.diff_stat)
+        if self.still_failing:
+            out["still_failing"] = {k: list(v) for k, v in self.still_failing.items()}
         if self.subloops:
             out["subloops"] = [dict(r) for r in self.subloops]
         if self.agent:

@@ -30,7 +30,7 @@ from looprun.loop.real_ports import build_ports
 from looprun.loop.recorded import ResumeChoices
 from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models, roles_used
 from looprun.loop.state import LoopState
-from looprun.loop.verdict import where_it_stands
+from looprun.loop.verdict import left_failing, where_it_stands
 from looprun.models.base import Model
 from looprun.proc import secret_values
 from looprun.redact import Redactor
@@ -81,6 +81,9 @@ def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
     elif not result.finished:
         for line in where_it_stands(result, ws):
             _err(line)
+    if result.finished:  # on stderr with --json too: a green verdict names what it left
+        for line in left_failing(result.still_failing):
+            _err("  " + line)
     return result.exit_code
 
 

@@ -3,6 +3,7 @@ to go on, so a person (or a CI log) sees what happened without opening the journ
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from looprun.loop.outcome import RunResult
@@ -21,6 +22,23 @@ def where_it_stands(result: RunResult, ws: Any = None) -> list[str]:
     lines.append(f"  run: {result.run_dir}")
     if result.resumable:
         lines.append(f"  continue with: looprun resume {result.run_id}")
+    return lines
+
+
+def left_failing(still: Mapping[str, Sequence[str]], shown: int = 8) -> list[str]:
+    """``done, but 5 tests that failed at the start still fail: a, b, ...``: one line per
+    observer whose baseline failures a finished run left failing (none when it left none)."""
+    lines = []
+    for name, ids in still.items():
+        if not ids:
+            continue
+        noun = "tests" if name == "tests" else f"{name} failures"
+        if len(ids) == 1:
+            noun = noun[:-1]
+        more = f", ... {len(ids) - shown} more" if len(ids) > shown else ""
+        names = ", ".join(ids[:shown]) + more
+        verb = "still fails" if len(ids) == 1 else "still fail"
+        lines.append(f"done, but {len(ids)} {noun} that failed at the start {verb}: {names}")
     return lines
 
 

@@ -20,6 +20,7 @@ JUNIT: dict[str, Any] = {
     "failure_types": {},
     # failing id -> the project files its body ran code from (option `exercised`, pytest)
     "exercised": {},
+    "failure_files": {},
     # nothing read, nothing disagreeing: an unreadable report is `ok: false` on its own
     "consistent": True,
     "tampering": "",
@@ -33,6 +34,7 @@ SARIF: dict[str, Any] = {
     "rules": {},
     "files": {},
     "tool_errors": 0,
+    "finding_keys": [],
 }
 COVERAGE: dict[str, Any] = {
     "percent": 0.0,

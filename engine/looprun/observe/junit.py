@@ -36,6 +36,7 @@ from looprun.observe.reports import (
     unusable,
 )
 from looprun.observe.traceback import (
+    Frame,
     doctest_failure,
     first_assertion,
     frames,
@@ -76,6 +77,8 @@ class _Tally:
     flaky: list[str] = field(default_factory=list)
     items: list[Item] = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)  # failing id -> exception name
+    # failing id -> the project files its traceback runs through (workdir-relative)
+    files: dict[str, list[str]] = field(default_factory=dict)
     _module_files: dict[str, tuple[str, list[str]] | None] = field(default_factory=dict)
     _prefixes: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
 
@@ -160,6 +163,16 @@ def failure_type(type_attr: str | None, message: str, text: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
+def traceback_files(found: list[Frame], test_file: str | None) -> list[str]:
+    """The project files a failure ran through (its frames and the test's own file, when
+    the report names it), each once: what a condition compares with the files a run
+    changed, so a failure in code the run edited is the run's to fix."""
+    files = set(f.file for f in found)
+    if test_file:
+        files.add(test_file)
+    return sorted(files)
+
+
 def _result_item(
     tally: _Tally,
     case_id: str,
@@ -188,6 +201,7 @@ def _result_item(
     if detail.strip() == headline.strip():
         detail = ""
     tally.types.setdefault(case_id, failure_type(result.type, message, text))
+    tally.files.setdefault(case_id, traceback_files(found, file))
     return Item(
         id=case_id, message=headline, severity=severity, file=file, line=line, detail=detail
     )
@@ -473,6 +487,7 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
         "flaky": tally.flaky,
         "failure_types": tally.types,
         "exercised": _exercised(data, tally),
+        "failure_files": tally.files,
         "consistent": not tampering,
         "tampering": tampering,
     }

@@ -5,6 +5,8 @@ result without ``level`` takes its rule's ``defaultConfiguration.level``, else
 ``warning`` (the SARIF default). Suppressed results (``# nosemgrep``, baselines) and
 results whose ``kind`` is not ``fail`` are not findings. Tool execution errors (a tool
 that could not read a file) make the observation not ok: a check that failed is not green.
+Each item has a key (``finding_keys``) that a line shift does not change, so a run can feed
+back only the findings its change added.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from looprun.frozen import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render
+from looprun.observe.finding_keys import finding_keys
 from looprun.observe.normalise import failure_signature
 from looprun.observe.reports import (
     ReportProblem,
@@ -232,6 +235,8 @@ class SarifParser:
             "rules": dict(rules),
             "files": dict(files),
             "tool_errors": len(tool_errors),
+            # one per item, in order: what tells a finding from one already at the baseline
+            "finding_keys": finding_keys(all_items, data.workdir),
         }
         return Observation(
             parser=NAME,

@@ -12,6 +12,7 @@ from typing import Any
 
 from looprun.errors import UsageError
 from looprun.journal import RUNS_DIR, current_events, find_run, read_jsonl
+from looprun.loop.verdict import left_failing
 from looprun.report.model import (
     Check,
     FileChange,
@@ -417,7 +418,8 @@ def _standing(
     outcome: str, summary: Mapping[str, Any] | None, state: Mapping[str, Any], run_id: str
 ) -> tuple[tuple[str, ...], str]:
     if outcome == "done":
-        return (), ""
+        still = (summary or {}).get("still_failing")
+        return (tuple(left_failing(still)) if isinstance(still, Mapping) else ()), ""
     st = (summary or {}).get("state") or {}
     lines = []
     done = st.get("tasks_completed")

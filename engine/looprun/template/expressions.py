@@ -66,6 +66,20 @@ def confined(
     return out
 
 
+def touching(files_by_key: Mapping[Any, Any] | None, paths: Iterable[str] | None) -> list[Any]:
+    """The keys of ``files_by_key`` whose files include any of ``paths`` (sorted): the
+    failures that ran through a file the run changed,
+    ``touching(baseline.tests.failure_files, diff.files)``."""
+    if not files_by_key:
+        return []
+    wanted = set(paths or ())
+    return sorted(
+        k
+        for k, files in files_by_key.items()
+        if isinstance(files, (list, tuple)) and wanted.intersection(files)
+    )
+
+
 class ShellCode(str):
     """A value that is trusted shell code (a template author's or invoker's command).
 
@@ -141,7 +155,13 @@ def _make_env(**kwargs: Any) -> ImmutableSandboxedEnvironment:
         **kwargs,
     )
     env.globals.update(
-        {"matching": matching, "without": without, "values_at": values_at, "confined": confined}
+        {
+            "matching": matching,
+            "without": without,
+            "values_at": values_at,
+            "confined": confined,
+            "touching": touching,
+        }
     )
     return env
 
@@ -314,7 +334,7 @@ UNTRUSTED_FILTERS = frozenset(
      "min", "max", "sum", "default", "d", "list", "unique", "sort", "round", "trim", "select",
      "reject", "selectattr", "rejectattr", "map", "join"}
 )  # fmt: skip
-UNTRUSTED_CALLS = frozenset({"matching", "without", "values_at", "confined"})
+UNTRUSTED_CALLS = frozenset({"matching", "without", "values_at", "confined", "touching"})
 _JINJA_PASSED = (Context, ImmutableSandboxedEnvironment)
 
 

@@ -1,0 +1,147 @@
+"""`looprun bugfix` on the real `inflection` sdist: failures already there at the start.
+
+Tests that fail at the baseline do not block `fix`, so a model can make the new test pass by
+special-casing its input while the bug's own pre-existing tests still fail. Here the planted
+bug raises `KeyError` inside `inflection.ordinal` for every number whose last digit has no
+suffix of its own (4th, 10th, 100th ...): 58 of the package's tests fail at the start, each
+with a traceback through `inflection/__init__.py`. A "fix" that answers right for the new
+test's 4 alone changes that file, so those failures are the run's to fix and it may not end
+`done`; the honest fix does. With the original planted bug (13th), whose failures are
+assertions in the test file, the special case still ends `done` - and the verdict names the
+failures it left; `--set strict=true` asks for the whole suite.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from e2e_helpers import looprun, prompt_of
+from test_real_package_bugfix import (
+    PACKAGE,
+    _edit,
+    _events,
+    _project,
+    _reproduce,
+    _run,
+    _suite,
+)
+from test_real_package_bugfix import sdist as package_sdist  # the session fixture, shared
+
+sdist = package_sdist
+CODE = f"{PACKAGE}/__init__.py"
+RAISES = ('        }.get(number % 10, "th")\n', "        }[number % 10]\n")
+FOURS = "test_fours.py"
+# a special case for the new test's input, ahead of the buggy lookup
+FOUR_ONLY = (
+    "    if number % 100 in (11, 12, 13):\n",
+    '    if number == 4:\n        return "th"\n    if number % 100 in (11, 12, 13):\n',
+)
+
+
+def _raising(sdist: Path, tmp: Path) -> Path:
+    """The sdist with the lookup that raises for 0 and 4-9, committed."""
+    return _project(sdist, tmp, RAISES)
+
+
+def _reproduce_four() -> list[dict[str, Any]]:
+    test = (
+        "from inflection import ordinal\n\n\n"
+        "def test_four_takes_th():\n"
+        '    assert ordinal(4) == "th"\n'
+    )
+    write = {"name": "write_file", "arguments": {"path": FOURS, "content": test}}
+    return [{"tool_calls": [write]}, {"text": "The new test fails with KeyError: 4."}]
+
+
+def _fix_decisions(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (e["decision"]["action"], e["decision"].get("rule", ""))
+        for e in _events(summary, "iteration")
+        if e.get("task") == "fix"
+    ]
+
+
+def test_special_casing_the_new_tests_input_is_not_a_fix(sdist: Path, tmp_path: Path) -> None:
+    work = _raising(sdist, tmp_path)
+    turns = [*_reproduce_four(), *_edit(CODE, *FOUR_ONLY, "Fixed: ordinal(4) is 'th'.")]
+    summary = _run(work, tmp_path, turns, "--max-iterations", "3")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    iterations = _events(summary, "iteration")
+    assert iterations[0]["decision"]["action"] == "done"  # reproduce: KeyError is the bug
+    # the special case made the new test pass, and left the old failures through the code
+    record = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
+    tests = record["observers"]["tests"]
+    assert f"{FOURS}::test_four_takes_th" in tests["passing"]
+    assert "test_inflection.py::test_ordinal[5-5th]" in tests["failing"]
+    message = iterations[1]["decision"]["message"]
+    assert "already failed at the start" in message, iterations[1]["decision"]
+    assert "test_inflection.py::test_ordinal[-5--5th]" in message
+    assert "test_inflection.py::test_ordinal[-4--4th]" not in message  # that one passes now
+    # the model is told in its next request, with the failures' feedback
+    assert "already failed at the start" in prompt_of(summary["run_dir"], 3)
+    assert "still fail" not in summary["stderr"]  # a run that did not finish has no such line
+    assert _suite(work).returncode != 0
+
+
+def test_the_fix_for_every_input_ends_done(sdist: Path, tmp_path: Path) -> None:
+    work = _raising(sdist, tmp_path)
+    turns = [*_reproduce_four(), *_edit(CODE, RAISES[1], RAISES[0], "Fixed the lookup.")]
+    summary = _run(work, tmp_path, turns)
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    assert "still_failing" not in summary
+    assert "still fail" not in summary["stderr"]
+    assert _suite(work).returncode == 0
+
+
+# the original planted bug (13 takes 'rd'): a special case for the new test's 113
+ONLY_113 = (
+    "    if number % 100 in (11, 12):\n",
+    '    if number == 113:\n        return "th"\n    if number % 100 in (11, 12):\n',
+)
+
+
+def test_a_done_run_names_the_failures_it_left(sdist: Path, tmp_path: Path) -> None:
+    """Assertion failures in the test file have no frame in the code the run changed: the
+    special case ends `done`, and the verdict, `--json` and the report say what it left."""
+    work = _project(sdist, tmp_path)
+    turns = [*_reproduce(), *_edit(CODE, *ONLY_113, "Fixed ordinal(113).")]
+    summary = _run(work, tmp_path, turns)
+
+    assert summary["outcome"] == "done", summary["stderr"]
+    left = summary["still_failing"]["tests"]
+    assert "test_inflection.py::test_ordinal[13-13th]" in left
+    assert "test_inflection.py::test_ordinal[113-113th]" not in left  # it passes now
+    said = [ln for ln in summary["stderr"].splitlines() if "still fail" in ln]
+    assert len(said) == 1, summary["stderr"]
+    head = f"  done, but {len(left)} tests that failed at the start still fail: "
+    assert said[0].startswith(head)
+    assert "test_inflection.py::test_ordinal[-13--13th]" in said[0]
+    report = looprun("report", summary["run_id"], "--workdir", str(work))
+    assert report.returncode == 0, report.stderr
+    assert f"done, but {len(left)} tests that failed at the start still fail" in report.stdout
+
+
+def test_strict_asks_for_the_whole_suite(sdist: Path, tmp_path: Path) -> None:
+    work = _project(sdist, tmp_path)
+    turns = [*_reproduce(), *_edit(CODE, *ONLY_113, "Fixed ordinal(113).")]
+    summary = _run(work, tmp_path, turns, "--set", "strict=true", "--max-iterations", "2")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    assert _fix_decisions(summary) == [("retry", "strict")]
+    message = _events(summary, "iteration")[1]["decision"]["message"]
+    assert "strict is set" in message and "test_ordinal[13-13th]" in message
+
+
+def test_the_honest_fix_passes_strict(sdist: Path, tmp_path: Path) -> None:
+    work = _project(sdist, tmp_path)
+    bug = ("    if number % 100 in (11, 12):\n", "    if number % 100 in (11, 12, 13):\n")
+    turns = [*_reproduce(), *_edit(CODE, *bug, "Fixed ordinal.")]
+    summary = _run(work, tmp_path, turns, "--set", "strict=true")
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    assert "still_failing" not in summary
+    assert _suite(work).returncode == 0
