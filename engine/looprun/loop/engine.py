@@ -795,6 +795,10 @@ class Engine:
             for c in changes
             if c.status != "A" and c.path not in self._observer_made and not _is_cache(c.path)
         ]
+        if spec.holdout is not None and changes:
+            # what code ran beside the held-out tests wrote (a copy of them) never stays
+            ws.restore(before)
+            return obs, before
         self._observer_made |= {c.path for c in changes if c.status == "A"}
         if not edited:
             return obs, now  # files it created (caches) are left as they are

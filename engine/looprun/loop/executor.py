@@ -281,6 +281,7 @@ def run_subloop(
                 interactive=False,
                 base=job.commit,
                 sandbox_mode=job.sandbox,
+                inputs=_typed_inputs(template, job.inputs),
             )
             ports = replace(ports, observer=StoppableObserver(ports.observer, stop))
             if ports.actor is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from looprun.journal import RunJournal
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.models.base import Model
 from looprun.observe.base import Observation
+from looprun.observe.holdout import Holdout, denied_to_model, resolve
 from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.sandbox.hidden import hidden_paths
 from looprun.template.model import Constraints, ObserverSpec, Template
@@ -34,6 +35,7 @@ class RealObserver:
     # told after an observer's command ran (it may have written to the tree)
     on_command: Callable[[], None] | None = None
     excluded: Callable[[], tuple[str, ...]] = tuple  # report files, out of the diff
+    holdouts: Mapping[str, Holdout] = field(default_factory=dict)  # by observer name
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -52,6 +54,7 @@ class RealObserver:
                 constraints=self.constraints,
                 exclude=self.excluded(),
                 sandbox=self.sandbox,
+                holdout=self.holdouts.get(spec.name),
             )
         finally:
             if spec.run is not None and self.on_command is not None:
@@ -74,17 +77,20 @@ def run_sandbox(
     mode: str,
     warn: Echo,
     git_dir: Path | None = None,
+    holdouts: Sequence[Holdout] = (),
 ) -> Sandbox | None:
     """The sandbox a run's commands use: the workdir and the artifacts writable, the
     repository's ``.git`` (a directory, or a worktree's file and the git directory it
     names) and the state directory read-only even inside the workdir, the user's
-    credential stores and the template's ``hide`` paths unreadable."""
+    credential stores, the template's ``hide`` paths and the held-out tests unreadable."""
     pinned = (git_dir,) if git_dir is not None else ()
     confinement = Confinement(
         writable=(workdir, artifacts),
         read_only=(workdir / ".git", *pinned, workdir / ".looprun"),
         network=template.sandbox.network,
-        hidden=hidden_paths(os.environ, template.sandbox.hide),
+        hidden=hidden_paths(
+            os.environ, (*template.sandbox.hide, *(str(h.source) for h in holdouts))
+        ),
     )
     return sandbox_for(mode, confinement, warn)
 
@@ -102,10 +108,13 @@ def build_ports(
     sandbox_mode: str | None = None,
     prices: Any = None,
     executor: Any = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run.
 
     ``sandbox_mode`` (from the command line) overrides the template's ``sandbox.mode``.
+    ``inputs`` render the held-out observers' ``from``; their tests are hidden from
+    every command and their destination denied to every tool.
     """
     from looprun.act.policy import Policy
     from looprun.act.tools import Toolbox
@@ -113,6 +122,9 @@ def build_ports(
 
     # An outer template (each_task) has no act section: its tree gets default constraints.
     constraints = template.act.constraints if template.act is not None else Constraints()
+    holdouts = resolve(template.observe, inputs or {}, workdir)
+    dests = tuple(h.dest for h in holdouts.values())
+    constraints = denied_to_model(constraints, dests)
     # watched: the tools and the observers' commands below say when they may have written
     ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base, watched=True)
     try:
@@ -124,13 +136,17 @@ def build_ports(
 
     mode = sandbox_mode or template.sandbox.mode
     git_dir = getattr(ws.git, "git_dir", None)
-    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report, git_dir)
+    sandbox = run_sandbox(
+        template, ws.workdir, journal.artifacts, mode, report, git_dir, tuple(holdouts.values())
+    )
     backend = None if sandbox is None else sandbox.name
     setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
 
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
         return Toolbox(
-            ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched, sandbox=sandbox
+            ws.workdir,
+            denied_to_model(constraints, dests),
+            tools, deadline=deadline, on_write=ws.touched, sandbox=sandbox
         )
 
     actor = None
@@ -162,6 +178,7 @@ def build_ports(
             sandbox,
             ws.touched,
             excluded=lambda: ws.excluded,
+            holdouts=holdouts,
         ),
         journal=journal,
         context=context,

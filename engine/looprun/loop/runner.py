@@ -23,6 +23,7 @@ from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_st
 from looprun.loop import recorded
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
+from looprun.observe.holdout import resolve as resolve_holdouts
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.loop.outcome import RunResult
 from looprun.loop.real_ports import build_ports
@@ -218,6 +219,7 @@ def run_from_cli(**options: Any) -> int:
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
     _check_sandbox(template, options.get("sandbox"))
+    resolve_holdouts(template.observe, inputs, workdir)  # a wrong path stops before the run
     options = {**options, "executor": _executor_spec(options.get("executor"))}
     _executor_factory(options)  # a bad --executor or a missing Ray stops here, before the run
     from looprun.workspace import RunLock
@@ -307,6 +309,7 @@ def _drive(
         sandbox_mode=invocation.get("sandbox"),
         prices=_prices(events),
         executor=_executor_factory(invocation) if template.each_task is not None else None,
+        inputs=inputs,
     )
     model = (
         f"model {ports.model.ref}" if ports.model.ref else "no model: its sub-loops run agent CLIs"

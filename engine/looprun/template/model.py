@@ -202,6 +202,19 @@ class ActSpec:
 
 
 @dataclass(frozen=True)
+class HoldoutSpec:
+    """Tests kept out of the model's reach, copied into the tree only while the observer runs.
+
+    ``source`` renders (from the inputs) to a path outside the workdir; ``dest`` is the
+    workdir-relative place the copy goes, which must not exist when it is made.
+    """
+
+    source: Text
+    dest: str
+    location: Location = UNKNOWN
+
+
+@dataclass(frozen=True)
 class ObserverSpec:
     """A check run after each act turn; ``run`` is trusted, reviewed template config."""
 
@@ -216,6 +229,9 @@ class ObserverSpec:
     # exit statuses meaning the check itself could not run (pytest 2-4: interrupted by
     # collection errors, internal error, usage error); at the baseline they stop the run
     cannot_run_exit: tuple[int, ...] = ()
+    # a held-out check: its result decides like any observer's, but the model only ever
+    # learns that it failed (see observe/holdout.py)
+    holdout: HoldoutSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from looprun.template.yamlpos import JsonPath
 # Which names each kind of expression may read (besides observers where noted).
 OBSERVER_COMMAND_NAMES = frozenset({"inputs", "run", "intent", "task", "iteration"})
 GOAL_NAMES = frozenset({"intent", "inputs"})
+HOLDOUT_SOURCE_NAMES = frozenset({"intent", "inputs"})
 WITH_NAMES = frozenset({"task", "intent", "inputs"})
 PLAN_PROMPT_NAMES = frozenset({"intent", "inputs", "feedback", "run"})
 CONDITION_ENGINE_NAMES = ENGINE_NAMES - {"feedback"}
