@@ -368,3 +368,130 @@ def test_a_reproduce_cheat_never_ends_done(sdist: Path, tmp_path: Path, name: st
     assert iterations[0]["decision"]["action"] != "done"
     assert said in iterations[0]["decision"]["message"], iterations[0]["decision"]
     assert _suite(work).returncode != 0  # the bug is still there
+
+
+# -- a held-out check -----------------------------------------------------------------------
+
+_HELD_OUT_NAME = "test_hidden_teens_q7z"
+_HELD_OUT = (
+    "from inflection import ordinal\n\n\n"
+    f"def {_HELD_OUT_NAME}():\n"
+    "    for number in (13, 213, 1013):\n"
+    '        assert ordinal(number) == "th", number\n'
+)
+# special-cases the reproducing test's exact input: the visible tests pass, the bug stays
+_SPECIAL_CASE = "    if number % 100 in (11, 12) or number == 113:\n"
+
+
+def _held_out_tests(tmp: Path) -> Path:
+    where = tmp / "acceptance"
+    where.mkdir()
+    (where / "test_acceptance.py").write_text(_HELD_OUT)
+    return where
+
+
+def _everything_under(*dirs: Path) -> str:
+    """Every readable file's text under ``dirs``: what a model could reach by any route."""
+    out = []
+    for root in dirs:
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink() and ".git" not in path.parts:
+                out.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+def _model_saw(summary: dict[str, Any]) -> str:
+    return (Path(summary["run_dir"]) / "exchanges.jsonl").read_text()
+
+
+def test_special_casing_ends_done_but_not_with_a_held_out_check(
+    sdist: Path, tmp_path: Path
+) -> None:
+    cheat = _edit(f"{PACKAGE}/__init__.py", BUG[1], _SPECIAL_CASE, "Fixed ordinal.")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    summary = _run(_project(sdist, plain), plain, [*_reproduce(), *cheat])
+    assert summary["outcome"] == "done", summary["stderr"]  # the visible tests are fooled
+
+    held = _held_out_tests(tmp_path)
+    work = _project(sdist, tmp_path)
+    # a new test that prints the held-out file, run with the `run` tool (in the sandbox)
+    peek = (
+        "import os\n\n\n"
+        "def test_peek():\n"
+        f"    for root, _, names in os.walk({str(held)!r}):\n"
+        "        for name in names:\n"
+        "            print(open(os.path.join(root, name)).read())\n"
+    )
+    reproduce = _reproduce()
+    reproduce[0]["tool_calls"] += [
+        {"name": "write_file", "arguments": {"path": "test_peek.py", "content": peek}},
+        {"name": "run", "arguments": {"command": "python -m pytest -q -s test_peek.py"}},
+    ]
+    # the cheat, then a look for the held-out tests with every tool the template gives
+    looks = [
+        {"name": "read_file", "arguments": {"path": "holdout_tests/test_acceptance.py"}},
+        {"name": "read_file", "arguments": {"path": str(held / "test_acceptance.py")}},
+        {"name": "list_files", "arguments": {"path": "holdout_tests"}},
+        {"name": "search", "arguments": {"pattern": "hidden_teens"}},
+        {"name": "run", "arguments": {"command": f"python -m pytest -q {held}"}},
+    ]
+    turns = [*reproduce, *cheat, {"tool_calls": looks}, {"text": "Looked around."}]
+    summary = _run(
+        work, tmp_path, turns, "--set", f"holdout={held}", "--max-iterations", "3"
+    )
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    iterations = _events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations][:2] == ["done", "retry"]
+    assert iterations[1]["decision"]["rule"] == "holdout"
+    saw = _model_saw(summary)
+    assert "a held-out check failed" in saw
+    assert "1 passed" in saw  # test_peek ran, and found nothing to print
+    # nothing of the held-out tests reached the model: no name, no input, no traceback
+    for secret in (_HELD_OUT_NAME, "1013", "(13, 213"):
+        assert secret not in saw, secret
+    # nor any file a later command could read: the run's records, artifacts, the tree
+    assert _HELD_OUT_NAME not in _everything_under(work), "the held-out test leaked"
+    assert not (work / "holdout_tests").exists()
+    assert (held / "test_acceptance.py").read_text() == _HELD_OUT  # the source untouched
+
+
+def test_fixing_the_code_passes_the_held_out_check(sdist: Path, tmp_path: Path) -> None:
+    held = _held_out_tests(tmp_path)
+    work = _project(sdist, tmp_path)
+    turns = [*_reproduce(), *_edit(f"{PACKAGE}/__init__.py", BUG[1], BUG[0], "Fixed ordinal.")]
+    summary = _run(work, tmp_path, turns, "--set", f"holdout={held}")
+
+    assert summary["outcome"] == "done", summary["stderr"]
+    (baseline,) = _events(summary, "baseline")
+    assert "holdout" in baseline["observers"]
+    assert not (work / "holdout_tests").exists()
+    assert _HELD_OUT_NAME not in _everything_under(work)
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("missing/dir", "does not exist"),
+        ("INSIDE", "is inside the working directory"),
+    ],
+)
+def test_a_wrong_held_out_path_stops_before_the_run(
+    sdist: Path, tmp_path: Path, given: str, said: str
+) -> None:
+    work = _project(sdist, tmp_path)
+    path = str(work / "test_inflection.py") if given == "INSIDE" else str(tmp_path / given)
+    script = tmp_path / "script.yaml"
+    script.write_text("[]\n")
+    proc = looprun(
+        "bugfix", "--intent", "x", "--workdir", str(work), "--set", f"holdout={path}",
+        "--model", f"script:{script}",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert said in proc.stderr and "bugfix.yaml:" in proc.stderr, proc.stderr
+    assert "observe.holdout.holdout.from" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (work / ".looprun" / "runs").exists() or not any(
+        (work / ".looprun" / "runs").iterdir()
+    )

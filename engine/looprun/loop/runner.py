@@ -23,7 +23,6 @@ from looprun.journal import RunJournal, RunStatus, list_runs, new_run_id, run_st
 from looprun.loop import recorded
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
-from looprun.observe.holdout import resolve as resolve_holdouts
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.loop.outcome import RunResult
 from looprun.loop.real_ports import build_ports
@@ -32,6 +31,7 @@ from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models,
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import where_it_stands
 from looprun.models.base import Model
+from looprun.observe.holdout import resolve as resolve_holdouts
 from looprun.proc import secret_values
 from looprun.redact import Redactor
 from looprun.template.model import Template

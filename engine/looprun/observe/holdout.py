@@ -87,7 +87,9 @@ def resolve(
         if spec.holdout is None:
             continue
         where = f"{spec.holdout.location}: observe.{name}.holdout"
-        given = spec.holdout.source.render({"inputs": dict(inputs), "intent": inputs.get("intent", "")})
+        given = spec.holdout.source.render(
+            {"inputs": dict(inputs), "intent": inputs.get("intent", "")}
+        )
         given = given.strip()
         if not given:
             continue
@@ -211,9 +213,7 @@ def sealed(obs: Observation) -> Observation:
     """What the loop keeps of a held-out observation: ok, counts and number or boolean
     facts; names, messages and output become the generic line."""
     facts = {
-        k: v
-        for k, v in obs.facts.items()
-        if isinstance(v, (bool, int, float)) and k != "tampering"
+        k: v for k, v in obs.facts.items() if isinstance(v, (bool, int, float)) and k != "tampering"
     }
     line = "" if obs.ok else GENERIC
     return dataclasses.replace(
@@ -238,6 +238,4 @@ def denied_to_model(constraints: Constraints, dests: Sequence[str]) -> Constrain
         return constraints
     globs = [g for d in dests for g in (f"/{d}", f"/{d}/**")]
     deny = (*constraints.paths.deny, *(g for g in globs if g not in constraints.paths.deny))
-    return dataclasses.replace(
-        constraints, paths=dataclasses.replace(constraints.paths, deny=deny)
-    )
+    return dataclasses.replace(constraints, paths=dataclasses.replace(constraints.paths, deny=deny))

@@ -193,7 +193,13 @@ def run_observer(
     file = Path(spec.file.render(context).strip()) if spec.file is not None else None
     if spec.holdout is not None:
         return _held_out(
-            spec, holdout, command, file, workdir=workdir, artifacts=artifacts, deadline=deadline,
+            spec,
+            holdout,
+            command,
+            file,
+            workdir=workdir,
+            artifacts=artifacts,
+            deadline=deadline,
             sandbox=sandbox,
         )
     return observe_command(

@@ -23,7 +23,6 @@ from looprun.template import deps
 from looprun.template.compile_cache import compiled_condition, compiled_text, syntax_line
 from looprun.template.expressions import Condition, NameUse, Text, freeze
 from looprun.template.model import (
-    HoldoutSpec,
     ACTION_KINDS,
     AGENT_CLIS,
     BUILTIN_TOOLS,
@@ -35,6 +34,7 @@ from looprun.template.model import (
     ContextSpec,
     EachTask,
     ForbiddenPattern,
+    HoldoutSpec,
     InputSpec,
     Limits,
     ObserverSpec,
@@ -50,8 +50,8 @@ from looprun.template.numbers import resolve as resolve_numbers
 from looprun.template.schema_check import dotted
 from looprun.template.semantic import (
     CONDITION_ENGINE_NAMES,
-    HOLDOUT_SOURCE_NAMES,
     GOAL_NAMES,
+    HOLDOUT_SOURCE_NAMES,
     INPUT_CHECKS,
     OBSERVER_COMMAND_NAMES,
     PLAN_PROMPT_NAMES,
