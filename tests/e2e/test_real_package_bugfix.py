@@ -437,9 +437,7 @@ def test_special_casing_ends_done_but_not_with_a_held_out_check(
         {"name": "run", "arguments": {"command": f"python -m pytest -q {held}"}},
     ]
     turns = [*reproduce, *cheat, {"tool_calls": looks}, {"text": "Looked around."}]
-    summary = _run(
-        work, tmp_path, turns, "--set", f"holdout={held}", "--max-iterations", "3"
-    )
+    summary = _run(work, tmp_path, turns, "--set", f"holdout={held}", "--max-iterations", "3")
 
     assert summary["outcome"] != "done", summary["stderr"]
     iterations = _events(summary, "iteration")

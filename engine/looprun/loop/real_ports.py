@@ -146,7 +146,10 @@ def build_ports(
         return Toolbox(
             ws.workdir,
             denied_to_model(constraints, dests),
-            tools, deadline=deadline, on_write=ws.touched, sandbox=sandbox
+            tools,
+            deadline=deadline,
+            on_write=ws.touched,
+            sandbox=sandbox,
         )
 
     actor = None
