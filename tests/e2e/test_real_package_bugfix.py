@@ -493,3 +493,58 @@ def test_a_wrong_held_out_path_stops_before_the_run(
     assert not (work / ".looprun" / "runs").exists() or not any(
         (work / ".looprun" / "runs").iterdir()
     )
+
+
+_HELD_TEMPLATE = """\
+looprun: 1
+name: held
+inputs:
+  intent: {type: string, required: true}
+  holdout: {type: string, default: ""}
+act:
+  prompt: "Task: {{ task.goal }} {{ feedback }}"
+  tools: [write_file]
+  constraints: {paths: {allow: ["**"]}}
+observe:
+  holdout:
+    holdout: {from: "{{ inputs.holdout }}", to: accept/held}
+    # code beside the held-out tests copies them where a later step could read them,
+    # prints them, then hangs past the timeout
+    run: >-
+      test -e v.txt || exit 0;
+      cp -r accept/held stolen; cp accept/held/test_acceptance.py inflection/stolen.py;
+      cat accept/held/test_acceptance.py > {{ run.artifacts }}/copy.txt;
+      cat accept/held/test_acceptance.py; sleep 30
+    parser: exit_code
+    timeout: 3s
+exit: [holdout.ok]
+limits: {max_iterations: 2}
+"""
+
+
+def test_the_held_out_copy_is_gone_after_a_timeout(sdist: Path, tmp_path: Path) -> None:
+    held = _held_out_tests(tmp_path)
+    work = _project(sdist, tmp_path)
+    template = tmp_path / "held.yaml"
+    template.write_text(_HELD_TEMPLATE)
+    write = {"tool_calls": [{"name": "write_file", "arguments": {"path": "v.txt", "content": "x"}}]}
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps([write, {"text": "done"}] * 2))
+    proc = looprun(
+        str(template), "--intent", "x", "--workdir", str(work), "--set", f"holdout={held}",
+        "--model", f"script:{script}", "--json",
+    )  # fmt: skip
+    summary = json.loads(proc.stdout)
+
+    assert summary["outcome"] != "done", proc.stderr
+    iterations = _events(summary, "iteration")
+    assert len(iterations) == 2
+    # the copy, the copies the command made and what it added to the artifacts are gone
+    for path in ("accept", "stolen", "inflection/stolen.py"):
+        assert not (work / path).exists(), path
+    assert not (Path(summary["run_dir"]) / "artifacts" / "copy.txt").exists()
+    assert _HELD_OUT_NAME not in _everything_under(work)
+    # the model was told only that a held-out check failed: not the timeout, not the output
+    saw = _model_saw(summary)
+    assert "a held-out check failed" in saw
+    assert "timed out" not in saw and _HELD_OUT_NAME not in saw

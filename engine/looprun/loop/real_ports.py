@@ -77,7 +77,7 @@ def run_sandbox(
     mode: str,
     warn: Echo,
     git_dir: Path | None = None,
-    holdouts: Sequence[Holdout] = (),
+    held_out: Sequence[str] = (),
 ) -> Sandbox | None:
     """The sandbox a run's commands use: the workdir and the artifacts writable, the
     repository's ``.git`` (a directory, or a worktree's file and the git directory it
@@ -88,9 +88,7 @@ def run_sandbox(
         writable=(workdir, artifacts),
         read_only=(workdir / ".git", *pinned, workdir / ".looprun"),
         network=template.sandbox.network,
-        hidden=hidden_paths(
-            os.environ, (*template.sandbox.hide, *(str(h.source) for h in holdouts))
-        ),
+        hidden=hidden_paths(os.environ, (*template.sandbox.hide, *held_out)),
     )
     return sandbox_for(mode, confinement, warn)
 
@@ -109,12 +107,14 @@ def build_ports(
     prices: Any = None,
     executor: Any = None,
     inputs: Mapping[str, Any] | None = None,
+    held_out: Sequence[str] = (),
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run.
 
     ``sandbox_mode`` (from the command line) overrides the template's ``sandbox.mode``.
-    ``inputs`` render the held-out observers' ``from``; their tests are hidden from
-    every command and their destination denied to every tool.
+    ``inputs`` render the held-out observers' ``from``; their tests, and the outer
+    loops' ``held_out``, are hidden from every command, their destination denied to
+    every tool.
     """
     from looprun.act.policy import Policy
     from looprun.act.tools import Toolbox
@@ -124,6 +124,7 @@ def build_ports(
     constraints = template.act.constraints if template.act is not None else Constraints()
     holdouts = resolve(template.observe, inputs or {}, workdir)
     dests = tuple(h.dest for h in holdouts.values())
+    held_out = (*held_out, *(str(h.source) for h in holdouts.values()))
     constraints = denied_to_model(constraints, dests)
     # watched: the tools and the observers' commands below say when they may have written
     ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base, watched=True)
@@ -136,9 +137,7 @@ def build_ports(
 
     mode = sandbox_mode or template.sandbox.mode
     git_dir = getattr(ws.git, "git_dir", None)
-    sandbox = run_sandbox(
-        template, ws.workdir, journal.artifacts, mode, report, git_dir, tuple(holdouts.values())
-    )
+    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report, git_dir, held_out)
     backend = None if sandbox is None else sandbox.name
     setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
 
@@ -190,5 +189,6 @@ def build_ports(
         setup=setup,
         actor=actor,
         executor=executor,
+        held_out=tuple(held_out),
     )
     return ports, ws

@@ -69,6 +69,17 @@ def dest_problem(dest: str) -> str:
     return ""
 
 
+def _given(spec: ObserverSpec, inputs: Mapping[str, Any]) -> str:
+    assert spec.holdout is not None
+    context = {"inputs": dict(inputs), "intent": inputs.get("intent", "")}
+    return spec.holdout.source.render(context).strip()
+
+
+def active(observers: Mapping[str, ObserverSpec], inputs: Mapping[str, Any]) -> list[str]:
+    """The observers whose held-out check these inputs turn on (``from`` not empty)."""
+    return [n for n, s in observers.items() if s.holdout is not None and _given(s, inputs)]
+
+
 def resolve(
     observers: Mapping[str, ObserverSpec],
     inputs: Mapping[str, Any],
@@ -83,16 +94,11 @@ def resolve(
     """
     root = Path(os.path.realpath(workdir))
     out: dict[str, Holdout] = {}
-    for name, spec in observers.items():
-        if spec.holdout is None:
-            continue
+    for name in active(observers, inputs):
+        spec = observers[name]
+        assert spec.holdout is not None
         where = f"{spec.holdout.location}: observe.{name}.holdout"
-        given = spec.holdout.source.render(
-            {"inputs": dict(inputs), "intent": inputs.get("intent", "")}
-        )
-        given = given.strip()
-        if not given:
-            continue
+        given = _given(spec, inputs)
         path = Path(os.path.expanduser(given))
         if not path.is_absolute():
             path = (cwd or Path.cwd()) / path
