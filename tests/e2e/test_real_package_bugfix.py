@@ -473,24 +473,32 @@ def test_fixing_the_code_passes_the_held_out_check(sdist: Path, tmp_path: Path) 
     [
         ("missing/dir", "does not exist"),
         ("INSIDE", "is inside the working directory"),
+        ("SANDBOX_OFF", "cannot hide the held-out tests"),
     ],
 )
-def test_a_wrong_held_out_path_stops_before_the_run(
+def test_a_wrong_held_out_setup_stops_before_the_run(
     sdist: Path, tmp_path: Path, given: str, said: str
 ) -> None:
     work = _project(sdist, tmp_path)
-    path = str(work / "test_inflection.py") if given == "INSIDE" else str(tmp_path / given)
+    extra: list[str] = []
+    path = str(tmp_path / given)
+    if given == "INSIDE":
+        path = str(work / "test_inflection.py")
+    elif given == "SANDBOX_OFF":
+        path, extra = str(_held_out_tests(tmp_path)), ["--sandbox", "off"]
     script = tmp_path / "script.yaml"
     script.write_text("[]\n")
     proc = looprun(
         "bugfix", "--intent", "x", "--workdir", str(work), "--set", f"holdout={path}",
-        "--model", f"script:{script}",
+        "--model", f"script:{script}", *extra,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
-    assert said in proc.stderr and "bugfix.yaml:" in proc.stderr, proc.stderr
-    assert "observe.holdout.holdout.from" in proc.stderr
+    assert said in proc.stderr, proc.stderr
+    if given != "SANDBOX_OFF":  # the error names where the template declares the check
+        assert "bugfix.yaml:" in proc.stderr, proc.stderr
+        assert "observe.holdout.holdout.from: " in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert not (work / ".looprun" / "runs").exists() or not any(
+    assert not (work / ".looprun" / "runs").is_dir() or not any(
         (work / ".looprun" / "runs").iterdir()
     )
 

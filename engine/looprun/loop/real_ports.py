@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from looprun.errors import UsageError
 from looprun.journal import RunJournal
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.models.base import Model
@@ -93,6 +94,28 @@ def run_sandbox(
     return sandbox_for(mode, confinement, warn)
 
 
+def check_hidden(template: Template, backend: str | None) -> None:
+    """Held-out tests are hidden from commands only by bubblewrap's mounts: a run whose
+    model can start commands anywhere else would let them read the tests, so it does not
+    start. Agent CLIs run outside looprun's sandbox, so they never run beside held-out tests."""
+    act = template.act
+    if act is None:
+        return  # an outer loop: its sub-loops check for themselves
+    if act.agent is not None:
+        raise UsageError(
+            "a held-out check is on, but act.agent runs an agent CLI outside looprun's "
+            "sandbox, where it could read the held-out tests; use the built-in tools"
+        )
+    if "run" in act.tools and backend != "bwrap":
+        where = "without an OS sandbox" if backend is None else f"in the {backend} sandbox"
+        raise UsageError(
+            f"a held-out check is on and the act step may run commands (`run`), but they "
+            f"would run {where}, which cannot hide the held-out tests from them; only "
+            "bubblewrap can - install it (and allow user namespaces), or drop `run` from "
+            "act.tools"
+        )
+
+
 def build_ports(
     template: Template,
     workdir: Path,
@@ -139,6 +162,8 @@ def build_ports(
     git_dir = getattr(ws.git, "git_dir", None)
     sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report, git_dir, held_out)
     backend = None if sandbox is None else sandbox.name
+    if held_out:
+        check_hidden(template, backend)
     setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
 
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:

@@ -25,7 +25,7 @@ from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.loop.outcome import RunResult
-from looprun.loop.real_ports import build_ports
+from looprun.loop.real_ports import build_ports, check_hidden
 from looprun.loop.recorded import ResumeChoices
 from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models, roles_used
 from looprun.loop.state import LoopState
@@ -219,7 +219,12 @@ def run_from_cli(**options: Any) -> int:
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
     _check_sandbox(template, options.get("sandbox"))
-    resolve_holdouts(template.observe, inputs, workdir)  # a wrong path stops before the run
+    if resolve_holdouts(template.observe, inputs, workdir):  # a wrong path stops here
+        from looprun.sandbox import pick
+
+        mode = options.get("sandbox") or template.sandbox.mode
+        backend = pick(mode, lambda _line: None) if mode != "off" else None
+        check_hidden(template, None if backend is None else backend.name)
     options = {**options, "executor": _executor_spec(options.get("executor"))}
     _executor_factory(options)  # a bad --executor or a missing Ray stops here, before the run
     from looprun.workspace import RunLock
