@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from e2e_helpers import git_init, looprun
+from e2e_helpers import git_init, looprun, start
 
 PACKAGE, VERSION = "inflection", "0.5.1"
 BUG = ("    if number % 100 in (11, 12, 13):\n", "    if number % 100 in (11, 12):\n")
@@ -556,3 +558,39 @@ def test_the_held_out_copy_is_gone_after_a_timeout(sdist: Path, tmp_path: Path) 
     saw = _model_saw(summary)
     assert "a held-out check failed" in saw
     assert "timed out" not in saw and _HELD_OUT_NAME not in saw
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_held_out_copy_is_gone_after_an_interrupt(
+    sdist: Path, tmp_path: Path, signum: int
+) -> None:
+    held = _held_out_tests(tmp_path)
+    work = _project(sdist, tmp_path)
+    template = tmp_path / "held.yaml"
+    template.write_text(
+        _HELD_TEMPLATE.replace("timeout: 3s", "timeout: 2m").replace(
+            "cat accept/held/test_acceptance.py; sleep 30", "sleep 60"
+        )
+    )
+    write = {"tool_calls": [{"name": "write_file", "arguments": {"path": "v.txt", "content": "x"}}]}
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps([write, {"text": "done"}] * 2))
+    proc = start(
+        str(template), "--intent", "x", "--workdir", str(work), "--set", f"holdout={held}",
+        "--model", f"script:{script}", "--json",
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not (work / "stolen").exists() and proc.poll() is None:
+            assert time.monotonic() < deadline, "the held-out observer never ran"
+            time.sleep(0.1)
+        assert (work / "accept" / "held" / "test_acceptance.py").exists()
+        proc.send_signal(signum)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert not (work / "accept").exists()
+    assert _HELD_OUT_NAME not in _everything_under(work)

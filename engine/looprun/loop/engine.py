@@ -775,6 +775,12 @@ class Engine:
                 out[name] = self.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
             except LooprunError as exc:
                 out[name] = replace(unobserved(spec, str(exc)), ran=True)
+            except BaseException:
+                held = spec.holdout is not None and spec.run is not None
+                if held and ws.snapshot() != before:
+                    # interrupted: what ran beside the held-out tests is undone all the same
+                    ws.restore(before)
+                raise
             if spec.run is not None and out[name].ran:
                 out[name], before = self._edits_by(name, spec, out[name], before)
             ctx[name] = out[name].to_facts()
