@@ -4,6 +4,8 @@ and gone afterwards whatever ended the observer; the observation sealed."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,44 @@ def test_the_sealed_observation_keeps_numbers_and_drops_names() -> None:
     assert out.feedback == GENERIC and out.error == GENERIC and out.items == ()
     assert "secret" not in repr(facts)
     assert sealed(Observation(parser="junit", ok=True)).feedback == ""
+
+
+_TEMPLATE = """\
+looprun: 1
+name: held
+inputs:
+  intent: {type: string, required: true}
+  holdout: {type: string, default: ""}
+act:
+  prompt: "Task: {{ task.goal }} {{ holdout.failing }}"
+  tools: [write_file]
+observe:
+  holdout:
+    holdout: {from: "{{ inputs.holdout }}", to: TO}
+    run: "true"
+    parser: junit
+    file: x.xml
+exit: ["holdout.ok and holdout.failed == 0"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("to", "said"),
+    [
+        ("accept", "7:11: act.prompt: observer 'holdout' is a held-out check"),
+        ("../up", "11:49: observe.holdout.holdout.to: '../up' must be a plain relative path"),
+    ],
+)
+def test_a_template_that_would_leak_or_escape_is_invalid(
+    tmp_path: Path, to: str, said: str
+) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(_TEMPLATE.replace("TO", to))
+    proc = subprocess.run(
+        [sys.executable, "-m", "looprun", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert said in proc.stdout + proc.stderr
