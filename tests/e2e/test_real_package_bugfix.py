@@ -532,18 +532,25 @@ limits: {max_iterations: 2}
 """
 
 
-def test_the_held_out_copy_is_gone_after_a_timeout(sdist: Path, tmp_path: Path) -> None:
+def _held_run(sdist: Path, tmp_path: Path, text: str) -> tuple[Path, list[str]]:
+    """A project, held-out tests, the template ``text`` and a script of two turns that
+    each write ``v.txt``: the tree and the command line that runs them."""
     held = _held_out_tests(tmp_path)
     work = _project(sdist, tmp_path)
     template = tmp_path / "held.yaml"
-    template.write_text(_HELD_TEMPLATE)
+    template.write_text(text)
     write = {"tool_calls": [{"name": "write_file", "arguments": {"path": "v.txt", "content": "x"}}]}
     script = tmp_path / "script.yaml"
     script.write_text(json.dumps([write, {"text": "done"}] * 2))
-    proc = looprun(
+    return work, [
         str(template), "--intent", "x", "--workdir", str(work), "--set", f"holdout={held}",
         "--model", f"script:{script}", "--json",
-    )  # fmt: skip
+    ]  # fmt: skip
+
+
+def test_the_held_out_copy_is_gone_after_a_timeout(sdist: Path, tmp_path: Path) -> None:
+    work, args = _held_run(sdist, tmp_path, _HELD_TEMPLATE)
+    proc = looprun(*args)
     summary = json.loads(proc.stdout)
 
     assert summary["outcome"] != "done", proc.stderr
@@ -564,21 +571,11 @@ def test_the_held_out_copy_is_gone_after_a_timeout(sdist: Path, tmp_path: Path) 
 def test_the_held_out_copy_is_gone_after_an_interrupt(
     sdist: Path, tmp_path: Path, signum: int
 ) -> None:
-    held = _held_out_tests(tmp_path)
-    work = _project(sdist, tmp_path)
-    template = tmp_path / "held.yaml"
-    template.write_text(
-        _HELD_TEMPLATE.replace("timeout: 3s", "timeout: 2m").replace(
-            "cat accept/held/test_acceptance.py; sleep 30", "sleep 60"
-        )
+    hangs = _HELD_TEMPLATE.replace("timeout: 3s", "timeout: 2m").replace(
+        "cat accept/held/test_acceptance.py; sleep 30", "sleep 60"
     )
-    write = {"tool_calls": [{"name": "write_file", "arguments": {"path": "v.txt", "content": "x"}}]}
-    script = tmp_path / "script.yaml"
-    script.write_text(json.dumps([write, {"text": "done"}] * 2))
-    proc = start(
-        str(template), "--intent", "x", "--workdir", str(work), "--set", f"holdout={held}",
-        "--model", f"script:{script}", "--json",
-    )  # fmt: skip
+    work, args = _held_run(sdist, tmp_path, hangs)
+    proc = start(*args)
     try:
         deadline = time.monotonic() + 90
         while not (work / "stolen").exists() and proc.poll() is None:
