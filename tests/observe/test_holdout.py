@@ -131,19 +131,15 @@ def test_the_sealed_observation_keeps_numbers_and_drops_names() -> None:
 
 _TEMPLATE = """\
 looprun: 1
-name: held
-inputs:
-  intent: {type: string, required: true}
-  holdout: {type: string, default: ""}
-act:
-  prompt: "Task: {{ task.goal }} {{ holdout.failing }}"
-  tools: [write_file]
+name: leaky
+inputs: {intent: {type: string, required: true}, acceptance: {type: string, default: ""}}
 observe:
   holdout:
-    holdout: {from: "{{ inputs.holdout }}", to: TO}
+    holdout: {from: "{{ inputs.acceptance }}", to: TO}
     run: "true"
     parser: junit
     file: x.xml
+act: {prompt: "Task: {{ task.goal }} {{ holdout.failing }}", tools: [write_file]}
 exit: ["holdout.ok and holdout.failed == 0"]
 """
 
@@ -151,8 +147,8 @@ exit: ["holdout.ok and holdout.failed == 0"]
 @pytest.mark.parametrize(
     ("to", "said"),
     [
-        ("accept", "7:11: act.prompt: observer 'holdout' is a held-out check"),
-        ("../up", "11:49: observe.holdout.holdout.to: '../up' must be a plain relative path"),
+        ("accept", "10:15: act.prompt: observer 'holdout' is a held-out check"),
+        ("../up", "6:52: observe.holdout.holdout.to: '../up' must be a plain relative path"),
     ],
 )
 def test_a_template_that_would_leak_or_escape_is_invalid(
