@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from e2e_helpers import git_init, looprun
+from e2e_helpers import git_init, looprun, start
 
 PACKAGE, VERSION = "inflection", "0.5.1"
 BUG = ("    if number % 100 in (11, 12, 13):\n", "    if number % 100 in (11, 12):\n")
@@ -427,3 +429,224 @@ def test_a_fix_that_makes_tests_vanish_is_rolled_back(sdist: Path, tmp_path: Pat
     # the edit did not stay in the tree: the bug is there, the skip is not
     text = (work / code).read_text()
     assert "SkipTest" not in text and BUG[1] in text
+
+
+# -- a held-out check -----------------------------------------------------------------------
+
+_HELD_OUT_NAME = "test_hidden_teens_q7z"
+_HELD_OUT = (
+    "from inflection import ordinal\n\n\n"
+    f"def {_HELD_OUT_NAME}():\n"
+    "    for number in (13, 213, 1013):\n"
+    '        assert ordinal(number) == "th", number\n'
+)
+# special-cases the reproducing test's exact input: the visible tests pass, the bug stays
+_SPECIAL_CASE = "    if number % 100 in (11, 12) or number == 113:\n"
+
+
+def _held_out_tests(tmp: Path) -> Path:
+    where = tmp / "acceptance"
+    where.mkdir()
+    (where / "test_acceptance.py").write_text(_HELD_OUT)
+    return where
+
+
+def _everything_under(*dirs: Path) -> str:
+    """Every readable file's text under ``dirs``: what a model could reach by any route."""
+    out = []
+    for root in dirs:
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink() and ".git" not in path.parts:
+                out.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+def _model_saw(summary: dict[str, Any]) -> str:
+    return (Path(summary["run_dir"]) / "exchanges.jsonl").read_text()
+
+
+def test_special_casing_ends_done_but_not_with_a_held_out_check(
+    sdist: Path, tmp_path: Path
+) -> None:
+    cheat = _edit(f"{PACKAGE}/__init__.py", BUG[1], _SPECIAL_CASE, "Fixed ordinal.")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    summary = _run(_project(sdist, plain), plain, [*_reproduce(), *cheat])
+    assert summary["outcome"] == "done", summary["stderr"]  # the visible tests are fooled
+
+    held = _held_out_tests(tmp_path)
+    work = _project(sdist, tmp_path)
+    # a new test that prints the held-out file, run with the `run` tool (in the sandbox)
+    peek = (
+        "import os\n\n\n"
+        "def test_peek():\n"
+        f"    for root, _, names in os.walk({str(held)!r}):\n"
+        "        for name in names:\n"
+        "            print(open(os.path.join(root, name)).read())\n"
+    )
+    reproduce = _reproduce()
+    reproduce[0]["tool_calls"] += [
+        {"name": "write_file", "arguments": {"path": "test_peek.py", "content": peek}},
+        {"name": "run", "arguments": {"command": "python -m pytest -q -s test_peek.py"}},
+    ]
+    # the cheat, then a look for the held-out tests with every tool the template gives
+    looks = [
+        {"name": "read_file", "arguments": {"path": "holdout_tests/test_acceptance.py"}},
+        {"name": "read_file", "arguments": {"path": str(held / "test_acceptance.py")}},
+        {"name": "list_files", "arguments": {"path": "holdout_tests"}},
+        {"name": "search", "arguments": {"pattern": "hidden_teens"}},
+        {"name": "run", "arguments": {"command": f"python -m pytest -q {held}"}},
+    ]
+    turns = [*reproduce, *cheat, {"tool_calls": looks}, {"text": "Looked around."}]
+    summary = _run(work, tmp_path, turns, "--set", f"holdout={held}", "--max-iterations", "3")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    iterations = _events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations][:2] == ["done", "retry"]
+    assert iterations[1]["decision"]["rule"] == "holdout"
+    saw = _model_saw(summary)
+    assert "a held-out check failed" in saw
+    assert "1 passed" in saw  # test_peek ran, and found nothing to print
+    # nothing of the held-out tests reached the model: no name, no input, no traceback
+    for secret in (_HELD_OUT_NAME, "1013", "(13, 213"):
+        assert secret not in saw, secret
+    # nor any file a later command could read: the run's records, artifacts, the tree
+    assert _HELD_OUT_NAME not in _everything_under(work), "the held-out test leaked"
+    assert not (work / "holdout_tests").exists()
+    assert (held / "test_acceptance.py").read_text() == _HELD_OUT  # the source untouched
+
+
+def test_fixing_the_code_passes_the_held_out_check(sdist: Path, tmp_path: Path) -> None:
+    held = _held_out_tests(tmp_path)
+    work = _project(sdist, tmp_path)
+    turns = [*_reproduce(), *_edit(f"{PACKAGE}/__init__.py", BUG[1], BUG[0], "Fixed ordinal.")]
+    summary = _run(work, tmp_path, turns, "--set", f"holdout={held}")
+
+    assert summary["outcome"] == "done", summary["stderr"]
+    (baseline,) = _events(summary, "baseline")
+    assert "holdout" in baseline["observers"]
+    assert not (work / "holdout_tests").exists()
+    assert _HELD_OUT_NAME not in _everything_under(work)
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("missing/dir", "does not exist"),
+        ("INSIDE", "is inside the working directory"),
+        ("SANDBOX_OFF", "cannot hide the held-out tests"),
+    ],
+)
+def test_a_wrong_held_out_setup_stops_before_the_run(
+    sdist: Path, tmp_path: Path, given: str, said: str
+) -> None:
+    work = _project(sdist, tmp_path)
+    extra: list[str] = []
+    path = str(tmp_path / given)
+    if given == "INSIDE":
+        path = str(work / "test_inflection.py")
+    elif given == "SANDBOX_OFF":
+        path, extra = str(_held_out_tests(tmp_path)), ["--sandbox", "off"]
+    script = tmp_path / "script.yaml"
+    script.write_text("[]\n")
+    proc = looprun(
+        "bugfix", "--intent", "x", "--workdir", str(work), "--set", f"holdout={path}",
+        "--model", f"script:{script}", *extra,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert said in proc.stderr, proc.stderr
+    if given != "SANDBOX_OFF":  # the error names where the template declares the check
+        assert "bugfix.yaml:" in proc.stderr, proc.stderr
+        assert "observe.holdout.holdout.from: " in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (work / ".looprun" / "runs").is_dir() or not any(
+        (work / ".looprun" / "runs").iterdir()
+    )
+
+
+_HELD_TEMPLATE = """\
+looprun: 1
+name: held
+inputs:
+  intent: {type: string, required: true}
+  holdout: {type: string, default: ""}
+act:
+  prompt: "Task: {{ task.goal }} {{ feedback }}"
+  tools: [write_file]
+  constraints: {paths: {allow: ["**"]}}
+observe:
+  holdout:
+    holdout: {from: "{{ inputs.holdout }}", to: accept/held}
+    # code beside the held-out tests copies them where a later step could read them,
+    # prints them, then hangs past the timeout
+    run: >-
+      test -e v.txt || exit 0;
+      cp -r accept/held stolen; cp accept/held/test_acceptance.py inflection/stolen.py;
+      cat accept/held/test_acceptance.py > {{ run.artifacts }}/copy.txt;
+      cat accept/held/test_acceptance.py; sleep 30
+    parser: exit_code
+    timeout: 3s
+exit: [holdout.ok]
+limits: {max_iterations: 2}
+"""
+
+
+def _held_run(sdist: Path, tmp_path: Path, text: str) -> tuple[Path, list[str]]:
+    """A project, held-out tests, the template ``text`` and a script of two turns that
+    each write ``v.txt``: the tree and the command line that runs them."""
+    held = _held_out_tests(tmp_path)
+    work = _project(sdist, tmp_path)
+    template = tmp_path / "held.yaml"
+    template.write_text(text)
+    write = {"tool_calls": [{"name": "write_file", "arguments": {"path": "v.txt", "content": "x"}}]}
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps([write, {"text": "done"}] * 2))
+    return work, [
+        str(template), "--intent", "x", "--workdir", str(work), "--set", f"holdout={held}",
+        "--model", f"script:{script}", "--json",
+    ]  # fmt: skip
+
+
+def test_the_held_out_copy_is_gone_after_a_timeout(sdist: Path, tmp_path: Path) -> None:
+    work, args = _held_run(sdist, tmp_path, _HELD_TEMPLATE)
+    proc = looprun(*args)
+    summary = json.loads(proc.stdout)
+
+    assert summary["outcome"] != "done", proc.stderr
+    iterations = _events(summary, "iteration")
+    assert len(iterations) == 2
+    # the copy, the copies the command made and what it added to the artifacts are gone
+    for path in ("accept", "stolen", "inflection/stolen.py"):
+        assert not (work / path).exists(), path
+    assert not (Path(summary["run_dir"]) / "artifacts" / "copy.txt").exists()
+    assert _HELD_OUT_NAME not in _everything_under(work)
+    # the model was told only that a held-out check failed: not the timeout, not the output
+    saw = _model_saw(summary)
+    assert "a held-out check failed" in saw
+    assert "timed out" not in saw and _HELD_OUT_NAME not in saw
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_held_out_copy_is_gone_after_an_interrupt(
+    sdist: Path, tmp_path: Path, signum: int
+) -> None:
+    hangs = _HELD_TEMPLATE.replace("timeout: 3s", "timeout: 2m").replace(
+        "cat accept/held/test_acceptance.py; sleep 30", "sleep 60"
+    )
+    work, args = _held_run(sdist, tmp_path, hangs)
+    proc = start(*args)
+    try:
+        deadline = time.monotonic() + 90
+        while not (work / "stolen").exists() and proc.poll() is None:
+            assert time.monotonic() < deadline, "the held-out observer never ran"
+            time.sleep(0.1)
+        assert (work / "accept" / "held" / "test_acceptance.py").exists()
+        proc.send_signal(signum)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert not (work / "accept").exists()
+    assert _HELD_OUT_NAME not in _everything_under(work)

@@ -820,6 +820,12 @@ class Engine:
                 out[name] = self.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
             except LooprunError as exc:
                 out[name] = replace(unobserved(spec, str(exc)), ran=True)
+            except BaseException:
+                held = spec.holdout is not None and spec.run is not None
+                if held and ws.snapshot() != before:
+                    # interrupted: what ran beside the held-out tests is undone all the same
+                    ws.restore(before)
+                raise
             if spec.run is not None and out[name].ran:
                 out[name], before = self._edits_by(name, spec, out[name], before)
             if st.baseline is not None:  # the baseline itself is fed back whole
@@ -842,6 +848,10 @@ class Engine:
             for c in changes
             if c.status != "A" and c.path not in self._observer_made and not _is_cache(c.path)
         ]
+        if spec.holdout is not None and changes:
+            # what code ran beside the held-out tests wrote (a copy of them) never stays
+            ws.restore(before)
+            return obs, before
         self._observer_made |= {c.path for c in changes if c.status == "A"}
         if not edited:
             return obs, now  # files it created (caches) are left as they are

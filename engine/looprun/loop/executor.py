@@ -43,6 +43,7 @@ class SubloopJob:
     plan_model: str = ""  # the plan model reference; empty: the act model
     cli_models: Mapping[str, str | None] = field(default_factory=dict)  # passed down
     sandbox: str | None = None  # the command line's --sandbox, passed down
+    held_out: tuple[str, ...] = ()  # the outer loops' held-out tests, hidden here too
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,8 @@ def run_subloop(
                 interactive=False,
                 base=job.commit,
                 sandbox_mode=job.sandbox,
+                inputs=_typed_inputs(template, job.inputs),
+                held_out=job.held_out,
             )
             ports = replace(ports, observer=StoppableObserver(ports.observer, stop))
             if ports.actor is not None:

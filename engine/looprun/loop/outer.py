@@ -38,6 +38,7 @@ from looprun.loop.plan import PlanError, PlannedTask
 from looprun.loop.subloops import Node, TaskGraph, subloop_facts
 from looprun.loop.turn import Turn
 from looprun.models.base import Message
+from looprun.observe.holdout import active
 
 ExecutorFactory = Callable[[int, Callable[[str], None]], Executor]
 RECORDS_FILE = "subloops.json"
@@ -90,6 +91,10 @@ class OuterPhase:
         todo = {t.id: t for t in tasks if t.id not in done}
         graph = TaskGraph([Node(t.id, t.depends_on) for t in todo.values()], satisfied=done)
         parallel = 1 if self.each.isolation == "none" else max(1, self.each.parallel)
+        if any(active(self.each.template.observe, self._inputs(t)) for t in todo.values()):
+            # a sub-loop's held-out tests sit in its worktree while they run, where the
+            # commands of a sub-loop acting beside it could read them: one at a time
+            parallel = 1
         factory = getattr(self.e.ports, "executor", None) or self.executor_factory
         executor = factory(parallel, self._report)
         parent = getattr(self.e.ports.model, "stop_event", None)
@@ -248,6 +253,7 @@ class OuterPhase:
             plan_model=refs["plan"],
             cli_models=cli,
             sandbox=self._invocation().get("sandbox"),
+            held_out=tuple(getattr(e.ports, "held_out", ())),
             # the outer script's part for this task; a script of the sub-template's own
             # is played whole
             script_key=(

@@ -207,3 +207,5 @@ class Ports:
     actor: Actor | None = None  # act.agent: the agent CLI that acts instead of ``model``
     # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
     executor: Callable[[int, Callable[[str], None]], Any] | None = None
+    # held-out tests no command of this run, or of its sub-loops, may read
+    held_out: tuple[str, ...] = ()

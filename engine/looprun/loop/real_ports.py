@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 
 from looprun import safefs
+from looprun.errors import UsageError
 from looprun.journal import RunJournal
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
 from looprun.models.base import Model
 from looprun.observe.base import Observation
+from looprun.observe.holdout import Holdout, denied_to_model, resolve
 from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.sandbox.hidden import hidden_paths
 from looprun.template.model import Constraints, ObserverSpec, Template
@@ -36,6 +38,7 @@ class RealObserver:
     on_command: Callable[[], None] | None = None
     excluded: Callable[[], tuple[str, ...]] = tuple  # report files, out of the diff
     pinned: Path | None = None  # the run's copies of what checks run with, read-only to them
+    holdouts: Mapping[str, Holdout] = field(default_factory=dict)  # by observer name
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -57,6 +60,7 @@ class RealObserver:
                 exclude=self.excluded(),
                 sandbox=self.sandbox,
                 pinned=self.pinned,
+                holdout=self.holdouts.get(spec.name),
             )
         finally:
             if spec.run is not None and self.on_command is not None:
@@ -79,19 +83,42 @@ def run_sandbox(
     mode: str,
     warn: Echo,
     git_dir: Path | None = None,
+    held_out: Sequence[str] = (),
 ) -> Sandbox | None:
     """The sandbox a run's commands use: the workdir and the artifacts writable, the
     repository's ``.git`` (a directory, or a worktree's file and the git directory it
     names) and the state directory read-only even inside the workdir, the user's
-    credential stores and the template's ``hide`` paths unreadable."""
+    credential stores, the template's ``hide`` paths and the held-out tests unreadable."""
     pinned = (git_dir,) if git_dir is not None else ()
     confinement = Confinement(
         writable=(workdir, artifacts),
         read_only=(workdir / ".git", *pinned, workdir / ".looprun"),
         network=template.sandbox.network,
-        hidden=hidden_paths(os.environ, template.sandbox.hide),
+        hidden=hidden_paths(os.environ, (*template.sandbox.hide, *held_out)),
     )
     return sandbox_for(mode, confinement, warn)
+
+
+def check_hidden(template: Template, backend: str | None) -> None:
+    """Held-out tests are hidden from commands only by bubblewrap's mounts: a run whose
+    model can start commands anywhere else would let them read the tests, so it does not
+    start. Agent CLIs run outside looprun's sandbox, so they never run beside held-out tests."""
+    act = template.act
+    if act is None:
+        return  # an outer loop: its sub-loops check for themselves
+    if act.agent is not None:
+        raise UsageError(
+            "a held-out check is on, but act.agent runs an agent CLI outside looprun's "
+            "sandbox, where it could read the held-out tests; use the built-in tools"
+        )
+    if "run" in act.tools and backend != "bwrap":
+        where = "without an OS sandbox" if backend is None else f"in the {backend} sandbox"
+        raise UsageError(
+            f"a held-out check is on and the act step may run commands (`run`), but they "
+            f"would run {where}, which cannot hide the held-out tests from them; only "
+            "bubblewrap can - install it (and allow user namespaces), or drop `run` from "
+            "act.tools"
+        )
 
 
 def build_ports(
@@ -107,10 +134,15 @@ def build_ports(
     sandbox_mode: str | None = None,
     prices: Any = None,
     executor: Any = None,
+    inputs: Mapping[str, Any] | None = None,
+    held_out: Sequence[str] = (),
 ) -> tuple[Ports, Any]:
     """Real tools, workspace, observers and context budget for one run.
 
     ``sandbox_mode`` (from the command line) overrides the template's ``sandbox.mode``.
+    ``inputs`` render the held-out observers' ``from``; their tests, and the outer
+    loops' ``held_out``, are hidden from every command, their destination denied to
+    every tool.
     """
     from looprun.act.policy import Policy
     from looprun.act.tools import Toolbox
@@ -118,6 +150,10 @@ def build_ports(
 
     # An outer template (each_task) has no act section: its tree gets default constraints.
     constraints = template.act.constraints if template.act is not None else Constraints()
+    holdouts = resolve(template.observe, inputs or {}, workdir)
+    dests = tuple(h.dest for h in holdouts.values())
+    held_out = (*held_out, *(str(h.source) for h in holdouts.values()))
+    constraints = denied_to_model(constraints, dests)
     # watched: the tools and the observers' commands below say when they may have written
     ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base, watched=True)
     try:
@@ -129,13 +165,20 @@ def build_ports(
 
     mode = sandbox_mode or template.sandbox.mode
     git_dir = getattr(ws.git, "git_dir", None)
-    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report, git_dir)
+    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report, git_dir, held_out)
     backend = None if sandbox is None else sandbox.name
+    if held_out:
+        check_hidden(template, backend)
     setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
 
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
         return Toolbox(
-            ws.workdir, constraints, tools, deadline=deadline, on_write=ws.touched, sandbox=sandbox
+            ws.workdir,
+            denied_to_model(constraints, dests),
+            tools,
+            deadline=deadline,
+            on_write=ws.touched,
+            sandbox=sandbox,
         )
 
     actor = None
@@ -174,6 +217,7 @@ def build_ports(
             ws.touched,
             excluded=lambda: ws.excluded,
             pinned=journal.dir / "pinned",
+            holdouts=holdouts,
         ),
         journal=journal,
         context=context,
@@ -182,5 +226,6 @@ def build_ports(
         setup=setup,
         actor=actor,
         executor=executor,
+        held_out=tuple(held_out),
     )
     return ports, ws

@@ -26,12 +26,13 @@ from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.loop.outcome import RunResult
-from looprun.loop.real_ports import build_ports
+from looprun.loop.real_ports import build_ports, check_hidden
 from looprun.loop.recorded import ResumeChoices
 from looprun.loop.run_models import ModelEvents, price_warnings, resolve_models, roles_used
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import left_failing, where_it_stands
 from looprun.models.base import Model
+from looprun.observe.holdout import resolve as resolve_holdouts
 from looprun.proc import secret_values
 from looprun.redact import Redactor
 from looprun.template.model import Template
@@ -222,6 +223,12 @@ def run_from_cli(**options: Any) -> int:
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
     _check_sandbox(template, options.get("sandbox"))
+    if resolve_holdouts(template.observe, inputs, workdir):  # a wrong path stops here
+        from looprun.sandbox import pick
+
+        mode = options.get("sandbox") or template.sandbox.mode
+        backend = pick(mode, lambda _line: None) if mode != "off" else None
+        check_hidden(template, None if backend is None else backend.name)
     options = {**options, "executor": _executor_spec(options.get("executor"))}
     _executor_factory(options)  # a bad --executor or a missing Ray stops here, before the run
     from looprun.workspace import RunLock
@@ -312,6 +319,7 @@ def _drive(
         sandbox_mode=invocation.get("sandbox"),
         prices=_prices(events),
         executor=_executor_factory(invocation) if template.each_task is not None else None,
+        inputs=inputs,
     )
     model = (
         f"model {ports.model.ref}" if ports.model.ref else "no model: its sub-loops run agent CLIs"

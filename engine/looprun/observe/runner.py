@@ -24,6 +24,7 @@ from looprun import safefs
 from looprun.frozen import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
+from looprun.observe.holdout import Holdout, HoldoutError, copied_in, remove_entry, sealed
 from looprun.observe.normalise import failure_signature
 from looprun.observe.outcome_channel import Outcomes, listening
 from looprun.observe.pytest_pin import PinError, pin
@@ -195,11 +196,13 @@ def run_observer(
     exclude: tuple[str, ...] = (),
     sandbox: Sandbox | None = None,
     pinned: Path | None = None,
+    holdout: Holdout | None = None,
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates.
 
     ``pinned`` is a directory of the run no command can write, where an observer with
-    ``pin_config`` gets the base's configuration copied."""
+    ``pin_config`` gets the base's configuration copied; ``holdout``: the resolved
+    held-out tests of an observer that declares them."""
     if spec.when is not None and not spec.when.evaluate(context):
         parser = get_parser(spec.parser)
         return Observation(
@@ -221,6 +224,17 @@ def run_observer(
             )
         except PinError as exc:
             return _failed(spec.parser, f"{spec.name}: pin_config {spec.pin_config}: {exc}")
+    if spec.holdout is not None:
+        return _held_out(
+            spec,
+            holdout,
+            command,
+            file,
+            workdir=workdir,
+            artifacts=artifacts,
+            deadline=deadline,
+            sandbox=sandbox,
+        )
     return observe_command(
         spec.parser,
         workdir=workdir,
@@ -237,3 +251,61 @@ def run_observer(
         sandbox=sandbox,
         isolated=spec.pin_config is not None,
     )
+
+
+def _held_out(
+    spec: ObserverSpec,
+    holdout: Holdout | None,
+    command: str | None,
+    file: Path | None,
+    *,
+    workdir: Path,
+    artifacts: Path,
+    deadline: float | None,
+    sandbox: Sandbox | None,
+) -> Observation:
+    """A held-out observer: its tests copied in for the command, no output streamed or
+    logged, its report and whatever it added to the artifacts removed, the result sealed."""
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(_remove_new, artifacts, _entries(artifacts))
+            if file is not None:
+                stack.callback(_remove_file, file if file.is_absolute() else workdir / file)
+            if holdout is None:
+                raise HoldoutError(f"held-out check {spec.name!r} has no tests (`from` is empty)")
+            stack.enter_context(copied_in(holdout, workdir))
+            obs = observe_command(
+                spec.parser,
+                workdir=workdir,
+                command=command,
+                file=file,
+                options=spec.options,
+                timeout_s=spec.timeout_s,
+                deadline=deadline,
+                sandbox=sandbox,
+            )
+    except HoldoutError as exc:
+        parser = get_parser(spec.parser)
+        obs = Observation(
+            parser=spec.parser, ok=False, error=str(exc), facts=freeze(_empty_facts(parser))
+        )
+    return sealed(obs)
+
+
+def _entries(directory: Path) -> frozenset[str]:
+    with contextlib.suppress(OSError), safefs.opened_dir(directory) as fd:
+        return frozenset(os.listdir(fd))
+    return frozenset()
+
+
+def _remove_new(directory: Path, before: frozenset[str]) -> None:
+    """Anything the held-out command added to ``directory`` (a report naming its tests)."""
+    with contextlib.suppress(OSError), safefs.opened_dir(directory) as fd:
+        for name in set(os.listdir(fd)) - before:
+            with contextlib.suppress(OSError):
+                remove_entry(name, fd)
+
+
+def _remove_file(path: Path) -> None:
+    with contextlib.suppress(OSError), safefs.opened_dir(path.parent) as fd:
+        remove_entry(path.name, fd)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
+from looprun.observe.holdout import dest_problem as holdout_dest_problem
 from looprun.observe.registry import BUILTIN as BUILTIN_PARSERS
 from looprun.observe.registry import option_problems, parser_names
 from looprun.template import deps
@@ -33,6 +34,7 @@ from looprun.template.model import (
     ContextSpec,
     EachTask,
     ForbiddenPattern,
+    HoldoutSpec,
     InputSpec,
     Limits,
     ObserverSpec,
@@ -49,6 +51,7 @@ from looprun.template.schema_check import dotted
 from looprun.template.semantic import (
     CONDITION_ENGINE_NAMES,
     GOAL_NAMES,
+    HOLDOUT_SOURCE_NAMES,
     INPUT_CHECKS,
     OBSERVER_COMMAND_NAMES,
     PLAN_PROMPT_NAMES,
@@ -345,8 +348,26 @@ class Builder:
                     if isinstance(c, int) and not isinstance(c, bool)
                 ),
                 pin_config=self.pin_config(path, spec, run),
+                holdout=self.holdout((*path, "holdout")),
             )
         return out
+
+    def holdout(self, path: JsonPath) -> HoldoutSpec | None:
+        """``holdout: {from, to}``: ``from`` may read the inputs (a path given with
+        ``--set``); ``to`` is a plain relative path, checked here, never a glob."""
+        raw = self.get(path, dict)
+        if raw is None:
+            return None
+        source = self.text((*path, "from"), HOLDOUT_SOURCE_NAMES, "a held-out source")
+        dest = raw.get("to")
+        if not isinstance(dest, str):
+            return None  # the schema reports it
+        why = holdout_dest_problem(dest)
+        if why:
+            self.problem((*path, "to"), why)
+        if source is None or why:
+            return None
+        return HoldoutSpec(source=source, dest=dest.strip("/"), location=self.at(path))
 
     def plan(self) -> PlanSpec:
         raw = self.get(("plan",), dict) or {}

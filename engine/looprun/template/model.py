@@ -202,6 +202,19 @@ class ActSpec:
 
 
 @dataclass(frozen=True)
+class HoldoutSpec:
+    """Tests kept out of the model's reach, copied into the tree only while the observer runs.
+
+    ``source`` renders (from the inputs) to a path outside the workdir; ``dest`` is the
+    workdir-relative place the copy goes, which must not exist when it is made.
+    """
+
+    source: Text
+    dest: str
+    location: Location = UNKNOWN
+
+
+@dataclass(frozen=True)
 class ObserverSpec:
     """A check run after each act turn; ``run`` is trusted, reviewed template config."""
 
@@ -219,6 +232,9 @@ class ObserverSpec:
     # "pytest": the command runs with the run base's pytest configuration, copied where no
     # command can write (observe/pytest_pin.py), never with what the tree holds now
     pin_config: str | None = None
+    # a held-out check: its result decides like any observer's, but the model only ever
+    # learns that it failed (see observe/holdout.py)
+    holdout: HoldoutSpec | None = None
 
 
 @dataclass(frozen=True)

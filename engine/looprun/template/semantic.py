@@ -15,7 +15,8 @@ from jinja2 import nodes
 
 from looprun.errors import Location
 from looprun.observe.base import COMMON_FACTS
-from looprun.observe.registry import parser_facts
+from looprun.observe.holdout import scalar_facts
+from looprun.observe.registry import get_parser, parser_facts
 from looprun.taskgraph import find_cycle
 from looprun.template.expressions import ENV, Condition, NameUse
 from looprun.template.model import ENGINE_NAMES, Rule, TaskSpec
@@ -25,6 +26,7 @@ from looprun.template.yamlpos import JsonPath
 # Which names each kind of expression may read (besides observers where noted).
 OBSERVER_COMMAND_NAMES = frozenset({"inputs", "run", "intent", "task", "iteration"})
 GOAL_NAMES = frozenset({"intent", "inputs"})
+HOLDOUT_SOURCE_NAMES = frozenset({"intent", "inputs"})
 WITH_NAMES = frozenset({"task", "intent", "inputs"})
 PLAN_PROMPT_NAMES = frozenset({"intent", "inputs", "feedback", "run"})
 CONDITION_ENGINE_NAMES = ENGINE_NAMES - {"feedback"}
@@ -38,6 +40,20 @@ INPUT_CHECKS: dict[str, Callable[[Any], bool]] = {
     "boolean": lambda v: isinstance(v, bool),
     "list": lambda v: isinstance(v, list),
 }
+
+
+def _sealed_away(parser: str | None) -> frozenset[str]:
+    """The facts a held-out observation drops: ``items`` and the parser's facts whose
+    values are not numbers or booleans (``failing``, ``failure_types``)."""
+    empty: Any = None
+    if parser:
+        try:
+            empty = getattr(get_parser(parser), "empty_facts", None)
+        except Exception:  # an unknown parser is reported on its own
+            empty = None
+    kept = scalar_facts(empty) if isinstance(empty, Mapping) else frozenset()
+    dropped = frozenset(empty) - kept if isinstance(empty, Mapping) else frozenset()
+    return dropped | {"items"}
 
 
 def name_problems(
@@ -74,7 +90,12 @@ def name_problems(
             parser = parser if isinstance(parser, str) else None
             options = spec.get("options") if isinstance(spec, dict) else None
             facts = parser_facts(parser, options) if parser else None
-            if facts is not None and attr not in facts and attr not in COMMON_FACTS:
+            if isinstance(spec, dict) and spec.get("holdout") and attr in _sealed_away(parser):
+                out.append(
+                    f"observer '{name}' is a held-out check: only its numbers and booleans "
+                    f"are kept, not '{attr}' (names and messages never reach the loop)"
+                )
+            elif facts is not None and attr not in facts and attr not in COMMON_FACTS:
                 known = facts | COMMON_FACTS
                 hint = did_you_mean(attr, known)
                 out.append(f"observer '{name}' (parser {parser}) has no fact '{attr}'{hint}")
