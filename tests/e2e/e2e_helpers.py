@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
 
@@ -79,3 +81,37 @@ def run_dirs(workdir: Path) -> list[Path]:
 def summary_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert proc.stdout.strip(), proc.stderr
     return json.loads(proc.stdout)
+
+
+def journal_events(run_dir: str | Path, kind: str) -> list[dict[str, Any]]:
+    """The events of one kind in a run's journal, in order."""
+    lines = (Path(run_dir) / "journal.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def scripted_bugfix(
+    work: Path,
+    turns: list[dict[str, Any]],
+    intent: str,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 1200,
+) -> dict[str, Any]:
+    """`looprun bugfix --json` on ``work`` with a scripted model (its script beside the
+    repository); the summary, with the run's stderr under ``stderr``."""
+    script = work.parent / "script.yaml"
+    script.write_text(yaml.safe_dump(turns, sort_keys=False))
+    proc = looprun(
+        "bugfix",
+        "--intent",
+        intent,
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--json",
+        *extra,
+        env=env,
+        timeout=timeout,
+    )
+    return {**summary_of(proc), "stderr": proc.stderr}
