@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
 
@@ -87,3 +89,37 @@ def prompt_of(run_dir: str | Path, iteration: int) -> str:
     lines = (Path(run_dir) / "exchanges.jsonl").read_text().splitlines()
     first = next(e for e in map(json.loads, lines) if e["iteration"] == iteration)
     return "\n".join(str(m.get("content", "")) for m in first["request"] if m.get("role") == "user")
+
+
+def journal_events(run_dir: str | Path, kind: str) -> list[dict[str, Any]]:
+    """The events of one kind in a run's journal, in order."""
+    lines = (Path(run_dir) / "journal.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def scripted_bugfix(
+    work: Path,
+    turns: list[dict[str, Any]],
+    intent: str,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 1200,
+) -> dict[str, Any]:
+    """`looprun bugfix --json` on ``work`` with a scripted model (its script beside the
+    repository); the summary, with the run's stderr under ``stderr``."""
+    script = work.parent / "script.yaml"
+    script.write_text(yaml.safe_dump(turns, sort_keys=False))
+    proc = looprun(
+        "bugfix",
+        "--intent",
+        intent,
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--json",
+        *extra,
+        env=env,
+        timeout=timeout,
+    )
+    return {**summary_of(proc), "stderr": proc.stderr}

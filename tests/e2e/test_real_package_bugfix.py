@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from e2e_helpers import git_init, looprun, start
+from e2e_helpers import git_init, journal_events, looprun, scripted_bugfix, start
 
 PACKAGE, VERSION = "inflection", "0.5.1"
 BUG = ("    if number % 100 in (11, 12, 13):\n", "    if number % 100 in (11, 12):\n")
@@ -106,31 +105,18 @@ def _edit(path: str, old: str, new: str, said: str) -> list[dict[str, Any]]:
 
 
 def _run(work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
-    script = tmp / "script.yaml"
-    script.write_text(yaml.safe_dump(turns, sort_keys=False))
-    proc = looprun(
-        "bugfix",
-        "--intent",
+    return scripted_bugfix(
+        work,
+        turns,
         "ordinal() gives 'rd' for 113 and 13; numbers ending in 11, 12 and 13 take 'th'.",
         "--set",
         "tests_glob=test_*.py",
-        "--workdir",
-        str(work),
-        "--model",
-        f"script:{script}",
-        "--json",
         *extra,
-        timeout=1200,
     )
-    assert proc.stdout.strip(), proc.stderr
-    summary = json.loads(proc.stdout)
-    summary["stderr"] = proc.stderr
-    return summary
 
 
 def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["event"] == kind]
+    return journal_events(summary["run_dir"], kind)
 
 
 def _suite(work: Path) -> subprocess.CompletedProcess[str]:

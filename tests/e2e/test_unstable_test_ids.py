@@ -9,12 +9,10 @@ test, while a case that really stopped running still is.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-from e2e_helpers import git_init, looprun
+from e2e_helpers import git_init, journal_events, scripted_bugfix
 
 _CODE = (
     '"""A few words and what can be said about them."""\n\n'
@@ -44,44 +42,32 @@ def _call(name: str, **arguments: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
-def _run(work: Path, tmp: Path, fix: dict[str, Any]) -> dict[str, Any]:
+def _run(work: Path, fix: dict[str, Any]) -> dict[str, Any]:
     turns = [
         _call("write_file", path="tests/test_fruit.py", content=_REPRO),
         {"text": "The new test fails: vowels('fruit') is 1."},
         fix,
         {"text": "Fixed."},
     ]
-    script = tmp / "script.yaml"
-    script.write_text(yaml.safe_dump(turns, sort_keys=False))
-    proc = looprun(
-        "bugfix",
-        "--intent",
+    # every pytest process draws its own hash seed, as it does by default
+    return scripted_bugfix(
+        work,
+        turns,
         "vowels() does not count 'u'.",
-        "--workdir",
-        str(work),
-        "--model",
-        f"script:{script}",
         "--max-iterations",
         "3",
-        "--json",
-        # every pytest process draws its own hash seed, as it does by default
         env={"PYTHONHASHSEED": "random"},
         timeout=600,
     )
-    assert proc.stdout.strip(), proc.stderr
-    summary = json.loads(proc.stdout)
-    summary["stderr"] = proc.stderr
-    return summary
 
 
 def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["event"] == kind]
+    return journal_events(summary["run_dir"], kind)
 
 
 def test_an_honest_fix_ends_done_though_parametrized_ids_change(tmp_path: Path) -> None:
     work = _project(tmp_path)
-    summary = _run(work, tmp_path, _call("edit_file", path="words.py", old=_BUG[0], new=_BUG[1]))
+    summary = _run(work, _call("edit_file", path="words.py", old=_BUG[0], new=_BUG[1]))
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     (baseline,) = _events(summary, "baseline")
@@ -98,7 +84,7 @@ def test_a_case_dropped_from_the_data_still_vanishes(tmp_path: Path) -> None:
         path="words.py",
         content=_CODE.replace(_BUG[0], _BUG[1]).replace(', "hazel"', ""),
     )
-    summary = _run(work, tmp_path, fix)
+    summary = _run(work, fix)
 
     assert summary["outcome"] != "done", summary["stderr"]
     iterations = _events(summary, "iteration")
