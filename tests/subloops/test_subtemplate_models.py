@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
-from subloop_templates import INNER, OUTER, edit_turns
+from subloop_templates import INNER, OUTER, edit_turns, per_task_script
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
 
@@ -20,16 +20,9 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, Path]:
     git_repo(work)
     sub_script = tmp_path / "sub.yaml"  # the sub-template's own model: one plain script
     sub_script.write_text(yaml.safe_dump(edit_turns("own.txt", "from the sub-template\n")))
-    outer_script = tmp_path / "outer.yaml"  # per-task scripts of the outer model
-    outer_script.write_text(
-        yaml.safe_dump(
-            {
-                "tasks": {
-                    "left": edit_turns("left.txt", "outer left\n"),
-                    "right": edit_turns("right.txt", "outer right\n"),
-                }
-            }
-        )
+    outer_script = per_task_script(  # per-task scripts of the outer model
+        tmp_path / "outer.yaml",
+        {"left": ("left.txt", "outer left\n"), "right": ("right.txt", "outer right\n")},
     )
     tpl = tmp_path / "tpl"
     tpl.mkdir()
