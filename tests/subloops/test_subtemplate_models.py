@@ -47,6 +47,7 @@ def test_subloops_use_the_subtemplates_own_model(tmp_path: Path) -> None:
     )  # fmt: skip
     summary = json.loads(proc.stdout)
     assert summary["outcome"] == "done", proc.stderr
+    assert "run.json was changed" not in proc.stderr  # nothing rewrote it
     # both sub-loops played the sub-template's script, not the outer per-task ones
     assert (work / "own.txt").read_text() == "from the sub-template\n"
     assert (work / "left.txt").read_text() == "l\n"
