@@ -100,15 +100,16 @@ def validate_cmd(paths: tuple[str, ...], quiet: bool, skip_other: bool, no_cache
 
     from looprun.template.commands import validate
     from looprun.template.valid_cache import ValidCache, default_dir
+    from looprun.terminal import in_actions, workflow_command
 
-    in_actions = os.environ.get("GITHUB_ACTIONS") == "true"  # annotate the pull request
     sys.exit(
         validate(
             paths,
             quiet=quiet,
             echo=click.echo,
+            command=workflow_command,
             skip_other=skip_other,
-            annotate=in_actions,
+            annotate=in_actions(),  # annotate the pull request
             workspace=os.environ.get("GITHUB_WORKSPACE"),
             cache=None if no_cache else ValidCache(default_dir()),
         )

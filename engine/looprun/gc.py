@@ -1,10 +1,11 @@
 """``looprun gc``: drop the checkpoint refs of runs whose directory is gone.
 
 Every run leaves commits on ``refs/looprun/<run_id>/...`` (checkpoints, sub-loop starts,
-kept trees; sub-runs are ``<run_id>.<task>-<n>/...``) and anchors its base on
-``refs/looprun/base/<tree>``. They keep objects alive; once a run's directory has been
-deleted nothing reads them, so they go, and a base anchor goes when no remaining run
-started from that tree. Objects themselves are git's to collect (``git gc``).
+kept trees; sub-runs are ``<run_id>.<task>-<n>/...``), anchors its base on
+``refs/looprun/base/<tree>`` and seals its invocation on ``refs/looprun-sealed/<run_id>``.
+They keep objects alive; once a run's directory has been deleted nothing reads them, so
+they go, and a base anchor goes when no remaining run started from that tree. Objects
+themselves are git's to collect (``git gc``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from looprun import sealed
 from looprun.gitutil import Git
 from looprun.journal import RUNS_DIR
 
@@ -87,6 +89,12 @@ def prune_refs(workdir: Path, *, dry_run: bool = False) -> Pruned:
         if run_id not in live:
             doomed.append(ref)
             runs.add(run_id)
+    seals = git.run("for-each-ref", "--format=%(refname)", sealed.PREFIX).split()
+    for ref in seals:
+        if ref[len(sealed.PREFIX) :] not in live:
+            doomed.append(ref)
+            runs.add(ref[len(sealed.PREFIX) :])
+    refs += seals
     if doomed and not dry_run:
         data = "".join(f"delete {ref}\n" for ref in doomed).encode("utf-8")
         git.run("update-ref", "--stdin", input=data)

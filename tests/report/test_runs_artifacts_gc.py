@@ -13,7 +13,7 @@ from tests.support.cli import looprun
 
 def _refs(repo: Path) -> list[str]:
     out = subprocess.run(
-        ["git", "for-each-ref", "--format=%(refname)", "refs/looprun/"],
+        ["git", "for-each-ref", "--format=%(refname)", "refs/looprun/", "refs/looprun-sealed/"],
         cwd=repo, capture_output=True, text=True, check=True,
     )  # fmt: skip
     return out.stdout.split()
@@ -61,11 +61,12 @@ def test_gc_prunes_the_refs_of_deleted_runs_only(tmp_path: Path) -> None:
     before = _refs(repo)
     assert any(r.startswith(f"refs/looprun/{first}/") for r in before)
     assert any(r.startswith("refs/looprun/base/") for r in before)
+    assert f"refs/looprun-sealed/{first}" in before  # its run.json, sealed
 
     shutil.rmtree(repo / ".looprun" / "runs" / first)
     dry = looprun("gc", "--dry-run", cwd=repo)
     assert (
-        dry.returncode == 0 and f"would prune 2 ref(s) of 1 deleted run(s): {first}" in dry.stdout
+        dry.returncode == 0 and f"would prune 3 ref(s) of 1 deleted run(s): {first}" in dry.stdout
     )
     assert _refs(repo) == before
     done = looprun("gc", cwd=repo)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+
+import yaml
 
 INNER = """\
 looprun: 1
@@ -58,3 +61,10 @@ def edit_turns(path: str, content: str, delay_s: float = 0.0) -> list[dict]:
     if delay_s:
         call["delay_s"] = delay_s
     return [call, {"text": "done"}]
+
+
+def per_task_script(path: Path, edits: Mapping[str, tuple[str, str]]) -> Path:
+    """An outer model's script with one part per task, each writing (file, content)."""
+    turns = {task: edit_turns(file, content) for task, (file, content) in edits.items()}
+    path.write_text(yaml.safe_dump({"tasks": turns}))
+    return path

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import yaml
-from subloop_templates import INNER, OUTER, edit_turns
+from subloop_templates import INNER, OUTER, edit_turns, per_task_script
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
 
@@ -37,16 +37,9 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, Path]:
     git_repo(work)
     evil = tmp_path / "evil.yaml"  # what the rewritten run.json would have sub-loops play
     evil.write_text(yaml.safe_dump(edit_turns("pwned.txt", "the command decided\n")))
-    outer_script = tmp_path / "outer.yaml"
-    outer_script.write_text(
-        yaml.safe_dump(
-            {
-                "tasks": {
-                    "left": edit_turns("left.txt", "outer left\n"),
-                    "right": edit_turns("right.txt", "outer right\n"),
-                }
-            }
-        )
+    outer_script = per_task_script(
+        tmp_path / "outer.yaml",
+        {"left": ("left.txt", "outer left\n"), "right": ("right.txt", "outer right\n")},
     )
     tpl = tmp_path / "tpl"
     tpl.mkdir()

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
-from subloop_templates import INNER, OUTER, edit_turns
+from subloop_templates import INNER, OUTER, edit_turns, per_task_script
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
 
@@ -20,16 +20,9 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, Path]:
     git_repo(work)
     sub_script = tmp_path / "sub.yaml"  # the sub-template's own model: one plain script
     sub_script.write_text(yaml.safe_dump(edit_turns("own.txt", "from the sub-template\n")))
-    outer_script = tmp_path / "outer.yaml"  # per-task scripts of the outer model
-    outer_script.write_text(
-        yaml.safe_dump(
-            {
-                "tasks": {
-                    "left": edit_turns("left.txt", "outer left\n"),
-                    "right": edit_turns("right.txt", "outer right\n"),
-                }
-            }
-        )
+    outer_script = per_task_script(  # per-task scripts of the outer model
+        tmp_path / "outer.yaml",
+        {"left": ("left.txt", "outer left\n"), "right": ("right.txt", "outer right\n")},
     )
     tpl = tmp_path / "tpl"
     tpl.mkdir()
@@ -54,6 +47,7 @@ def test_subloops_use_the_subtemplates_own_model(tmp_path: Path) -> None:
     )  # fmt: skip
     summary = json.loads(proc.stdout)
     assert summary["outcome"] == "done", proc.stderr
+    assert "run.json was changed" not in proc.stderr  # nothing rewrote it
     # both sub-loops played the sub-template's script, not the outer per-task ones
     assert (work / "own.txt").read_text() == "from the sub-template\n"
     assert (work / "left.txt").read_text() == "l\n"

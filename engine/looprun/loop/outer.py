@@ -462,7 +462,7 @@ class OuterPhase:
         sandbox, or under Landlock), and what it says then decides nothing; the rewrite
         is said once, on stderr and in the journal."""
         inv, path = self.e.invocation, Path(self.e.run_info.dir) / "run.json"
-        if inv and not self._rewrite_said and _rewritten(path, inv):
+        if inv and not self._rewrite_said and _rewritten(path, self._as_written(inv)):
             self._rewrite_said = True
             note = (
                 f"{path}: run.json was changed while the "
@@ -472,6 +472,11 @@ class OuterPhase:
             self._report("warning: " + note)
             self.e.ports.journal.event("warning", message=note)
         return inv
+
+    def _as_written(self, invocation: Mapping[str, Any]) -> Any:
+        """``invocation`` as the journal writes it into run.json (redacted)."""
+        text = getattr(self.e.ports.journal, "invocation_text", None)
+        return json.loads(text(invocation)) if callable(text) else invocation
 
     def _base_url(self) -> str | None:
         return self._invocation().get("base_url")
@@ -602,7 +607,7 @@ def _signals_deferred() -> Iterator[None]:
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
-def _rewritten(path: Path, invocation: Mapping[str, Any]) -> bool:
+def _rewritten(path: Path, invocation: Any) -> bool:
     """True when ``path`` no longer holds ``invocation`` (as JSON reads it back)."""
     try:
         on_disk = json.loads(path.read_text("utf-8"))

@@ -14,7 +14,6 @@ Every choice is shown before anything runs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from typing import Any
 from looprun import sealed
 from looprun.errors import UsageError
 from looprun.safefs import STATE_DIR_NAME
+from looprun.template.valid_cache import file_digest
 
 STRENGTH = {"off": 0, "auto": 1, "required": 2}
 
@@ -140,15 +140,6 @@ def vet_bundled(
     return out
 
 
-def template_digest(source: str) -> str | None:
-    """The sha256 of the template file a run goes on with (``None``: unreadable)."""
-    try:
-        with open(source, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
-    except OSError:
-        return None
-
-
 def against_seal(
     on_disk: Mapping[str, Any], kept: Mapping[str, Any] | None, where: Path, run_id: str
 ) -> dict[str, Any]:
@@ -180,7 +171,7 @@ def template_unchanged(
 ) -> dict[str, Any]:
     """The invocation with the digest of the template file it goes on with. A file that
     changed since the run recorded it is refused unless the command line named it."""
-    digest = template_digest(source)
+    digest = file_digest(source)
     recorded = invocation.get("template_sha256")
     if not named and recorded and digest != recorded:
         raise UsageError(

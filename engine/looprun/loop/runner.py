@@ -36,6 +36,7 @@ from looprun.observe.holdout import resolve as resolve_holdouts
 from looprun.proc import secret_values
 from looprun.redact import Redactor
 from looprun.template.model import Template
+from looprun.template.valid_cache import file_digest
 
 
 def _err(line: str) -> None:
@@ -272,7 +273,7 @@ def _start(
         "sync_remote": options.get("sync_remote"),
         "workdir": str(workdir),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "template_sha256": recorded.template_digest(template.source),
+        "template_sha256": file_digest(template.source),
     }
     _save_invocation(journal, _repository(workdir), invocation)
     with journal:

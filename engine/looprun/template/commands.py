@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from looprun.errors import EXIT_DONE, EXIT_INVALID, Location, Problem, TemplateError
+from looprun.terminal import no_command
 
 if TYPE_CHECKING:
     from looprun.template.valid_cache import ValidCache
@@ -163,6 +164,7 @@ def validate(
     annotate: bool = False,
     workspace: str | None = None,
     cache: ValidCache | None = None,
+    command: Echo | None = None,
 ) -> int:
     """Validate each file (a directory: the looprun files in it); print `path: OK` or each
     problem as `path:line:col: message`. ``skip_other``: YAML files that are not looprun's
@@ -170,7 +172,8 @@ def validate(
 
     With ``annotate`` (in GitHub Actions) each problem is also printed as an ``::error``
     workflow command, which GitHub shows on the file's line in the pull request; paths
-    are made relative to ``workspace`` (the checkout) when they are inside it.
+    are made relative to ``workspace`` (the checkout) when they are inside it, and
+    printed with ``command`` (the stream lets only those start with ``::``).
 
     ``cache``: where files found valid are remembered (see ``valid_cache``); None checks
     every file in full."""
@@ -196,7 +199,7 @@ def validate(
         for problem in sorted(problems, key=_order):
             echo(one_line(str(problem)) if annotate else str(problem))
             if annotate:
-                echo(annotation(problem, workspace))
+                (command or echo)(annotation(problem, workspace))
     if count and len(refs) > 1:
         echo(f"{count} problem{'s' if count != 1 else ''} in {bad_files} of {len(refs)} files")
     return EXIT_INVALID if count else EXIT_DONE
@@ -208,8 +211,7 @@ def one_line(text: str) -> str:
     blanks) as a workflow command, so a newline from a YAML key or value would let the
     rest of it forge one (``::stop-commands::``, ``::error::``). A path that itself
     starts with ``::`` gets a ``./``, which names the same file."""
-    line = text.replace("\r", "\\r").replace("\n", "\\n")
-    return "./" + line if line.lstrip().startswith("::") else line
+    return no_command(text.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 def _escape(text: str, prop: bool = False) -> str:

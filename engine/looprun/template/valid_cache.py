@@ -110,7 +110,8 @@ def _read_private(path: Path) -> bytes | None:
         return fh.read() if _private(os.fstat(fh.fileno())) else None
 
 
-def _digest(path: str) -> str | None:
+def file_digest(path: str) -> str | None:
+    """The sha256 of a file's bytes (``None``: unreadable)."""
     try:
         with open(path, "rb") as fh:
             return hashlib.sha256(fh.read()).hexdigest()
@@ -140,7 +141,7 @@ class ValidCache:
         files, probes = _checked(entry, where)
         if files is None or probes is None:
             return False
-        return all(_digest(f) == d for f, d in files.items()) and all(
+        return all(file_digest(f) == d for f, d in files.items()) and all(
             os.path.exists(p) == e for p, e in probes.items()
         )
 
