@@ -15,6 +15,7 @@ run cannot end `done`; the honest fix still does.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,7 @@ def test_a_test_command_that_cannot_be_pinned_stops_before_any_model_call(
     )
     summary = json.loads(proc.stdout)
     assert (summary["code"], summary["iterations"]) == ("baseline_unusable", 0), proc.stderr
-    assert "observers/python.yaml:" in summary["reason"]
+    # located at the template that declares the observer (bugfix overrides the pack's)
+    assert re.search(r"templates/(bugfix|observers/python)\.yaml:\d+:\d+", summary["reason"])
     assert "pin_config pytest: the command goes on after pytest's arguments" in summary["reason"]
     assert summary["usage"]["prompt_tokens"] == 0  # no model was called
