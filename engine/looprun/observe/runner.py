@@ -40,8 +40,10 @@ if TYPE_CHECKING:
 # a pinned check's interpreters skip the user's site directory and its .pth files, and
 # run in safe-path mode: `python -m pytest` does not put the workdir first on sys.path, so
 # a `pytest.py` or `json.py` there is not imported in place of pytest's own (pytest_pin
-# gives the tests the workdir back through pytest's `pythonpath`)
+# gives the tests the workdir back through pytest's `pythonpath`); LOOPRUN_SAFEPATH asks
+# the outcome plugin to drop it again for the processes the tests start
 _ISOLATED: Mapping[str, str] = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1"}
+_SAFEPATH_MARK: Mapping[str, str] = {"LOOPRUN_SAFEPATH": "1"}
 
 # git_diff options that default to the act constraints when the observer does not set them.
 _CONSTRAINT_DEFAULTS = ("allow", "deny", "forbidden_patterns", "max_lines")
@@ -124,6 +126,8 @@ def observe_command(
         if report is not None:
             _remove_report(report)  # never let an old report pass as this run's result
         env = scrubbed_env(extra={**NO_BYTECODE, **(_ISOLATED if isolated else {})})
+        if isolated and "PYTHONSAFEPATH" not in os.environ:
+            env.update(_SAFEPATH_MARK)  # the user's own PYTHONSAFEPATH stays set
         with contextlib.ExitStack() as stack:
             fds: tuple[int, ...] = ()
             if (options or {}).get("outcome_channel") == "pytest":
