@@ -76,10 +76,11 @@ def test_a_root_module_shadowing_pytest_never_ends_done(
     lint = ["--set", "lint=false"] if name == "pytest.py" else []
     summary = _run(work, tmp_path, turns, "--max-iterations", "2", *lint)
 
-    assert summary["outcome"] != "done", summary["stderr"]
-    assert _events(summary, "policy_violation") == []  # only the safe path stops it
+    # only the safe path stops it: the reproduction is done, the "fix" is retried until
+    # the iterations run out, and nothing broke a rule
     actions = [e["decision"]["action"] for e in _events(summary, "iteration")]
-    assert actions[0] == "done" and "done" not in actions[1:], actions
+    violations = _events(summary, "policy_violation")
+    assert (summary["outcome"], actions, violations) == ("exhausted", ["done", "retry"], [])
     # the check ran the real pytest on the real code: the bug shows
     record = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
     assert NEW_TEST_ID in record["observers"]["tests"]["failing"]

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_pytest_pin import _commit
 
-from looprun.gitutil import Git
 from looprun.observe.base import Observation
 from looprun.observe.runner import run_observer
 from looprun.template.loader import load_template
@@ -69,20 +69,6 @@ COMMANDS = {
     "python -m pytest": f"{PY} -m pytest",
     "coverage run -m pytest": f"COVERAGE_FILE=../.coverage {PY} -m coverage run -m pytest",
 }
-
-
-def _commit(work: Path, files: dict[str, str]) -> str:
-    for name, text in files.items():
-        (work / name).parent.mkdir(parents=True, exist_ok=True)
-        (work / name).write_text(text)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=work,
-            check=True,
-            capture_output=True,
-        )
-    return Git(work).run("rev-parse", "HEAD").strip()
 
 
 def _observe(tmp: Path, work: Path, base: str, command: str) -> Observation:
