@@ -121,3 +121,14 @@ def test_a_pytest_script_is_not_given_the_root(tmp_path: Path) -> None:
     obs = _observe(tmp_path, work, base, str(BIN / "pytest"))
     assert not obs.ok
     assert "No module named 'mymodule'" in obs.feedback, obs.feedback
+
+
+def test_the_commands_own_pythonpath_is_kept(tmp_path: Path) -> None:
+    """`-o pythonpath=src` in the command, no `pythonpath` at the base: the pinned `-o`
+    that gives the root back comes later and carries `src` (from the root) along."""
+    work = tmp_path / "work"
+    work.mkdir()
+    files = {k: v for k, v in PROJECT.items() if k != "pyproject.toml"}
+    base = _commit(work, {**files, "pytest.ini": "[pytest]\ntestpaths = tests\n"})
+    obs = _observe(tmp_path, work, base, f"{PY} -m pytest -o pythonpath=src")
+    assert _counts(obs) == EXPECTED

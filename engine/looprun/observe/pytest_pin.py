@@ -356,6 +356,26 @@ def _listed(value: object) -> list[str]:
     return shlex.split(str(value)) if value else []
 
 
+def _overridden(command: str, name: str) -> str | None:
+    """The last value the command gives ``name`` with ``-o``/``--override-ini``: the
+    pinned ``-o`` comes after it and would replace it, so it is carried over."""
+    tokens = _tokens(command)
+    rest = tokens[_runner_at(tokens) + 1 :]
+    value = None
+    for i, token in enumerate(rest):
+        if token in ("-o", "--override-ini"):
+            option = rest[i + 1] if i + 1 < len(rest) else ""
+        elif token.startswith("--override-ini="):
+            option = token.partition("=")[2]
+        elif token.startswith("-o"):
+            option = token[2:]
+        else:
+            continue
+        key, sep, given = option.partition("=")
+        value = given if sep and key.strip() == name else value
+    return value
+
+
 def flags(
     found: Located,
     copy: Path,
@@ -375,7 +395,9 @@ def flags(
     if "--confcutdir" not in addopts and "--confcutdir" not in command:
         # pytest's default: the configuration file's directory, else the rootdir
         out += ["--confcutdir", str(found.rootdir if found.source else root)]
-    paths = [found.rootdir / p for p in _listed(values.get("pythonpath", ""))]
+    given = _overridden(command, "pythonpath")  # the command's own `-o` wins in pytest
+    listed = _listed(values.get("pythonpath", "") if given is None else given)
+    paths = [(found.rootdir if found.source else root) / p for p in listed]
     paths += [] if workdir is None else [workdir]
     if paths:
         # pytest 9 applies `pythonpath` before it imports `-p` plugins, so what must win
