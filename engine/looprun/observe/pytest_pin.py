@@ -12,6 +12,13 @@ never read either.
 What the copy cannot carry by itself is made explicit: ``pythonpath`` (relative to the
 configuration file's directory) is passed again as absolute paths with ``-o``, and the
 conftest cut-off pytest derives from that directory is passed as ``--confcutdir``.
+
+The check's interpreter runs in safe-path mode (``PYTHONSAFEPATH``, set by the runner), so
+``python -m pytest`` does not put the working directory first on ``sys.path`` while pytest
+starts: a ``pytest.py``, ``_pytest/`` or ``json.py`` the model adds there is not imported
+in place of pytest's own. The tests get that directory back through ``pythonpath``, which
+pytest applies itself once it runs, behind the directories that must stay ahead of the
+project's (looprun's own plugin).
 """
 
 from __future__ import annotations
@@ -72,25 +79,43 @@ class Located:
 # --- which arguments the command gives pytest -------------------------------------------
 
 
+def _tokens(command: str) -> list[str]:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError as exc:
+        raise PinError(f"cannot read the command's arguments: {exc}") from None
+
+
+def _runner_at(tokens: list[str]) -> int:
+    """The index of the last ``pytest`` the command runs (a program or a ``-m`` module)."""
+    start = None
+    for i, token in enumerate(tokens):
+        runner = not token.startswith("-") and "=" not in token
+        if runner and PurePosixPath(token).name in _RUNNERS and tokens[i - 1 : i] != ["-p"]:
+            start = i
+    if start is None:
+        raise PinError("the command runs no pytest (no `pytest` or `-m pytest` in it)")
+    return start
+
+
+def runs_as_module(command: str) -> bool:
+    """Whether pytest runs as ``-m pytest`` (``python -m``, ``coverage run -m``), which
+    puts the current directory on ``sys.path``; a ``pytest`` script puts its own."""
+    tokens = _tokens(command)
+    at = _runner_at(tokens)
+    return tokens[at - 1 : at] == ["-m"]
+
+
 def command_args(command: str) -> tuple[list[str], str | None, str | None]:
     """The path arguments of the pytest invocation a shell command ends with, and the
     ``-c`` and ``--rootdir`` values it gives (``None`` when absent).
 
     The pinning options are appended to the command, so it must end with pytest's
     arguments: a command that runs no pytest, or runs something after it, is refused."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError as exc:
-        raise PinError(f"cannot read the command's arguments: {exc}") from None
-    start = None
-    for i, token in enumerate(tokens):
-        runner = not token.startswith("-") and "=" not in token
-        if runner and PurePosixPath(token).name in _RUNNERS and tokens[i - 1 : i] != ["-p"]:
-            start = i + 1
-    if start is None:
-        raise PinError("the command runs no pytest (no `pytest` or `-m pytest` in it)")
+    tokens = _tokens(command)
+    start = _runner_at(tokens) + 1
     args: list[str] = []
     config = rootdir = None
     pending: str | None = None
@@ -331,8 +356,38 @@ def _listed(value: object) -> list[str]:
     return shlex.split(str(value)) if value else []
 
 
-def flags(found: Located, copy: Path, command: str, rootdir: str | None = None) -> str:
-    """The pytest options that make it read ``copy`` as the base's configuration."""
+def _overridden(command: str, name: str) -> str | None:
+    """The last value the command gives ``name`` with ``-o``/``--override-ini``: the
+    pinned ``-o`` comes after it and would replace it, so it is carried over."""
+    tokens = _tokens(command)
+    rest = tokens[_runner_at(tokens) + 1 :]
+    value = None
+    for i, token in enumerate(rest):
+        if token in ("-o", "--override-ini"):
+            option = rest[i + 1] if i + 1 < len(rest) else ""
+        elif token.startswith("--override-ini="):
+            option = token.partition("=")[2]
+        elif token.startswith("-o"):
+            option = token[2:]
+        else:
+            continue
+        key, sep, given = option.partition("=")
+        value = given if sep and key.strip() == name else value
+    return value
+
+
+def flags(
+    found: Located,
+    copy: Path,
+    command: str,
+    rootdir: str | None = None,
+    *,
+    workdir: Path | None = None,
+    ahead: tuple[Path, ...] = (),
+) -> str:
+    """The pytest options that make it read ``copy`` as the base's configuration; with a
+    ``workdir``, the directory safe-path mode kept off ``sys.path``, given back after the
+    base's ``pythonpath`` (where ``python -m`` had it) and behind ``ahead``."""
     root = found.rootdir if rootdir is None else Path(rootdir)
     values = config_values(found.name, found.content) or {}
     out = ["-c", str(copy), "--rootdir", str(root)]
@@ -340,9 +395,14 @@ def flags(found: Located, copy: Path, command: str, rootdir: str | None = None) 
     if "--confcutdir" not in addopts and "--confcutdir" not in command:
         # pytest's default: the configuration file's directory, else the rootdir
         out += ["--confcutdir", str(found.rootdir if found.source else root)]
-    paths = _listed(values.get("pythonpath", ""))
+    given = _overridden(command, "pythonpath")  # the command's own `-o` wins in pytest
+    listed = _listed(values.get("pythonpath", "") if given is None else given)
+    paths = [(found.rootdir if found.source else root) / p for p in listed]
+    paths += [] if workdir is None else [workdir]
     if paths:
-        absolute = [shlex.quote(str(found.rootdir / p)) for p in paths]
+        # pytest 9 applies `pythonpath` before it imports `-p` plugins, so what must win
+        # over a module of the same name in the project goes first
+        absolute = [shlex.quote(str(p)) for p in (*ahead, *paths)]
         out += ["-o", "pythonpath=" + " ".join(absolute)]
     return " ".join(shlex.quote(part) for part in out)
 
@@ -354,9 +414,14 @@ def pin(
     git_dir: Path | None,
     base: str | None,
     into: Path,
+    ahead: tuple[Path, ...] = (),
 ) -> str:
     """Write the base's configuration for ``command`` into ``into`` (a directory no
-    command can write) and return ``command`` with the options that pin it appended."""
+    command can write) and return ``command`` with the options that pin it appended.
+
+    The command is to run in safe-path mode: when it runs ``-m pytest`` the working
+    directory is passed as ``pythonpath`` (after ``ahead``, directories that must not be
+    shadowed by a module of the project)."""
     if not base:
         raise PinError("the run has no base commit to read pytest's configuration from")
     git = Git(workdir, git_dir)
@@ -368,4 +433,5 @@ def pin(
     os.close(open_dir(into, create=True))
     copy = into / found.name
     write_atomic(copy, found.content, nofollow=True, sync="none")
-    return f"{command} {flags(found, copy, command, rootdir)}"
+    cwd = workdir if runs_as_module(command) else None
+    return f"{command} {flags(found, copy, command, rootdir, workdir=cwd, ahead=ahead)}"

@@ -26,7 +26,7 @@ from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.holdout import Holdout, HoldoutError, copied_in, remove_entry, sealed
 from looprun.observe.normalise import failure_signature
-from looprun.observe.outcome_channel import Outcomes, listening
+from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening
 from looprun.observe.pytest_pin import PinError, pin
 from looprun.observe.registry import get_parser
 from looprun.redact import Redactor, secret_values
@@ -37,8 +37,13 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from looprun.sandbox import Sandbox
 
-# a pinned check's interpreters skip the user's site directory and its .pth files
-_ISOLATED: Mapping[str, str] = {"PYTHONNOUSERSITE": "1"}
+# a pinned check's interpreters skip the user's site directory and its .pth files, and
+# run in safe-path mode: `python -m pytest` does not put the workdir first on sys.path, so
+# a `pytest.py` or `json.py` there is not imported in place of pytest's own (pytest_pin
+# gives the tests the workdir back through pytest's `pythonpath`); LOOPRUN_SAFEPATH asks
+# the outcome plugin to drop it again for the processes the tests start
+_ISOLATED: Mapping[str, str] = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1"}
+_SAFEPATH_MARK: Mapping[str, str] = {"LOOPRUN_SAFEPATH": "1"}
 
 # git_diff options that default to the act constraints when the observer does not set them.
 _CONSTRAINT_DEFAULTS = ("allow", "deny", "forbidden_patterns", "max_lines")
@@ -121,6 +126,8 @@ def observe_command(
         if report is not None:
             _remove_report(report)  # never let an old report pass as this run's result
         env = scrubbed_env(extra={**NO_BYTECODE, **(_ISOLATED if isolated else {})})
+        if isolated and "PYTHONSAFEPATH" not in os.environ:
+            env.update(_SAFEPATH_MARK)  # the user's own PYTHONSAFEPATH stays set
         with contextlib.ExitStack() as stack:
             fds: tuple[int, ...] = ()
             if (options or {}).get("outcome_channel") == "pytest":
@@ -219,8 +226,14 @@ def run_observer(
         try:
             if pinned is None:
                 raise PinError("no run directory to keep the pinned configuration in")
+            channel = spec.options.get("outcome_channel") == "pytest"
             command = pin(
-                command, workdir=workdir, git_dir=git_dir, base=base, into=pinned / spec.name
+                command,
+                workdir=workdir,
+                git_dir=git_dir,
+                base=base,
+                into=pinned / spec.name,
+                ahead=(PLUGIN_DIR,) if channel else (),
             )
         except PinError as exc:
             return _failed(spec.parser, f"{spec.name}: pin_config {spec.pin_config}: {exc}")

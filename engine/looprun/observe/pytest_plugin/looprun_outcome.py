@@ -35,6 +35,7 @@ import pytest
 
 _ENV = "LOOPRUN_OUTCOME_FD"
 _EXERCISED_ENV = "LOOPRUN_EXERCISED"
+_SAFEPATH_ENV = "LOOPRUN_SAFEPATH"
 _MAX_FILES = 8  # files noted per test; the profile function is removed once it has them
 _INSTALLED = ("site-packages", "dist-packages")
 _out: Any = None
@@ -47,6 +48,12 @@ _sources: dict[str, str] = {}  # code file name -> its project path, or "" when 
 _test_file = ""
 _test_top = ""  # the test file's top directory ("tests/"), "" for a test at the root
 _touched: list[str] = []
+
+
+# looprun started this interpreter in safe-path mode so that pytest could not be shadowed
+# while it started; the processes the tests start get the environment they would have had
+if os.environ.pop(_SAFEPATH_ENV, None) == "1":
+    os.environ.pop("PYTHONSAFEPATH", None)
 
 
 def _send(record: dict[str, Any]) -> None:
