@@ -45,6 +45,14 @@ def _events(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]  # every line whole
 
 
+def _finished(run_dir: Path, task: str) -> bool:
+    try:
+        records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    except (OSError, ValueError, KeyError):
+        return False  # not written yet, or being replaced
+    return records.get(task, {}).get("outcome") == "done"
+
+
 def test_sigint_stops_subloops_promptly_and_resume_finishes(tmp_path: Path) -> None:
     work = tmp_path / "proj"
     work.mkdir()
@@ -75,9 +83,11 @@ def test_sigint_stops_subloops_promptly_and_resume_finishes(tmp_path: Path) -> N
     runs = work / ".looprun" / "runs"
     right_journal: Path | None = None
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until the right sub-loop is in its check
+    # wait until the right sub-loop is in its check and the left one has finished: the
+    # interrupt must leave a finished sub-loop done and stop the running one
+    while time.monotonic() < deadline:
         found = list(runs.glob("*/subloops/right-1/journal.jsonl")) if runs.exists() else []
-        if found and _sleepers():
+        if found and _sleepers() and _finished(found[0].parents[2], "left"):
             right_journal = found[0]
             break
         time.sleep(0.05)
