@@ -65,7 +65,12 @@ def _project(tmp_path: Path, backends: str, **env: str) -> tuple[Path, dict[str,
 
 
 def _escape(
-    tmp_path: Path, servers: tuple[int, int], backend: str, scheme: str = "http"
+    tmp_path: Path,
+    servers: tuple[int, int],
+    backend: str,
+    scheme: str = "http",
+    *extra: str,
+    **more_env: str,
 ) -> tuple[dict, Path, str]:
     model_port, other_port = servers
     outside = tmp_path / "outside.txt"
@@ -77,10 +82,11 @@ def _escape(
         FAKE_ESCAPE_FILE=str(outside),
         FAKE_ESCAPE_PORT=str(other_port),
         FAKE_ESCAPE_URL_VAR="ANTHROPIC_BASE_URL",
+        **more_env,
     )
     proc = looprun(
         str(SAMPLE), "--intent", "x", "--json", "--sandbox", "required",
-        "--max-iterations", "1", cwd=work, env=env,
+        "--max-iterations", "1", *extra, cwd=work, env=env,
     )  # fmt: skip
     assert (work / ".looprun" / "runs").is_dir(), proc.stderr
     (run,) = run_dirs(work)
@@ -104,6 +110,41 @@ def test_a_sandboxed_cli_reaches_its_model_server_and_nothing_else(
     assert found["wrote_outside"] != True and not outside.exists()  # noqa: E712
     assert found["other_port"] != True  # noqa: E712
     assert found["sees_looprun"] is False
+
+
+def test_a_sandboxed_cli_cannot_read_the_held_out_tests(
+    tmp_path: Path, servers: tuple[int, int]
+) -> None:
+    # the CLI's own shell runs in the run's sandbox, where the held-out tests are hidden
+    _usable("bwrap")
+    held = tmp_path / "acceptance"
+    held.mkdir()
+    secret = held / "test_acceptance.py"
+    secret.write_text("def test_hidden_q9():\n    assert True\n")
+    found, _, stderr = _escape(
+        tmp_path, servers, "bwrap", "http", "--set", f"holdout={held}",
+        FAKE_ESCAPE_READ=str(secret),
+    )  # fmt: skip
+    assert found["model_server"] == "model-ok", stderr
+    assert str(found["read"]).startswith("no:"), found["read"]
+    assert "test_hidden_q9" not in json.dumps(found)
+
+
+def test_under_landlock_a_held_out_check_with_an_agent_cli_does_not_start(
+    tmp_path: Path,
+) -> None:
+    _usable("landlock")
+    held = tmp_path / "acceptance"
+    held.mkdir()
+    (held / "test_acceptance.py").write_text("def test_hidden_q9():\n    assert True\n")
+    work, env = _project(tmp_path, "landlock", FAKE_AGENT_MODE="escape")
+    proc = looprun(
+        str(SAMPLE), "--intent", "x", "--json", "--sandbox", "required",
+        "--max-iterations", "1", "--set", f"holdout={held}", cwd=work, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot hide the held-out tests" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_under_landlock_only_writes_and_other_ports_are_refused(

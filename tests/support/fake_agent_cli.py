@@ -13,7 +13,8 @@ Modes (separated by "|", in order):
   escape            do what a hostile model's shell command would, and print what worked
                     as ``ESCAPE {json}``: write FAKE_ESCAPE_FILE, connect to
                     127.0.0.1:FAKE_ESCAPE_PORT, look for looprun in /proc, and fetch
-                    ``/probe`` from the server its FAKE_ESCAPE_URL_VAR names
+                    ``/probe`` from the server its FAKE_ESCAPE_URL_VAR names (and read
+                    FAKE_ESCAPE_READ when set)
 Without exit:N it prints the CLI's own final report (Claude Code stream-json, or Codex
 JSONL) and exits 0. FAKE_AGENT_LOG names a JSON-lines file where each start is logged:
 argv, cwd, whether stdin is /dev/null, HOME, the environment's variable names.
@@ -116,6 +117,11 @@ def _escape() -> dict[str, object]:
     except OSError as exc:
         found["other_port"] = f"no: {exc}"
     found["sees_looprun"] = any(_runs_looprun(p) for p in os.listdir("/proc") if p.isdigit())
+    if secret := os.environ.get("FAKE_ESCAPE_READ"):
+        try:
+            found["read"] = Path(secret).read_text(encoding="utf-8")
+        except OSError as exc:
+            found["read"] = f"no: {exc.strerror}"
     url = os.environ.get(os.environ.get("FAKE_ESCAPE_URL_VAR", ""), "")
     proxy = os.environ.get("HTTPS_PROXY", "")
     if proxy:  # an HTTPS server: through the proxy it was given, by CONNECT

@@ -101,18 +101,22 @@ def run_sandbox(
 
 def check_hidden(template: Template, backend: str | None) -> None:
     """Held-out tests are hidden from commands only by bubblewrap's mounts: a run whose
-    model can start commands anywhere else would let them read the tests, so it does not
-    start. Agent CLIs run outside looprun's sandbox, so they never run beside held-out tests."""
+    model can start commands anywhere else - the `run` tool, or an agent CLI, which runs
+    in the run's sandbox with its own shell - would let them read the tests, so it does
+    not start."""
     act = template.act
     if act is None:
         return  # an outer loop: its sub-loops check for themselves
+    if backend == "bwrap":
+        return
+    where = "without an OS sandbox" if backend is None else f"in the {backend} sandbox"
     if act.agent is not None:
         raise UsageError(
-            "a held-out check is on, but act.agent runs an agent CLI outside looprun's "
-            "sandbox, where it could read the held-out tests; use the built-in tools"
+            f"a held-out check is on, but act.agent's CLI would run {where}, which cannot "
+            "hide the held-out tests from the commands its own tools run; only bubblewrap "
+            "can - install it (and allow user namespaces), or use the built-in tools"
         )
-    if "run" in act.tools and backend != "bwrap":
-        where = "without an OS sandbox" if backend is None else f"in the {backend} sandbox"
+    if "run" in act.tools:
         raise UsageError(
             f"a held-out check is on and the act step may run commands (`run`), but they "
             f"would run {where}, which cannot hide the held-out tests from them; only "
