@@ -69,3 +69,54 @@ def test_feature_plans_runs_in_parallel_retries_and_merges(shapes: Path) -> None
     # the outer loop's own lines name no single task: one outer turn runs them all
     outer_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("#")]
     assert [ln.split(":")[0] for ln in outer_lines] == ["#1 sub-loops", "#2 sub-loops"]
+
+
+def _held_out(tmp_path: Path, body: str) -> Path:
+    held = tmp_path / "acceptance"
+    held.mkdir()
+    (held / "test_acceptance_k4.py").write_text(
+        "import math\n\nfrom shapes.total import total_area\n\n\n" + body
+    )
+    return held
+
+
+def _feature(shapes: Path, held: Path, *extra: str) -> tuple[dict, str]:
+    intent = (shapes / "intent.txt").read_text()
+    proc = looprun(
+        *scripted_run("feature", intent=intent, workdir=shapes, script=shapes / "script.yaml"),
+        "--set",
+        f"holdout={held}",
+        "--json",
+        *extra,
+        cwd=shapes,
+        timeout=300,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout), proc.stderr
+
+
+def test_feature_is_done_when_the_merged_tree_passes_the_held_out_check(
+    shapes: Path, tmp_path: Path
+) -> None:
+    held = _held_out(
+        tmp_path,
+        "def test_mixed_total_k4():\n    assert total_area([2], [1]) == math.pi * 4 + 1\n",
+    )
+    summary, stderr = _feature(shapes, held)
+    assert summary["outcome"] == "done", stderr
+    assert not (shapes / "holdout_tests").exists()  # copied in only while the check ran
+
+
+def test_feature_is_not_done_when_the_held_out_check_fails_and_learns_only_that(
+    shapes: Path, tmp_path: Path
+) -> None:
+    # the merged tree is right for the visible tests and wrong for this acceptance test
+    held = _held_out(tmp_path, "def test_unit_circle_k4():\n    assert total_area([1], []) == 3\n")
+    summary, stderr = _feature(shapes, held, "--max-iterations", "2")
+    assert summary["outcome"] != "done", stderr
+    run_dir = Path(summary["run_dir"])
+    seen = "".join(p.read_text() for p in run_dir.rglob("exchanges.jsonl"))
+    assert "a held-out check failed" in seen  # the replan is told, and only that
+    for secret in ("test_unit_circle_k4", "test_acceptance_k4", "== 3"):
+        assert secret not in seen
+    assert not (shapes / "holdout_tests").exists()
