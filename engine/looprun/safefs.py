@@ -24,7 +24,7 @@ from pathlib import Path
 from looprun.errors import LooprunError
 
 STATE_DIR_NAME = ".looprun"
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class UnsafePathError(LooprunError):
@@ -58,20 +58,20 @@ def open_dir(path: Path, *, create: bool = False, mode: int = 0o700) -> int:
     """A descriptor of directory ``path`` (absolute), reached without following any link;
     ``create`` makes missing components. The caller closes it."""
     path = Path(os.path.abspath(path))
-    fd = os.open("/", _DIR_FLAGS)
+    fd = os.open("/", DIR_FLAGS)
     walked = Path("/")
     try:
         for part in path.parts[1:]:
             walked = walked / part
             try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 if not create:
                     raise
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, mode, dir_fd=fd)
                 try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
                     raise _explain(walked, exc) from None
             except OSError as exc:
@@ -139,9 +139,10 @@ def state_dir(workdir: Path) -> Path:
     return checked_dir(Path(workdir) / STATE_DIR_NAME)
 
 
-def remove_entry(dir_fd: int, name: str, *, trees: bool = True) -> None:
+def remove_entry(dir_fd: int, name: str, *, trees: bool = True, strict: bool = False) -> None:
     """Remove ``name`` from the directory ``dir_fd``, whatever it is, following no link: a
-    link goes, not its target; a directory goes with all it holds (``trees``) or stays."""
+    link goes, not its target; a directory goes with all it holds (``trees``) or stays.
+    ``strict``: a directory that cannot be removed whole raises instead of staying in part."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -150,7 +151,7 @@ def remove_entry(dir_fd: int, name: str, *, trees: bool = True) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=dir_fd)
     elif trees:
-        shutil.rmtree(name, dir_fd=dir_fd, ignore_errors=True)
+        shutil.rmtree(name, dir_fd=dir_fd, ignore_errors=not strict)
 
 
 def remove_special(path: Path) -> None:

@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -131,7 +130,7 @@ def _copy_tree(src: Path, dfd: int) -> None:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 os.mkdir(entry.name, 0o700, dir_fd=dfd)
-                sub = os.open(entry.name, safefs._DIR_FLAGS, dir_fd=dfd)
+                sub = os.open(entry.name, safefs.DIR_FLAGS, dir_fd=dfd)
                 try:
                     _copy_tree(Path(entry.path), sub)
                 finally:
@@ -147,18 +146,6 @@ def _copy_file(src: Path, name: str, dfd: int) -> None:
         shutil.copyfileobj(data, out)
 
 
-def remove_entry(name: str, dfd: int) -> None:
-    """``name`` in ``dfd`` gone, a link removed as a link, a directory with all it holds."""
-    try:
-        mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(mode):
-        shutil.rmtree(name, dir_fd=dfd)
-    else:
-        os.unlink(name, dir_fd=dfd)
-
-
 @contextlib.contextmanager
 def copied_in(holdout: Holdout, workdir: Path) -> Iterator[None]:
     """The held-out tests at ``workdir/dest`` for the duration of the block, then removed
@@ -169,11 +156,11 @@ def copied_in(holdout: Holdout, workdir: Path) -> Iterator[None]:
     try:
         for part in parts[:-1]:
             try:
-                nxt = os.open(part, safefs._DIR_FLAGS, dir_fd=fds[-1])
+                nxt = os.open(part, safefs.DIR_FLAGS, dir_fd=fds[-1])
             except FileNotFoundError:
                 os.mkdir(part, 0o700, dir_fd=fds[-1])
                 made.append((fds[-1], part))
-                nxt = os.open(part, safefs._DIR_FLAGS, dir_fd=fds[-1])
+                nxt = os.open(part, safefs.DIR_FLAGS, dir_fd=fds[-1])
             except OSError as exc:
                 raise HoldoutError(
                     f"held-out check {holdout.observer!r}: {holdout.dest!r}: a parent is not "
@@ -194,7 +181,7 @@ def copied_in(holdout: Holdout, workdir: Path) -> Iterator[None]:
             if holdout.source.is_dir():
                 os.mkdir(name, 0o700, dir_fd=parent)
                 made.append((parent, name))
-                sub = os.open(name, safefs._DIR_FLAGS, dir_fd=parent)
+                sub = os.open(name, safefs.DIR_FLAGS, dir_fd=parent)
                 try:
                     _copy_tree(holdout.source, sub)
                 finally:
@@ -206,7 +193,7 @@ def copied_in(holdout: Holdout, workdir: Path) -> Iterator[None]:
         finally:
             for dfd, made_name in reversed(made):
                 if made_name == name and dfd == parent:
-                    remove_entry(made_name, dfd)
+                    safefs.remove_entry(dfd, made_name, strict=True)
                 else:
                     with contextlib.suppress(OSError):  # a command left files there
                         os.rmdir(made_name, dir_fd=dfd)

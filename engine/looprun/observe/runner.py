@@ -24,7 +24,7 @@ from looprun import safefs
 from looprun.frozen import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
-from looprun.observe.holdout import Holdout, HoldoutError, copied_in, remove_entry, sealed
+from looprun.observe.holdout import Holdout, HoldoutError, copied_in, sealed
 from looprun.observe.normalise import failure_signature
 from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening
 from looprun.observe.pytest_pin import PinError, pin
@@ -316,9 +316,9 @@ def _remove_new(directory: Path, before: frozenset[str]) -> None:
     with contextlib.suppress(OSError), safefs.opened_dir(directory) as fd:
         for name in set(os.listdir(fd)) - before:
             with contextlib.suppress(OSError):
-                remove_entry(name, fd)
+                safefs.remove_entry(fd, name, strict=True)
 
 
 def _remove_file(path: Path) -> None:
     with contextlib.suppress(OSError), safefs.opened_dir(path.parent) as fd:
-        remove_entry(path.name, fd)
+        safefs.remove_entry(fd, path.name, strict=True)
