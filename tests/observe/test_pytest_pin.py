@@ -208,6 +208,29 @@ def test_with_no_configuration_at_the_base_an_added_one_is_not_read(tmp_path: Pa
     assert _results(work, pinned) == {"test_x::test_bug": "failed"}
 
 
+def test_a_planted_copy_or_link_in_the_pin_directory_is_never_used(tmp_path: Path) -> None:
+    # with the sandbox off a command can write the run directory: each check rewrites the
+    # copy from the base, replacing a planted file and never writing through a link
+    work = tmp_path / "work"
+    work.mkdir()
+    base = _commit(work, {"pytest.ini": INI, "test_x.py": "def test_bug():\n    assert False\n"})
+    into = tmp_path / "pinned"
+    pin(PYTEST, workdir=work, git_dir=None, base=base, into=into)
+    (into / "pytest.ini").write_text("[pytest]\naddopts = -k nothing\n")
+    pinned = pin(PYTEST, workdir=work, git_dir=None, base=base, into=into)
+    assert (into / "pytest.ini").read_text() == INI
+    assert _results(work, pinned) == {"test_x::test_bug": "failed"}
+
+    victim = tmp_path / "victim.ini"
+    victim.write_text("[pytest]\naddopts = -k nothing\n")
+    (into / "pytest.ini").unlink()
+    (into / "pytest.ini").symlink_to(victim)
+    pinned = pin(PYTEST, workdir=work, git_dir=None, base=base, into=into)
+    assert victim.read_text() == "[pytest]\naddopts = -k nothing\n"  # not written through
+    assert not (into / "pytest.ini").is_symlink() and (into / "pytest.ini").read_text() == INI
+    assert _results(work, pinned) == {"test_x::test_bug": "failed"}
+
+
 @pytest.mark.parametrize(
     ("command", "said"),
     [
