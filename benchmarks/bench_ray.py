@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 from bench_subloops import INNER, outer
 
-from looprun.gitutil import Git
+from looprun.workspace.git import Git
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

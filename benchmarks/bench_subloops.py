@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from looprun.gitutil import Git
+from looprun.workspace.git import Git
 
 INNER = """\
 looprun: 1

@@ -84,7 +84,7 @@ def _clear_caches() -> None:
 
 
 def bench_in_process(runs: int) -> float:
-    from looprun.template.commands import validate
+    from looprun.cli.template_commands import validate
 
     validate(_templates(), quiet=True, echo=lambda *a, **k: None)  # warm imports
     times = []

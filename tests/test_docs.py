@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from looprun import errors
-from looprun.cli import main
+from looprun.cli.main import main
 from looprun.loop.outcome import EXIT_CODES
 from looprun.template.loader import load_template
 

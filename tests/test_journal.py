@@ -8,11 +8,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from looprun.atomic import write_atomic
 from looprun.errors import UsageError
-from looprun.journal import RunJournal, list_runs, read_jsonl
-from looprun.redact import Redactor
-from looprun.resources import schemas_dir
+from looprun.journal.writer import RunJournal, list_runs, read_jsonl
+from looprun.system.atomic import write_atomic
+from looprun.system.redact import Redactor
+from looprun.system.resources import schemas_dir
 
 
 @pytest.fixture

@@ -29,5 +29,5 @@ def test_wheel_ships_schemas_and_templates(tmp_path: Path) -> None:
     for template in ROOT.glob("templates/**/*.yaml"):
         rel = template.relative_to(ROOT).as_posix()
         assert f"looprun/{rel}" in names
-    assert "looprun/cli.py" in names
+    assert "looprun/cli/main.py" in names
     assert any(n.endswith("entry_points.txt") for n in names)

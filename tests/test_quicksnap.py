@@ -1,5 +1,5 @@
 """Snapshots after the file tools wrote known paths are made in-process
-(``looprun.quicksnap``); each must be the very tree git's full snapshot makes of the same
+(``looprun.workspace.snapshots``); each must be the very tree git's full snapshot makes of the same
 working tree, whatever the ignore rules, attributes, modes and shapes involved."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from looprun.gitobjects import TreeModel, commit_body, object_id, write_object
-from looprun.quicksnap import QuickSnapshots
-from looprun.workspace import Workspace
+from looprun.workspace.objects import TreeModel, commit_body, object_id, write_object
+from looprun.workspace.snapshots import QuickSnapshots
+from looprun.workspace.tree import Workspace
 
 ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from looprun.cli import main
+from looprun.cli.main import main
 from looprun.template.loader import load_template
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from looprun.errors import LooprunError, UsageError
-from looprun.workspace import Workspace
+from looprun.workspace.tree import Workspace
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},

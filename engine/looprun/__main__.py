@@ -1,5 +1,5 @@
 """``python -m looprun``: the same as the ``looprun`` command."""
 
-from looprun.cli import main
+from looprun.cli.main import main
 
 main()

@@ -11,7 +11,7 @@ import pytest
 
 from looprun.act import commandline
 from looprun.act.policy import Policy, check_protected
-from looprun.changes import FileChange
+from looprun.data.changes import FileChange
 from looprun.errors import Location, PolicyViolation
 from looprun.template.expressions import compile_condition
 from looprun.template.loader import load_template

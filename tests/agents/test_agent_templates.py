@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from looprun.cli import main
+from looprun.cli.main import main
 from looprun.template.loader import load_template
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "agents"

@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 from e2e_helpers import git_init, looprun, run_dirs
 
-from looprun.resources import schemas_dir
+from looprun.system.resources import schemas_dir
 
 TEMPLATE = """\
 looprun: 1

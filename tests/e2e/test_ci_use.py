@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from e2e_helpers import REPO, git_init, looprun, run_dirs, start
 
-from looprun.resources import schemas_dir
+from looprun.system.resources import schemas_dir
 
 TEMPLATE = """\
 looprun: 1

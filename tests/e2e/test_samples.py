@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from e2e_helpers import SAMPLES, looprun, sample_copy, summary_of
 
-from looprun.journal import read_jsonl
-from looprun.resources import schemas_dir
+from looprun.journal.writer import read_jsonl
+from looprun.system.resources import schemas_dir
 
 
 def _tree_digest(root: Path) -> str:

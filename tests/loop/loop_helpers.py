@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import Location
-from looprun.journal import RunJournal
+from looprun.journal.writer import RunJournal
 from looprun.loop.engine import RunInfo, run_loop
 from looprun.loop.outcome import RunResult
 from looprun.loop.ports import KeepRecent, NoApprover, Ports
@@ -23,7 +23,7 @@ from looprun.loop.state import LoopState
 from looprun.models.scripted import ScriptedModel
 from looprun.observe.base import Observation
 from looprun.observe.normalise import normalise
-from looprun.proc import run_process
+from looprun.system.proc import run_process
 from looprun.template.expressions import compile_condition, compile_text
 from looprun.template.model import (
     Action,
@@ -135,7 +135,7 @@ class Rig:
     ) -> Ports:
         from looprun.act.policy import Policy
         from looprun.act.tools import Toolbox
-        from looprun.workspace import Workspace
+        from looprun.workspace.tree import Workspace
 
         ws = Workspace.open(self.workdir, state_dir=self.workdir / ".looprun", base=base)
         assert template.act is not None

@@ -9,7 +9,7 @@ from typing import Any
 from loop_helpers import FINISHED, Rig, make_template, rule, write
 
 from looprun.errors import ModelError
-from looprun.journal import RunJournal
+from looprun.journal.writer import RunJournal
 from looprun.models.scripted import ScriptedModel
 from looprun.template.model import Limits, PlanSpec
 

@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 from loop_helpers import FINISHED, Rig, make_template, write
 
-from looprun.journal import RunJournal, current_events
+from looprun.journal.writer import RunJournal, current_events
 from looprun.loop.state import LoopState
 from looprun.models.scripted import ScriptedModel
-from looprun.resources import schemas_dir
+from looprun.system.resources import schemas_dir
 from looprun.template.model import Limits
 
 

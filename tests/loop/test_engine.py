@@ -8,7 +8,7 @@ from pathlib import Path
 from loop_helpers import FINISHED, Rig, cond, make_template, rule, write
 
 from looprun.errors import EXIT_DONE, EXIT_EXHAUSTED, EXIT_STALLED
-from looprun.journal import RunJournal
+from looprun.journal.writer import RunJournal
 from looprun.loop.state import LoopState
 from looprun.template.model import Limits
 

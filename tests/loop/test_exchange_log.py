@@ -9,7 +9,7 @@ from typing import Any
 
 from loop_helpers import Rig, make_template, rule
 
-from looprun.journal import RunJournal
+from looprun.journal.writer import RunJournal
 from looprun.loop.engine import RunInfo, run_loop
 from looprun.loop.state import message_to_dict
 from looprun.models.scripted import ScriptedModel

@@ -18,12 +18,12 @@ from typing import Any
 from loop_helpers import Rig, make_template
 from tests.support.fake_provider import Canned, FakeProvider, Recorded, openai_reply
 
-from looprun.config import Config
-from looprun.journal import RunJournal
+from looprun.journal.writer import RunJournal
 from looprun.loop.context import ContextBudget
 from looprun.loop.engine import RunInfo, run_loop
 from looprun.loop.outcome import RunResult
 from looprun.models.base import Message, Reply, ToolSpec
+from looprun.models.config import Config
 from looprun.models.http import RetryPolicy
 from looprun.models.registry import resolve_model
 from looprun.models.scripted import ScriptedModel

@@ -11,9 +11,9 @@ from tests.support.fake_provider import (
     truncated_json,
 )
 
-from looprun.config import Config
 from looprun.errors import ContextTooLong, ModelError
 from looprun.models.base import Message, ToolCall, ToolSpec
+from looprun.models.config import Config
 from looprun.models.http import RetryPolicy
 from looprun.models.registry import resolve_model
 

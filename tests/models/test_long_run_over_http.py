@@ -19,9 +19,9 @@ from tests.support.fake_provider import (
     openai_request_problems,
 )
 
-from looprun.config import Config
 from looprun.loop.context import ContextBudget, complete_in_budget
 from looprun.models.base import Message, ToolSpec
+from looprun.models.config import Config
 from looprun.models.http import RetryPolicy
 from looprun.models.registry import resolve_model
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from looprun.config import Config, config_path, load_config
 from looprun.errors import EXIT_INVALID, ModelError, ModelSetupError, UsageError
 from looprun.models import anthropic as anthropic_wire
 from looprun.models import openai as openai_wire
 from looprun.models.base import Message, Usage
+from looprun.models.config import Config, config_path, load_config
 from looprun.models.http import parse_retry_after, server_error
 from looprun.models.pricing import Price, PriceTable
 from looprun.models.registry import model_ref_for_role, resolve_model

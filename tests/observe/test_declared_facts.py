@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from looprun.checks.runner import observe_command
 from looprun.observe.base import COMMON_FACTS
 from looprun.observe.registry import parser_facts
-from looprun.observe.runner import observe_command
 
 
 @pytest.fixture(scope="module")

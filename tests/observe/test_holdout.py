@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from looprun.observe.base import Item, Observation
-from looprun.observe.holdout import (
+from looprun.checks.holdout import (
     GENERIC,
     Holdout,
     HoldoutError,
@@ -19,6 +18,7 @@ from looprun.observe.holdout import (
     dest_problem,
     sealed,
 )
+from looprun.observe.base import Item, Observation
 
 SECRET = "def test_secret_case_x9():\n    assert True\n"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from looprun.observe.runner import observe_command
+from looprun.checks.runner import observe_command
 
 _TEST = "def test_ok():\n    assert True\n\n\ndef test_bug():\n    assert 1 == 2\n"
 _CHEATS = {

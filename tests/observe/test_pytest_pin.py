@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from looprun.gitutil import Git
+from looprun.checks.pytest_pin import BaseTree, PinError, command_args, locate, pin
+from looprun.checks.runner import observe_command, run_observer
 from looprun.observe.base import Observation
-from looprun.observe.pytest_pin import BaseTree, PinError, command_args, locate, pin
-from looprun.observe.runner import observe_command, run_observer
 from looprun.template.loader import load_template
+from looprun.workspace.git import Git
 
 PYTEST = f"{sys.executable} -m pytest -p no:cacheprovider"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from test_pytest_pin import _commit
 
+from looprun.checks.runner import run_observer
 from looprun.observe.base import Observation
-from looprun.observe.runner import run_observer
 from looprun.template.loader import load_template
 
 PY = sys.executable

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from observe_helpers import pytest_argv, run, write
 
+from looprun.checks.runner import observe_command
 from looprun.observe.base import ParseInput
 from looprun.observe.junit import JUnitParser
 from looprun.observe.regex import RegexParser
-from looprun.observe.runner import observe_command
 
 
 def regex(workdir: Path, text: str, preset: str, exit_code: int | None = None):

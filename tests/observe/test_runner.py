@@ -7,8 +7,8 @@ from pathlib import Path
 
 from observe_helpers import write
 
+from looprun.checks.runner import run_observer
 from looprun.errors import Location
-from looprun.observe.runner import run_observer
 from looprun.template.expressions import compile_condition, compile_text
 from looprun.template.model import Constraints, ObserverSpec, PathRules
 

@@ -10,9 +10,9 @@ import yaml
 from tests.support.git_repos import git_repo
 
 from looprun import __version__
-from looprun.gitutil import Git
 from looprun.remote.gitsync import Remote, sync_ref
 from looprun.remote.job import RemoteJob, describe_template
+from looprun.workspace.git import Git
 
 # Three iterations, one file each; done when the third file exists.
 STEPS = """\

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from remote_helpers import bare_remote, project
 
-from looprun.gitutil import Git
 from looprun.remote.gitsync import LeaseLost, Remote, commit_directory, extract_commit, sync_ref
+from looprun.workspace.git import Git
 
 
 def _clone(tmp: Path, url: str, name: str) -> Remote:

@@ -18,9 +18,9 @@ from pathlib import Path
 from remote_helpers import bare_remote, make_job, project, step_turns, write_script
 from tests.support.cli import cli_env
 
-from looprun.gitutil import Git
 from looprun.remote.gitsync import Remote, extract_commit, sync_ref
 from looprun.remote.worker import run_remote_job
+from looprun.workspace.git import Git
 
 WORKER = """
 import json, sys

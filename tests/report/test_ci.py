@@ -85,8 +85,8 @@ def test_validate_annotates_problems_in_github_actions(tmp_path: Path) -> None:
 
 
 def test_annotation_escapes_workflow_command_syntax() -> None:
+    from looprun.cli.template_commands import annotation
     from looprun.errors import Location, Problem
-    from looprun.template.commands import annotation
 
     p = Problem(Location("a,b:c.yaml", 3, 0), "50% wrong\nsecond line")
     assert annotation(p) == "::error file=a%2Cb%3Ac.yaml,line=3,col=1::50%25 wrong%0Asecond line"

@@ -15,7 +15,7 @@ from tests.support.git_repos import git_repo
 
 from looprun.errors import ExpressionError, Location, TemplateError
 from looprun.template.expressions import compile_condition
-from looprun.workspace import Workspace
+from looprun.workspace.tree import Workspace
 
 SECRET = "sk-sec-7c1d9e0a55b34f2e"
 

@@ -22,7 +22,7 @@ import yaml
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
 
-from looprun.journal import MAX_KEPT_BYTES
+from looprun.journal.writer import MAX_KEPT_BYTES
 from looprun.sandbox.bwrap import Bubblewrap
 
 BWRAP_PROBLEM = Bubblewrap().problem()

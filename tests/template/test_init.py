@@ -13,10 +13,10 @@ from urllib.parse import urlparse
 import pytest
 from click.testing import CliRunner
 
-from looprun.cli import main
-from looprun.resources import schema_path, schemas_dir
+from looprun.cli.main import main
+from looprun.cli.scaffold import BASES, schema_ref
+from looprun.system.resources import schema_path, schemas_dir
 from looprun.template.loader import load_template
-from looprun.template.scaffold import BASES, schema_ref
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from looprun.cli import main
+from looprun.cli.main import main
 from looprun.errors import TemplateError
 from looprun.observe import declared_facts, regex
 from looprun.template.loader import load_template
@@ -113,7 +113,7 @@ def test_a_misused_pin_config_is_a_located_error(
 
 @pytest.mark.parametrize("name", ["bugfix", "feature", "refactor", "test_backfill"])
 def test_the_builtin_templates_pin_the_suite_config(name: str) -> None:
-    from looprun.resources import templates_dir
+    from looprun.system.resources import templates_dir
 
     template = load_template(templates_dir() / f"{name}.yaml")
     assert template.observe["tests"].pin_config == "pytest"

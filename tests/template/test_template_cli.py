@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from looprun.cli import main
+from looprun.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = sorted(str(p) for p in (REPO / "templates").glob("*.yaml"))

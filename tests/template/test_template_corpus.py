@@ -8,9 +8,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from looprun.cli import main
+from looprun.cli.main import main
+from looprun.cli.template_commands import check_file
 from looprun.errors import Problem
-from looprun.template.commands import check_file
 
 CORPUS = Path(__file__).parent / "malformed"
 SIDECAR = CORPUS / "expected.yaml"

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looprun.errors import TemplateError
-from looprun.resources import builtin_names, builtin_template
+from looprun.system.resources import builtin_names, builtin_template
 from looprun.template.loader import load_template
 from looprun.template.model import Template
 

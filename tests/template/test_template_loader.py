@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from looprun.errors import TemplateError
-from looprun.resources import builtin_names, builtin_template, schema_path
+from looprun.system.resources import builtin_names, builtin_template, schema_path
 from looprun.template.build import parse_duration
 from looprun.template.expressions import ShellCode
 from looprun.template.loader import load_template

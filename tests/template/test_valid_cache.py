@@ -175,7 +175,7 @@ def test_an_entry_of_another_engine_or_with_wrong_digests_is_not_trusted(
 
 
 def test_the_engine_stamp_follows_the_schema_content_and_the_code(tmp_path: Path) -> None:
-    from looprun.resources import schemas_dir
+    from looprun.system.resources import schemas_dir
 
     package, schemas = tmp_path / "pkg", tmp_path / "schemas"
     shutil.copytree(REPO / "engine" / "looprun" / "template", package)

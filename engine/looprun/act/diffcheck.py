@@ -1,6 +1,6 @@
 """Reading a unified git diff for the policy: changed-line counts and added lines.
 
-The patch itself is read by :mod:`looprun.patchtext`, the reader the ``git_diff``
+The patch itself is read by :mod:`looprun.data.patchtext`, the reader the ``git_diff``
 observer uses too, so the two never disagree on what a change adds.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from looprun.patchtext import git_header_paths, lines, walk
+from looprun.data.patchtext import git_header_paths, lines, walk
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from pathlib import Path, PurePosixPath
 import pathspec
 
 from looprun.act import commandline, diffcheck
-from looprun.changes import DOCTEST_SUFFIXES, FileChange, lost_examples
+from looprun.data.changes import DOCTEST_SUFFIXES, FileChange, lost_examples
+from looprun.data.patchtext import shown, source_lines
 from looprun.errors import PolicyViolation
-from looprun.patchtext import shown, source_lines
 from looprun.template.model import Constraints, ScopedPattern
 
 PROTECTED_DIRS: dict[str, str] = {".git": "path.git", ".looprun": "path.looprun"}

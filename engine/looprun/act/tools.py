@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from looprun.act.files import looks_binary, read_capped, walk_files
 from looprun.act.policy import Policy, Violation
-from looprun.atomic import write_atomic
 from looprun.errors import PolicyViolation, ToolError
 from looprun.models.base import ToolCall, ToolSpec
-from looprun.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
-from looprun.redact import SURROGATE, Redactor, escape_surrogates
+from looprun.system.atomic import write_atomic
+from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
+from looprun.system.redact import SURROGATE, Redactor, escape_surrogates
 from looprun.template.model import BUILTIN_TOOLS, Constraints
 
 if TYPE_CHECKING:

@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from looprun.act.agents.support import EMPTY_FACTS
 from looprun.loop import limits as caps
 from looprun.loop.outcome import Stop
 from looprun.loop.state import LoopState
 from looprun.loop.turn import Turn
 from looprun.models.base import Message
+from looprun.template.agents import EMPTY_FACTS
 from looprun.template.model import ActSpec, Limits
 
 

@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from looprun.frozen import freeze, thaw
+from looprun.data.freeze import freeze, thaw
 from looprun.observe.base import Observation
 from looprun.observe.feedback import DEFAULT_MAX_FEEDBACK, render
 from looprun.observe.finding_keys import new_flags
-from looprun.redact import Redactor, secret_values
+from looprun.system.redact import Redactor, secret_values
 from looprun.template.model import ObserverSpec
 
 COMPARISONS = ("newly_failing", "regressed", "vanished")

@@ -112,7 +112,7 @@ class Engine:
         # -- sub-loops hook (issue 6): an outer template's act phase runs its sub-loops --
         self.outer: Any = None
         if template.each_task is not None:
-            from looprun.loop.outer import OuterPhase
+            from looprun.run.subloops import OuterPhase
 
             self.outer = OuterPhase(self)
         # -- end sub-loops hook --

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from looprun.changes import FileChange
+from looprun.data.changes import FileChange
 from looprun.models.base import Message, Model, ToolCall, ToolSpec
 from looprun.observe.base import Observation
 from looprun.template.model import Constraints, ObserverSpec, ScopedPattern

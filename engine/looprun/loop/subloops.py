@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from looprun.data.taskgraph import find_cycle
 from looprun.errors import LooprunError
 from looprun.loop.agent import sum_totals
-from looprun.taskgraph import find_cycle
 
 MAX_DEPTH = 8  # the same bound the template loader enforces (MAX_SUBLOOP_DEPTH)
 

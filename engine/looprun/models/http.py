@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from looprun.errors import ContextTooLong, ModelError
-from looprun.redact import Redactor
+from looprun.system.redact import Redactor
 
 EventSink = Callable[[dict[str, Any]], None]
 

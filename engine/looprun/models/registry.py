@@ -16,13 +16,13 @@ from typing import Any
 
 import httpx
 
-from looprun.config import Config, config_path
 from looprun.errors import ModelSetupError, UsageError
 from looprun.models import anthropic, openai
 from looprun.models.base import Model
+from looprun.models.config import Config, config_path
 from looprun.models.http import EventSink, JsonClient, describe_server
 from looprun.models.pricing import PriceTable
-from looprun.proc import secret_values
+from looprun.system.proc import secret_values
 
 SCHEMES = ("openai", "anthropic", "script")
 # Template values meaning "no preference": fall through to the next source.

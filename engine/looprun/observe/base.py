@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from looprun.frozen import thaw
+from looprun.data.freeze import thaw
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

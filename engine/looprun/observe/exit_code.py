@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from looprun.frozen import freeze
+from looprun.data.freeze import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from looprun.errors import LooprunError
 from looprun.observe.base import Item
-from looprun.safefs import open_file
+from looprun.system.safefs import open_file
 
 _MAX_SOURCE = 4 * 1024 * 1024  # a source file larger than this is keyed by the message
 _Lines = dict[str, list[str] | None]

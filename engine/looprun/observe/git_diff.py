@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from looprun.gitutil import EMPTY_TREE, Git, GitError, base_ignore_rules
+from looprun.data.patchtext import shown, source_lines, walk
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
 from looprun.observe.reports import as_list, max_feedback, option, signature_of, unusable
-from looprun.patchtext import shown, source_lines, walk
 from looprun.template.expressions import freeze, matching
+from looprun.workspace.git import EMPTY_TREE, Git, GitError, base_ignore_rules
 
 NAME = "git_diff"
 EMPTY_FACTS = declared_facts.GIT_DIFF

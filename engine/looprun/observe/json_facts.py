@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from looprun.frozen import freeze
+from looprun.data.freeze import freeze
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
 from looprun.observe.reports import (

@@ -22,7 +22,7 @@ from xml.parsers import expat
 from junitparser import Error, Failure
 from junitparser.xunit2 import FlakyError, FlakyFailure, RerunError, RerunFailure
 
-from looprun.frozen import freeze
+from looprun.data.freeze import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render, strip_ansi, tail

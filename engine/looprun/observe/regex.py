@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
-from looprun.frozen import freeze
+from looprun.data.freeze import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render, strip_ansi, tail

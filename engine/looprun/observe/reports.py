@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from looprun.frozen import freeze
+from looprun.data.freeze import freeze
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import DEFAULT_MAX_FEEDBACK, tail
 from looprun.observe.normalise import failure_signature

@@ -2,5 +2,5 @@
 carries repository content, checkpoints and journals, and distributed executors.
 
 Nothing here is imported by the loop core: an outer loop only sees the ``Executor``
-protocol of ``looprun.loop.executor``.
+protocol of ``looprun.run.executor``.
 """

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looprun.errors import LooprunError
-from looprun.gitutil import EMPTY_TREE, Git
+from looprun.workspace.git import EMPTY_TREE, Git
 
 SYNC_PREFIX = "refs/looprun-sync/"
 _TOKEN = re.compile(r"^token: (\S+)$", re.MULTILINE)

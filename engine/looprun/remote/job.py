@@ -18,7 +18,7 @@ from typing import Any
 
 from looprun import __version__
 from looprun.errors import LooprunError
-from looprun.resources import templates_dir
+from looprun.system.resources import templates_dir
 
 # The variable each hosted provider reads its key from (the worker's own environment).
 _KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

@@ -26,11 +26,11 @@ from typing import Any
 
 from looprun import __version__
 from looprun.errors import LooprunError, UsageError
-from looprun.gitutil import Git
-from looprun.loop.executor import Report, SubloopJob, SubloopResult
 from looprun.remote.gitsync import Remote, checkpoint_refs, extract_commit, sync_ref
 from looprun.remote.job import RemoteJob, describe_template, secret_names
 from looprun.remote.worker import result_from_dict
+from looprun.run.executor import Report, SubloopJob, SubloopResult
+from looprun.workspace.git import Git
 
 _TICK_S = 0.2
 _LEASE_POLL_S = 5.0
@@ -264,7 +264,7 @@ class RayExecutor:
         self._sync_back(a)
         result = result_from_dict(data, job.run_dir)
         if result.commit and job.workdir != job.repository and Path(job.workdir).is_dir():
-            from looprun.workspace import Workspace
+            from looprun.workspace.tree import Workspace
 
             # the local worktree shows the sub-loop's final tree, as with local workers
             Workspace.open(Path(job.workdir), state_dir=Path(job.workdir) / ".looprun").restore(

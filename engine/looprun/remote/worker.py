@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import LooprunError
-from looprun.gitutil import Git
-from looprun.loop.executor import Stopped, SubloopJob, SubloopResult, run_subloop
 from looprun.remote.gitsync import (
     Lease,
     LeaseLost,
@@ -38,6 +36,8 @@ from looprun.remote.gitsync import (
     sync_ref,
 )
 from looprun.remote.job import JobRefused, RemoteJob, locate_template
+from looprun.run.executor import Stopped, SubloopJob, SubloopResult, run_subloop
+from looprun.workspace.git import Git
 
 Report = Callable[[str], None]
 _POLL_S = 0.25
@@ -120,7 +120,7 @@ def _run(
     me = threading.get_ident()
 
     def watch() -> None:  # cooperative stop: next model call, and kill running checks
-        from looprun.proc import kill_groups
+        from looprun.system.proc import kill_groups
 
         while not done.wait(_POLL_S):
             if should_stop():

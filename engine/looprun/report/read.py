@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import UsageError
-from looprun.journal import RUNS_DIR, current_events, find_run, read_jsonl
+from looprun.journal.writer import RUNS_DIR, current_events, find_run, read_jsonl
 from looprun.loop.verdict import left_failing
 from looprun.report.model import (
     Check,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from looprun.gitutil import Git, GitError
 from looprun.report.model import FileChange
+from looprun.workspace.git import Git, GitError
 
 REF_PREFIX = "refs/looprun/"
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from looprun.checks.holdout import dest_problem as holdout_dest_problem
 from looprun.errors import Location, Problem, TemplateError
-from looprun.observe.holdout import dest_problem as holdout_dest_problem
 from looprun.observe.registry import BUILTIN as BUILTIN_PARSERS
 from looprun.observe.registry import option_problems, parser_names
 from looprun.template import deps
@@ -496,7 +496,7 @@ class Builder:
     def agent(self, act: dict[str, Any]) -> AgentSpec | None:
         """``act.agent``: an agent CLI for the act turn, refused where the CLI cannot
         enforce what the template declares (see act/agents/support)."""
-        from looprun.act.agents.support import agent_refusals
+        from looprun.template.agents import agent_refusals
 
         raw = self.get(("act", "agent"), dict)
         if raw is None or raw.get("cli") not in AGENT_CLIS:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
-from looprun.resources import builtin_names, builtin_template
+from looprun.system.resources import builtin_names, builtin_template
 from looprun.template import deps
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import Document, JsonPath, load_document
@@ -64,7 +64,7 @@ def missing_ref_message(ref: str) -> str:
 
 
 def _all_builtins() -> list[str]:
-    from looprun.resources import templates_dir
+    from looprun.system.resources import templates_dir
 
     names = set(builtin_names())
     names.update(

@@ -21,8 +21,8 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, n
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from looprun.data.freeze import freeze, thaw  # noqa: F401 - re-exported: templates use them too
 from looprun.errors import ExpressionError, Location, Problem, TemplateError
-from looprun.frozen import freeze, thaw  # noqa: F401 - re-exported: templates use them too
 
 
 def matching(paths: Iterable[str] | None, *globs: str) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
-from looprun.resources import builtin_template
+from looprun.system.resources import builtin_template
 from looprun.template.build import Builder
 from looprun.template.compose import _all_builtins, compose, display
 from looprun.template.model import Template

@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from looprun.errors import Problem
-from looprun.resources import schema_path
+from looprun.system.resources import schema_path
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import Document, JsonPath
 

@@ -30,9 +30,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from looprun import __version__, safefs
+from looprun import __version__
 from looprun.errors import LooprunError
-from looprun.resources import schemas_dir
+from looprun.system import safefs
+from looprun.system.resources import schemas_dir
 from looprun.template.deps import Deps
 
 _FORMAT = 1
@@ -147,7 +148,7 @@ class ValidCache:
 
     def remember_valid(self, ref: str, deps: Deps) -> None:
         """Store a clean verdict; a cache that cannot be written is only a slower next run."""
-        from looprun.atomic import write_atomic
+        from looprun.system.atomic import write_atomic
 
         path, where = self._entry(ref)
         if where not in deps.files or deps.volatile:

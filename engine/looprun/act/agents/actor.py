@@ -24,14 +24,14 @@ from looprun.act.agents.codex import Codex
 from looprun.act.agents.confine import confined
 from looprun.act.agents.gemini import Gemini
 from looprun.act.agents.opencode import OpenCode
-from looprun.atomic import write_atomic
 from looprun.errors import LooprunError
 from looprun.loop.agent import AgentReport, AgentRequest
 from looprun.models.base import Usage
 from looprun.models.pricing import PriceTable
-from looprun.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
-from looprun.redact import Redactor
 from looprun.sandbox import Sandbox
+from looprun.system.atomic import write_atomic
+from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
+from looprun.system.redact import Redactor
 from looprun.template.model import AgentSpec, Constraints
 
 ADAPTERS: Mapping[str, Adapter] = {

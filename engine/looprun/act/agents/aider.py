@@ -20,7 +20,7 @@ from pathlib import Path
 
 from looprun.act.agents.base import Parsed, Turn, json_lines
 from looprun.errors import LooprunError
-from looprun.gitutil import Git
+from looprun.workspace.git import Git
 
 # The sections the actor appends to aider's console output (see ``collect``).
 ANALYTICS_MARK = "--- looprun: aider analytics log ---"

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from looprun.act.agents.base import Parsed, Turn, as_int, http_error, json_lines
-from looprun.act.agents.support import claude_bash_rule
+from looprun.template.agents import claude_bash_rule
 
 # Claude Code's file tools; with no allow_tools these are what it gets (no Bash unless the
 # template declares command patterns).

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.act.agents.base import Parsed, Turn, as_int, json_lines
-from looprun.act.agents.support import GEMINI_DEFAULT_TOOLS, gemini_shell_rules
+from looprun.template.agents import GEMINI_DEFAULT_TOOLS, gemini_shell_rules
 
 # A refused call's result says so; the policy engine's refusal, or a call that would have
 # asked the user (headless: refused).

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from looprun.act.agents.base import Parsed, Turn, as_int, http_error, json_lines
-from looprun.act.agents.support import OPENCODE_DEFAULT_TOOLS, opencode_bash_rule
 from looprun.errors import LooprunError
+from looprun.template.agents import OPENCODE_DEFAULT_TOOLS, opencode_bash_rule
 
 VERSION = "1.18.33"  # the pinned release; its plugin SDK is declared at the same version
 PROVIDER = "looprun"  # the provider looprun defines when a server is named

@@ -1,0 +1,206 @@
+"""What a resume may take from a run's recorded ``run.json``.
+
+``run.json`` is not the engine's to trust: a bundle's comes from another job's upload,
+and a local one sits inside the workdir, where a command the run ran may have rewritten
+it (without the OS sandbox, or under Landlock). A local resume therefore takes the
+invocation the engine sealed in git (:mod:`looprun.journal.sealed`) and refuses a
+``run.json`` that differs from it, or a template file that changed since. Even then, the
+choices that decide what runs and where a key goes are taken from the resuming command
+line; a recorded choice is used only when it is no weaker (sandbox) or names the server
+the resuming side already names (base URL). A bundle's template, model files, executor,
+sync remote and commit flags must in addition be confirmed or stay inside this clone.
+Every choice is shown before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from looprun.errors import UsageError
+from looprun.journal import sealed
+from looprun.system.safefs import STATE_DIR_NAME
+from looprun.template.valid_cache import file_digest
+
+STRENGTH = {"off": 0, "auto": 1, "required": 2}
+
+
+@dataclass(frozen=True)
+class ResumeChoices:
+    """What the resuming command line said; ``None``: it did not say."""
+
+    template: str | None = None
+    sandbox: str | None = None
+    base_url: str | None = None
+    executor: str | None = None
+    sync_remote: str | None = None
+    commit: bool = False
+    no_verify: bool = False
+
+
+def sandbox_mode(recorded: Any, template_mode: str, cli: str | None, run_id: str) -> str | None:
+    """The sandbox mode to resume with (``None``: the template's). A recorded mode weaker
+    than the template's is refused unless the command line names one."""
+    if cli is not None:
+        return cli
+    if recorded is None:
+        return None
+    if recorded not in STRENGTH:
+        raise UsageError(f"run {run_id}: run.json records an unknown sandbox mode {recorded!r}")
+    if STRENGTH[recorded] < STRENGTH.get(template_mode, 1):
+        raise UsageError(
+            f"run {run_id}: run.json asks sandbox {recorded!r}, weaker than the template's "
+            f"{template_mode!r}; a file in the workdir is not trusted to lower it. Resume with "
+            f"--sandbox {recorded} to run so, or --sandbox {template_mode}"
+        )
+    return str(recorded)
+
+
+def base_url(recorded: Any, cli: str | None, env: Mapping[str, str], run_id: str) -> str | None:
+    """The model server to resume with. A recorded ``--base-url`` is used only when the
+    resuming side names the same one (``--base-url`` or ``LOOPRUN_BASE_URL``): the user's
+    API key goes to that server."""
+    if cli is not None:
+        return cli
+    if not recorded:
+        return None
+    named = env.get("LOOPRUN_BASE_URL")
+    if str(recorded).rstrip("/") == (named or "").rstrip("/"):
+        return str(recorded)
+    raise UsageError(
+        f"run {run_id}: run.json names the model server {str(recorded)[:200]!r}, which this "
+        f"command does not ({'LOOPRUN_BASE_URL is ' + repr(named) if named else 'no --base-url'}); "
+        "your API key is sent only to a server you name: resume with --base-url "
+        f"{str(recorded)[:200]} to use it, or --base-url URL for another"
+    )
+
+
+def _inside(value: str, workdir: Path) -> bool:
+    """True for a path in the clone's own files, not in its state directory (where the
+    bundle itself was just unpacked)."""
+    path = Path(os.path.realpath(value))
+    return path.is_relative_to(workdir) and not path.is_relative_to(workdir / STATE_DIR_NAME)
+
+
+def _file_ref(ref: str) -> str | None:
+    """The file a template or model reference names, if it names one."""
+    if ref.startswith("script:"):
+        return ref[len("script:") :]
+    if "/" in ref or ref.endswith((".yaml", ".yml")):
+        return ref
+    return None
+
+
+def vet_bundled(
+    invocation: Mapping[str, Any],
+    workdir: Path,
+    choices: ResumeChoices,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """A bundle's invocation with what it may not decide replaced by the command line's
+    choices; shown on stderr. Files it names must be in this clone."""
+    workdir = Path(os.path.realpath(workdir))
+    out = dict(invocation)
+    if choices.template is not None:  # its digest is taken when the resume loads it
+        out["template"], out["template_sha256"] = choices.template, None
+    if not isinstance(out.get("template"), str) or not out["template"]:
+        raise UsageError("the bundle's run.json names no template; resume with --template")
+    refs = [] if choices.template is not None else [("template", out.get("template"))]
+    for key in ("models", "cli_models"):
+        if isinstance(out.get(key), dict):
+            refs += [(f"{key}.{role}", v) for role, v in out[key].items()]
+    for where, ref in refs:
+        if ref is None:
+            continue
+        path = _file_ref(str(ref))
+        if path is not None and not _inside(path, workdir):
+            raise UsageError(
+                f"the bundle's {where} {str(ref)[:200]!r} is outside this clone ({workdir}); "
+                "a bundle may only name files of the repository it is resumed in"
+                + (": name the template with --template" if where == "template" else "")
+            )
+    say(
+        f"bundle recorded: template {out.get('template')}, models {out.get('models') or {}}, "
+        f"sandbox {out.get('sandbox') or 'the template’s'}, "
+        f"executor {out.get('executor') or 'local'}, commit {bool(out.get('commit'))}"
+    )
+    for key, flag in (("commit", "--commit"), ("no_verify", "--no-verify")):
+        if out.get(key) and not getattr(choices, key):
+            say(f"the bundle asked {flag}; not honoured: pass {flag} to resume with it")
+    out["commit"] = choices.commit
+    out["no_verify"] = choices.no_verify
+    if (out.get("executor") or "local") != "local" and choices.executor is None:
+        say(f"the bundle asked --executor {out['executor']}; sub-loops run here (pass --executor)")
+    out["executor"] = choices.executor or "local"
+    out["sync_remote"] = choices.sync_remote
+    return out
+
+
+def against_seal(
+    on_disk: Mapping[str, Any], kept: Mapping[str, Any] | None, where: Path, run_id: str
+) -> dict[str, Any]:
+    """The invocation the engine sealed for ``run_id``, after checking that ``run.json``
+    (``on_disk``, at ``where``) still says the same."""
+    name = sealed.ref(run_id)
+    if kept is None:
+        raise UsageError(
+            f"{where}: run {run_id} has no sealed invocation ({name}) to check run.json "
+            "against (started by an older looprun, or the ref was deleted); a file in the "
+            "workdir is not trusted alone: start the run again"
+        )
+    changed = sorted(k for k in {*on_disk, *kept} if on_disk.get(k) != kept.get(k))
+    if changed:
+        said = "; ".join(
+            f"{k} is {_brief(on_disk.get(k))}, the run recorded {_brief(kept.get(k))}"
+            for k in changed[:5]
+        )
+        raise UsageError(
+            f"{where}: run.json differs from the invocation the run recorded in {name} "
+            f"(rewritten by a command?): {said}. Nothing was resumed; restore it with "
+            f"`git cat-file blob {name} > {where}`, or start a new run"
+        )
+    return dict(kept)
+
+
+def template_unchanged(
+    invocation: Mapping[str, Any], source: str, named: bool, run_id: str
+) -> dict[str, Any]:
+    """The invocation with the digest of the template file it goes on with. A file that
+    changed since the run recorded it is refused unless the command line named it."""
+    digest = file_digest(source)
+    recorded = invocation.get("template_sha256")
+    if not named and recorded and digest != recorded:
+        raise UsageError(
+            f"{source}: the template changed since run {run_id} started (sha256 "
+            f"{str(recorded)[:12]}, now {(digest or 'unreadable')[:12]}); resume with "
+            f"--template {invocation.get('template')} to go on with it as it is now"
+        )
+    return {**invocation, "template_sha256": digest}
+
+
+def shown(invocation: Mapping[str, Any]) -> str:
+    """Every choice a resume goes on with, on one line, before anything runs."""
+    models = {k: v for k, v in (invocation.get("models") or {}).items() if v}
+    digest = str(invocation.get("template_sha256") or "")[:12] or "unknown"
+    return (
+        f"resuming with: template {invocation.get('template')} (sha256 {digest}), "
+        f"models {_brief(models)}, sandbox {invocation.get('sandbox') or 'the template’s'}, "
+        f"base URL {invocation.get('base_url') or 'none'}, "
+        f"executor {invocation.get('executor') or 'local'}, "
+        f"sync remote {invocation.get('sync_remote') or 'none'}, "
+        f"commit {'yes' if invocation.get('commit') else 'no'}"
+        f"{' (--no-verify)' if invocation.get('no_verify') else ''}, "
+        f"intent {_brief(invocation.get('intent') or '')}, "
+        f"sets {_brief(invocation.get('sets') or {})}"
+    )
+
+
+def _brief(value: Any) -> str:
+    if value is None:
+        return "unset"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,555 @@
+"""A run's durable record under ``.looprun/runs/<run_id>/``.
+
+- ``journal.jsonl``: append-only events, each flushed before the call returns (schema:
+  ``schemas/journal-event.schema.json``); a torn last line is tolerated on read and cut
+  off before appending again;
+- ``state.json``: the resumable loop state, replaced atomically (temp file, fsync, rename);
+- ``run.json``: how the run was invoked, so ``looprun resume`` can rebuild it;
+- ``observe/<n>.json``: one structured observation per iteration;
+- ``exchanges.jsonl``: the model exchanges; ``summary.json``: the result at the end.
+
+A killed process loses nothing: every write reaches the operating system before the call
+returns. For a machine crash, saving the state is the durable point, at two fsyncs per
+step: the journal first (so the events of every saved state survive with it), then the
+new state's content; the rename rides on the next fsync. A machine crash may so lose the
+last step (a resumed run redoes it, as after a kill before the save) and the OS-buffered
+tail of the exchanges and observations; both are fsynced when the journal closes.
+
+Every string written is redacted first: values of secret-looking environment variables
+never reach these files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import stat
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from looprun.errors import UsageError
+from looprun.system import safefs
+from looprun.system.atomic import write_atomic
+from looprun.system.crashpoint import crash_point
+from looprun.system.proc import secret_values
+from looprun.system.redact import Redactor
+
+RUNS_DIR = Path(safefs.STATE_DIR_NAME) / "runs"
+
+
+# what new_run_id() makes: a run id read from a file (a bundle's manifest) must match it
+# before it names a directory or a ref
+RUN_ID_FORMAT = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def is_run_id(value: object) -> bool:
+    """True for a string shaped like :func:`new_run_id`'s ids and nothing else."""
+    return isinstance(value, str) and RUN_ID_FORMAT.fullmatch(value) is not None
+
+
+# A value longer than this (a refused 12 MB write, a huge reply) is recorded in the event
+# and exchange logs by its size and digest: the logs stay readable and bounded.
+MAX_RECORDED_CHARS = 64_000
+# A kept artifact is cut at this size: a command cannot fill the disk through the copies.
+MAX_KEPT_BYTES = 16 * 1024 * 1024
+
+
+def bounded(obj: Any) -> Any:
+    """``obj`` with every string over :data:`MAX_RECORDED_CHARS` replaced by its size and
+    SHA-256 (of its UTF-8 bytes)."""
+    if isinstance(obj, str):
+        if len(obj) <= MAX_RECORDED_CHARS:
+            return obj
+        digest = hashlib.sha256(obj.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"[{len(obj)} characters, sha256:{digest}; too long to record]"
+    if isinstance(obj, Mapping):
+        return {k: bounded(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [bounded(v) for v in obj]
+    return obj
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def _repair_tail(path: Path) -> bytes:
+    """Cut a torn last line (a crash mid-write); return the complete lines."""
+    data = safefs.read_bytes(path)
+    if data is None:
+        return b""
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with os.fdopen(safefs.open_file(path, os.O_RDWR), "r+b") as fh:
+            fh.truncate(end)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return data[:end]
+
+
+def _last_seq(data: bytes) -> int:
+    for line in data.splitlines()[-1:]:
+        try:
+            return int(json.loads(line).get("seq", 0))
+        except (ValueError, AttributeError):
+            return 0
+    return 0
+
+
+def _read_planted(dir_fd: int, name: str) -> bytes | None:
+    """The first :data:`MAX_KEPT_BYTES` of regular file ``name`` in ``dir_fd`` (with a
+    note when cut), or None for anything else: a link, a FIFO, a device, a directory."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = fh.read(MAX_KEPT_BYTES)
+    if size > MAX_KEPT_BYTES:
+        data += f"\n[cut: {size} bytes, only the first {MAX_KEPT_BYTES} kept]\n".encode()
+    return data
+
+
+def _write_durably(fh: Any, text: str) -> None:
+    fh.write(text)
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Events of a JSONL file; a torn or garbled line is skipped, never fatal."""
+    try:
+        fd = safefs.open_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    with open(fd, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+@dataclass(frozen=True)
+class UnsavedUsage:
+    """Usage recorded after the last saved state (see ``RunJournal.unsaved_usage``)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+
+class RunJournal:
+    """The files of one run. Implements the loop's Journal port."""
+
+    def __init__(self, run_dir: Path, run_id: str, redactor: Redactor | None = None):
+        self.dir = run_dir
+        self.run_id = run_id
+        self.redact = redactor or Redactor(secret_values())
+        for sub in ("observe", "artifacts"):
+            os.close(safefs.open_dir(self.dir / sub, create=True))
+        self._events_path = self.dir / "journal.jsonl"
+        self._seq = _last_seq(_repair_tail(self._events_path))
+        self._exchanges_path = self.dir / "exchanges.jsonl"
+        self._exchange_count = _repair_tail(self._exchanges_path).count(b"\n")
+        # what earlier processes wrote: the usage a state saved before it does not hold
+        self._opened = (self._seq, self._exchange_count)
+        self._events = _append_handle(self._events_path)
+        self._exchanges = _append_handle(self._exchanges_path)
+        self._unsynced: set[int] = set()  # descriptors written since their last fsync
+
+    @classmethod
+    def create(cls, workdir: Path, run_id: str | None = None) -> RunJournal:
+        rid = run_id or new_run_id()
+        runs = safefs.state_dir(workdir) / "runs"
+        with safefs.opened_dir(runs, create=True) as fd:
+            try:
+                os.mkdir(rid, 0o700, dir_fd=fd)
+            except FileExistsError:
+                raise UsageError(f"run {rid} already exists in {runs}") from None
+        return cls(runs / rid, rid)
+
+    @classmethod
+    def open(cls, workdir: Path, run_id: str) -> RunJournal:
+        path = find_run(workdir, run_id)
+        return cls(path, path.name)
+
+    @property
+    def seq(self) -> int:
+        """The seq of the last event written (0 before the first)."""
+        return self._seq
+
+    @property
+    def exchange_count(self) -> int:
+        """How many model exchanges ``exchanges.jsonl`` holds."""
+        return self._exchange_count
+
+    @property
+    def artifacts(self) -> Path:
+        return self.dir / "artifacts"
+
+    @property
+    def kept(self) -> Path:
+        """Where each iteration's artifacts are kept (``kept/<n>/``), out of commands' reach."""
+        return self.dir / "kept"
+
+    def close(self) -> None:
+        for fh in (self._events, self._exchanges):
+            if not fh.closed:
+                self._sync(fh)
+                fh.close()
+
+    def __enter__(self) -> RunJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _append(self, fh: Any, obj: Mapping[str, Any], point: str) -> None:
+        line = _dumps(self.redact.data(bounded(obj))) + "\n"
+        crash_point(f"torn:{point}", lambda: _write_durably(fh, line[: len(line) // 2]))
+        fh.write(line)
+        fh.flush()
+        self._unsynced.add(fh.fileno())
+        crash_point(f"after:{point}")
+
+    def _sync(self, fh: Any) -> None:
+        if fh.fileno() in self._unsynced:
+            os.fsync(fh.fileno())
+            self._unsynced.discard(fh.fileno())
+
+    # -- the Journal port -------------------------------------------------------------------
+
+    def event(self, kind: str, **data: Any) -> None:
+        self._seq += 1
+        record = {
+            "seq": self._seq,
+            "ts": round(time.time(), 3),
+            "run_id": self.run_id,
+            "event": kind,
+            **data,
+        }
+        crash_point(f"before:event:{kind}")
+        self._append(self._events, record, f"event:{kind}")
+
+    def exchange(self, record: Mapping[str, Any]) -> None:
+        self._append(self._exchanges, {"ts": round(time.time(), 3), **record}, "exchange")
+        self._exchange_count += 1
+
+    def save_state(self, state: Mapping[str, Any]) -> None:
+        crash_point("before:state")
+        text = _dumps(self.redact.data(state))
+        self._sync(self._events)  # the events this state has seen, durable before it
+        write_atomic(self.dir / "state.json", text, nofollow=True, sync="content")
+        crash_point("after:state")
+
+    def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
+        self._save(Path("observe") / f"{number}.json", record, sync="none")
+        self._keep_artifacts(number)
+
+    def fresh_artifacts(self) -> None:
+        """Start an iteration (or the baseline) with an empty ``artifacts/``: the old one,
+        kept already in ``kept/<n>/``, is replaced by a new directory, so nothing a command
+        left or planted in an earlier iteration is there for this one's commands."""
+        safefs.renew_dir(self.artifacts)
+
+    def _keep_artifacts(self, number: int) -> None:
+        """Copy what the observers wrote this iteration (reports, output logs) to
+        ``kept/<n>/``, redacted: the next iteration overwrites ``artifacts/`` itself, which
+        templates name as ``run.artifacts``.
+
+        ``artifacts/`` is where commands write, so anything in it may be planted: only
+        regular files are read (no link followed, a FIFO never waited on), each up to
+        :data:`MAX_KEPT_BYTES`; the copies go to a directory outside it (read-only to
+        sandboxed commands), created from the run directory's descriptor with no-follow,
+        exclusive opens."""
+        with safefs.opened_dir(self.artifacts) as src:
+            files = {name: data for name in sorted(os.listdir(src))
+                     if (data := _read_planted(src, name)) is not None}  # fmt: skip
+        if not files:
+            return
+        with safefs.opened_dir(self.kept / str(number), create=True) as dst:
+            for name, data in files.items():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=dst)  # a resumed run redoes an iteration
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                with os.fdopen(os.open(name, flags, 0o600, dir_fd=dst), "wb") as fh:
+                    fh.write(self.redact.binary(data))
+
+    def save_summary(self, summary: Mapping[str, Any]) -> None:
+        crash_point("before:summary")
+        self._save(Path("summary.json"), summary)
+
+    def save_invocation(self, invocation: Mapping[str, Any]) -> None:
+        self._save(Path("run.json"), invocation)
+
+    def invocation_text(self, invocation: Mapping[str, Any]) -> str:
+        """The text :meth:`save_invocation` writes for ``invocation`` (what is sealed)."""
+        return self._text(invocation)
+
+    def _text(self, record: Mapping[str, Any]) -> str:
+        return json.dumps(self.redact.data(record), indent=2, ensure_ascii=False, default=str)
+
+    def _save(self, name: Path, record: Mapping[str, Any], sync: str = "all") -> None:
+        write_atomic(self.dir / name, self._text(record), nofollow=True, sync=sync)
+
+    # -- reading back ---------------------------------------------------------------------
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self._events_path))
+
+    def current_events(self) -> list[dict[str, Any]]:
+        """The events without the superseded ones (see :func:`current_events`)."""
+        return current_events(self.events())
+
+    def unsaved_usage(self, journal_seq: int, exchanges: int) -> UnsavedUsage:
+        """What the model calls after a saved state cost, as recorded before this process
+        opened the run (a killed iteration was paid for): tokens and cost from
+        ``exchanges.jsonl`` past its first ``exchanges`` lines, and the time from the
+        state's last event (``journal_seq``) to the last record written after it."""
+        seq_at_open, count_at_open = self._opened
+        prompt = completion = 0
+        cost = 0.0
+        stamps: list[float] = []
+        for i, rec in enumerate(read_jsonl(self._exchanges_path)):
+            if i >= count_at_open:
+                break
+            if i < exchanges:
+                continue
+            usage = rec.get("usage") or {}
+            prompt += int(usage.get("prompt_tokens") or 0)
+            completion += int(usage.get("completion_tokens") or 0)
+            cost += float(usage.get("cost_usd") or 0.0)
+            stamps.append(float(rec.get("ts") or 0.0))
+        anchor: float | None = None
+        for e in self.events():
+            seq = int(e.get("seq", 0))
+            if seq > seq_at_open:
+                break
+            if anchor is None and (seq == journal_seq or journal_seq == 0):
+                anchor = float(e.get("ts") or 0.0)
+            elif anchor is not None and seq > journal_seq:
+                stamps.append(float(e.get("ts") or 0.0))
+        seconds = max(0.0, max(stamps) - anchor) if stamps and anchor is not None else 0.0
+        return UnsavedUsage(prompt, completion, cost, seconds)
+
+    def load_state(self) -> dict[str, Any] | None:
+        return _load_json(self.dir / "state.json")
+
+    def load_invocation(self) -> dict[str, Any]:
+        data = _load_json(self.dir / "run.json")
+        if data is None:
+            raise UsageError(f"{self.dir}: run.json is missing or unreadable; cannot resume")
+        return data
+
+
+# Events that describe a step; when the step is redone after a resume they are superseded.
+STEP_EVENTS = frozenset(
+    {
+        "run_started",  # a run killed before its first state save is started again
+        "plan",
+        "tool_call",
+        "policy_violation",
+        "limit",
+        "iteration",
+        "task_done",
+        "approval",
+        "model_finish",
+        "context_trimmed",
+    }
+)
+
+
+def current_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The journal as the run's state sees it: step events that a later ``resumed``
+    event marks superseded (written after the last saved state, so redone) are left out;
+    the raw journal keeps them, append-only."""
+    events = [dict(e) for e in events]
+    gone: list[tuple[int, int]] = []
+    for e in events:
+        span = e.get("superseded") if e.get("event") == "resumed" else None
+        if isinstance(span, Mapping):
+            gone.append((int(span.get("from_seq", 0)), int(span.get("to_seq", -1))))
+    return [
+        e
+        for e in events
+        if not (
+            e.get("event") in STEP_EVENTS
+            and any(lo <= int(e.get("seq", 0)) <= hi for lo, hi in gone)
+        )
+    ]
+
+
+def _append_handle(path: Path) -> Any:
+    fd = safefs.open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def _load_json(path: Path) -> dict[str, Any] | None:
+    try:
+        raw = safefs.read_bytes(path)
+        data = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (OSError, ValueError, safefs.UnsafePathError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def runs_root(workdir: Path) -> Path:
+    """Where the runs of ``workdir`` are kept (``looprun runs`` prints it)."""
+    return Path(os.path.realpath(workdir)) / RUNS_DIR
+
+
+def _run_dirs(root: Path) -> list[Path]:
+    """The run directories under ``root``; links and files there are no runs."""
+    if not safefs.is_real_dir(root.parent) or not safefs.is_real_dir(root):
+        return []
+    return sorted(p for p in root.iterdir() if safefs.is_real_dir(p))
+
+
+def find_run(workdir: Path, run_id: str) -> Path:
+    root = runs_root(workdir)
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise UsageError(f"not a run id: {run_id!r}")
+    path = root / run_id
+    if not safefs.is_real_dir(path) or not safefs.is_real_dir(root):
+        matches = [p for p in _run_dirs(root) if p.name.startswith(run_id)]
+        if len(matches) != 1:
+            raise UsageError(f"no run {run_id!r} under {root} (see `looprun runs`)")
+        path = matches[0]
+    return path
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Where a run stands and what ``looprun resume`` would do with it: the one reading
+    of a run's files that both ``looprun runs`` and ``looprun resume`` use.
+
+    ``state.json`` is the source of truth (``summary.json`` only says whether the end
+    was fully written down); ``resume`` is empty when nothing is left to do."""
+
+    outcome: str
+    reason: str
+    iterations: int
+    resume: str
+    state: dict[str, Any] | None = None
+    summary_missing: bool = False
+    commit_pending: bool = False
+
+
+def run_status(run_dir: Path) -> RunStatus:
+    """Read a run's files into a :class:`RunStatus`."""
+    inv = _load_json(run_dir / "run.json")
+    state = _load_json(run_dir / "state.json")
+    summary = _load_json(run_dir / "summary.json")
+    if inv is None:
+        why = "killed before it was set up (no run.json); nothing to resume: start it again"
+        return RunStatus("interrupted", why, int((state or {}).get("iterations", 0)), "")
+    if state is None:
+        why = "killed before its first step was saved"
+        return RunStatus("interrupted", why, 0, "start it again from the beginning", state)
+    n = int(state.get("iterations", 0))
+    stop = state.get("stop") or {}
+    if state.get("pending"):
+        paths = ", ".join(state["pending"].get("paths") or [])
+        return RunStatus(
+            "escalated", f"waiting for approval of {paths}", n, "--approve or --reject", state
+        )
+    if not stop:
+        if (
+            summary is not None
+            and summary.get("outcome") == "interrupted"
+            and (
+                summary.get("iterations") == n  # not a later crash
+            )
+        ):
+            why = str(summary.get("reason", ""))
+        else:
+            why = f"killed after iteration {n}; no outcome recorded"
+        return RunStatus("interrupted", why, n, f"continue after iteration {n}", state)
+    outcome, why = str(stop.get("outcome", "?")), str(stop.get("reason", ""))
+    missing = summary is None or summary.get("outcome") != outcome or summary.get("iterations") != n
+    commit = state.get("commit") or {}
+    pending = (
+        outcome == "done"
+        and bool(inv.get("commit"))
+        and not (commit.get("sha") or commit.get("skipped"))
+    )
+    todo = [
+        *(["write the missing summary"] if missing else []),
+        *(["make the --commit commit"] if pending else []),
+        *(["continue after the error"] if outcome == "error" else []),
+    ]
+    return RunStatus(outcome, why, n, " and ".join(todo), state, missing, pending)
+
+
+@dataclass(frozen=True)
+class RunInfoRow:
+    """One row of ``looprun runs``: a run, how it ended, and what resume would do."""
+
+    run_id: str
+    template: str
+    started: str
+    outcome: str
+    iterations: int
+    reason: str
+    duration_s: float = 0.0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    resume: str = ""
+
+    @property
+    def resumable(self) -> bool:
+        return bool(self.resume)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__) | {"resumable": self.resumable}
+
+
+def list_runs(workdir: Path) -> list[RunInfoRow]:
+    """Every run under ``workdir/.looprun/runs``, oldest first, with its outcome so far."""
+    rows = []
+    for d in _run_dirs(runs_root(workdir)):
+        inv = _load_json(d / "run.json") or {}
+        status = run_status(d)
+        summary = _load_json(d / "summary.json")
+        state = status.state or {}
+        usage = (summary or {}).get("usage") or {}
+        tokens = int(usage.get("prompt_tokens", state.get("prompt_tokens", 0)) or 0) + int(
+            usage.get("completion_tokens", state.get("completion_tokens", 0)) or 0
+        )
+        rows.append(
+            RunInfoRow(
+                d.name,
+                str(inv.get("template", "?")),
+                str(inv.get("started", "")),
+                status.outcome,
+                status.iterations,
+                status.reason,
+                round(float((summary or {}).get("duration_s", state.get("elapsed_s", 0)) or 0), 3),
+                tokens,
+                round(float(usage.get("cost_usd", state.get("cost_usd", 0.0)) or 0.0), 6),
+                status.resume,
+            )
+        )
+    return rows

@@ -1,0 +1,267 @@
+"""Run a subprocess safely: own process group, a timeout that kills the whole group,
+an environment scrubbed of secrets, and output capped to its head and tail in bounded
+memory (a command printing 200 MB costs the engine no more than the cap).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+# secret-looking names: never passed to children (and their values redacted everywhere)
+from looprun.system.redact import SECRET_NAME as _SECRET_NAME
+from looprun.system.redact import secret_values  # noqa: F401 - re-exported for the callers here
+
+if TYPE_CHECKING:
+    from looprun.sandbox import Sandbox
+
+_POLL_S = 0.1
+_DRAIN_AFTER_EXIT_S = 0.5
+_SAFE_NAMES = frozenset({"SSH_AUTH_SOCK_DISABLED"})
+
+
+# Set for every command a run starts (observers, the model's commands, agent CLIs).
+# Python trusts a cached .pyc while its source has the same size and the same mtime
+# second; an edit the same second that keeps the size (``a - b`` -> ``a + b``) would run
+# the old bytecode, and the checks would judge code that is no longer there. Without
+# writes during the run, no such .pyc can appear; pytest's rewritten tests obey it too.
+NO_BYTECODE: Mapping[str, str] = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def scrubbed_env(
+    base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A copy of the environment without anything that looks like a secret."""
+    env = dict(os.environ if base is None else base)
+    for name in list(env):
+        if _SECRET_NAME.search(name) and name not in _SAFE_NAMES:
+            del env[name]
+    if extra:
+        env.update(extra)
+    return env
+
+
+@dataclass(frozen=True)
+class ProcResult:
+    """A finished (or timed-out) process: exit code and capped output."""
+
+    exit_code: int | None  # None when killed by the timeout
+    output: str  # stdout and stderr interleaved, capped: head + marker + tail
+    total_bytes: int  # how much the process printed in all
+    truncated_bytes: int  # how much was cut from the middle
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class _CappedBuffer:
+    """Keeps the first ``head`` and last ``tail`` bytes of a stream, whatever its size."""
+
+    def __init__(self, cap: int):
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.tail_cap:
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    def text(self) -> tuple[str, int]:
+        cut = self.total - len(self.head) - len(self.tail)
+        head = self.head.decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
+        if cut > 0:
+            return f"{head}\n[... {cut} bytes of output cut ...]\n{tail}", cut
+        return head + tail, 0
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the process and everything it started (its whole process group)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+# Live process groups by the thread that started them, so an interrupted sub-loop's
+# checks and commands (each in its own session, out of reach of Ctrl-C) die with it.
+_live: dict[int, int] = {}
+_live_lock = threading.Lock()
+
+
+def kill_groups(threads: Iterable[int]) -> int:
+    """Kill the process groups that ``run_process`` calls on these threads are running."""
+    wanted = set(threads)
+    with _live_lock:
+        pgids = [pg for pg, thread in _live.items() if thread in wanted]
+    for pg in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pg, signal.SIGKILL)
+    return len(pgids)
+
+
+def run_process(
+    command: str | Sequence[str],
+    *,
+    cwd: str | Path,
+    timeout_s: float | None,
+    shell: bool = False,
+    env: Mapping[str, str] | None = None,
+    max_output_bytes: int = 64_000,
+    on_output: Callable[[bytes], None] | None = None,
+    deadline: float | None = None,
+    sandbox: Sandbox | None = None,
+    pass_fds: Sequence[int] = (),
+) -> ProcResult:
+    """Run ``command`` to completion or timeout. ``shell=True`` only for trusted commands.
+
+    ``deadline`` (a ``time.monotonic()`` value) bounds the run too, so a run-wide wall
+    clock limit also stops a hung child. ``pass_fds`` stay open in the child (a pipe it
+    reports on). With a ``sandbox`` the command runs confined;
+    a missing or non-executable program raises as it would without one.
+    """
+    start = time.monotonic()
+    limit = start + timeout_s if timeout_s is not None else None
+    if deadline is not None:
+        limit = deadline if limit is None else min(limit, deadline)
+    args: str | list[str] = command if isinstance(command, str) else list(command)
+    if shell and not isinstance(args, str):
+        raise ValueError("shell commands are strings")
+    argv: list[str] = (
+        ["/bin/sh", "-c", args] if shell else [args] if isinstance(args, str) else args
+    )
+    child_env = dict(scrubbed_env() if env is None else env)
+    cleanup: Callable[[], None] = _nothing
+    if sandbox is not None:
+        _check_program(argv[0], Path(cwd), child_env)
+        wrapped = sandbox.wrap(argv, cwd=Path(cwd), env=child_env)
+        argv, child_env, cleanup = wrapped.argv, wrapped.env, wrapped.cleanup
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(cwd),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+        )
+    except BaseException:
+        cleanup()
+        raise
+    try:
+        return _supervise(proc, start, limit, max_output_bytes, on_output)
+    finally:
+        cleanup()
+
+
+def _nothing() -> None:
+    return None
+
+
+def _check_program(program: str, cwd: Path, env: Mapping[str, str]) -> None:
+    """Raise as ``Popen`` would for a program that is missing or not executable, so a
+    sandboxed command fails the same way as an unconfined one."""
+    import shutil
+
+    search = env.get("PATH", os.defpath)
+    if os.sep in program:
+        path = cwd / program
+        exists, runnable = path.exists(), path.is_file() and os.access(path, os.X_OK)
+    else:
+        runnable = shutil.which(program, path=search) is not None
+        exists = runnable or shutil.which(program, mode=os.F_OK, path=search) is not None
+    if not exists:
+        raise FileNotFoundError(2, "No such file or directory", program)
+    if not runnable:
+        raise PermissionError(13, "Permission denied", program)
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    start: float,
+    limit: float | None,
+    max_output_bytes: int,
+    on_output: Callable[[bytes], None] | None,
+) -> ProcResult:
+    """Read the capped output until exit or the limit; kill the group on a timeout."""
+    with _live_lock:
+        _live[proc.pid] = threading.get_ident()
+    buf = _CappedBuffer(max_output_bytes)
+    timed_out = False
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    fd = proc.stdout.fileno()
+    exited_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            wait = None if limit is None else limit - now
+            if wait is not None and wait <= 0:
+                timed_out = True
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:
+                break  # the main process is gone; a leftover child holds the pipe open
+            step = _POLL_S if wait is None else min(_POLL_S, wait)
+            events = sel.select(timeout=step)
+            if not events:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf.feed(chunk)
+            if on_output is not None:
+                on_output(chunk)
+        if timed_out:
+            kill_group(proc)
+            proc.wait()
+        else:
+            remaining = None if limit is None else max(0.0, limit - time.monotonic())
+            try:
+                proc.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_group(proc)
+                proc.wait()
+    finally:
+        sel.close()
+        proc.stdout.close()
+        if proc.poll() is None:
+            kill_group(proc)
+            proc.wait()
+        with _live_lock:
+            _live.pop(proc.pid, None)
+    # Children that outlived the main process (daemons, `sleep &`) die with the group.
+    kill_group(proc)
+    text, cut = buf.text()
+    return ProcResult(
+        exit_code=None if timed_out else proc.returncode,
+        output=text,
+        total_bytes=buf.total,
+        truncated_bytes=cut,
+        timed_out=timed_out,
+        duration_s=time.monotonic() - start,
+    )
