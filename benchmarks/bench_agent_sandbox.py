@@ -31,7 +31,7 @@ from tests.support.fake_agent_cli import install  # noqa: E402
 from tests.support.fake_provider import FakeProvider  # noqa: E402
 
 from looprun.act.agents.actor import AgentActor  # noqa: E402
-from looprun.loop.agent import AgentRequest  # noqa: E402
+from looprun.loop.ports import AgentRequest  # noqa: E402
 from looprun.sandbox import Confinement, sandbox_for  # noqa: E402
 from looprun.template.model import AgentSpec, Constraints  # noqa: E402
 

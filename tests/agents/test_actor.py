@@ -14,7 +14,7 @@ from tests.support.fake_agent_cli import install
 
 from looprun.act.agents.actor import AgentActor, agent_model
 from looprun.errors import LooprunError, UsageError
-from looprun.loop.agent import AgentRequest
+from looprun.loop.ports import AgentRequest
 from looprun.template.model import AgentSpec, Constraints
 
 KEY = "sk-ant-test-key-0123456789"

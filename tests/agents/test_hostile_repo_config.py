@@ -13,7 +13,7 @@ from tests.support.fake_provider import FakeProvider
 
 from looprun.act.agents.actor import AgentActor
 from looprun.errors import LooprunError
-from looprun.loop.agent import AgentRequest
+from looprun.loop.ports import AgentRequest
 from looprun.template.model import AgentSpec, Constraints
 
 SECRET = "AIza-hostile-repo-secret-7c1d"

@@ -65,6 +65,9 @@ class PlannerFailsOnReplan:
     def position(self) -> int:
         return self.script.position
 
+    def seek(self, position: int) -> None:
+        self.script.seek(position)
+
     def complete(self, messages: Any, tools: Any, **kw: Any) -> Any:
         if kw.get("role") == "plan":
             self.plan_calls += 1

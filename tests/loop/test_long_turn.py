@@ -22,7 +22,7 @@ from looprun.journal.writer import RunJournal
 from looprun.loop.context import ContextBudget
 from looprun.loop.engine import RunInfo, run_loop
 from looprun.loop.outcome import RunResult
-from looprun.models.base import Message, Reply, ToolSpec
+from looprun.models.base import Message, Reply, ToolSpec, Unscripted
 from looprun.models.config import Config
 from looprun.models.http import RetryPolicy
 from looprun.models.registry import resolve_model
@@ -76,7 +76,7 @@ def run_turn(rig: Rig, model: Any, budget: ContextBudget) -> RunResult:
         journal.close()
 
 
-class Checked:
+class Checked(Unscripted):
     """The scripted model, checking every request it receives as it arrives."""
 
     def __init__(self, turns: list[dict[str, Any]], budget: ContextBudget):

@@ -9,9 +9,9 @@ from typing import Any
 from tests.support.fake_provider import FakeProvider, openai_error, openai_reply
 
 from looprun.errors import ContextTooLong
+from looprun.loop.act.tool_turn import _ask
 from looprun.loop.context import ContextBudget
 from looprun.loop.ports import KeepRecent, NullJournal, Ports
-from looprun.loop.turn import _ask
 from looprun.models.base import Message
 from looprun.models.config import Config
 from looprun.models.http import RetryPolicy

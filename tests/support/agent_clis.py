@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from looprun.act.agents.actor import AgentActor
-from looprun.loop.agent import AgentReport, AgentRequest
+from looprun.loop.ports import AgentReport, AgentRequest
 from looprun.template.model import AgentSpec, Constraints
 
 PINNED = {

@@ -31,7 +31,7 @@ from tests.support.fake_provider import (
 from tests.support.git_repos import git_repo
 
 from looprun.act.agents.actor import AgentActor
-from looprun.loop.agent import AgentRequest
+from looprun.loop.ports import AgentRequest
 from looprun.template.model import AgentSpec, Constraints
 
 OUT = Path(__file__).resolve().parents[1] / "agents" / "recorded"

@@ -332,9 +332,10 @@ def run_cmd(**options: Any) -> None:
     2 invalid template or usage, 1 runtime error,
     130 interrupted (Ctrl-C or SIGTERM; `looprun resume` continues it).
     """
+    from looprun.remote.ray_executor import ray_executors
     from looprun.run.runner import run_from_cli
 
-    sys.exit(run_from_cli(**options))
+    sys.exit(run_from_cli(remote=ray_executors, **options))
 
 
 @main.command("resume")
@@ -398,6 +399,7 @@ def resume_cmd(
     from pathlib import Path
 
     from looprun.journal.recorded import ResumeChoices, vet_bundled
+    from looprun.remote.ray_executor import ray_executors
     from looprun.run.runner import resolve_ref, resume_from_cli
 
     named = None  # a bundle's template is in the run.json it vetted
@@ -436,6 +438,7 @@ def resume_cmd(
             reject=reject,
             as_json=as_json,
             choices=ResumeChoices(named, sandbox, base_url, executor, sync_remote),
+            remote=ray_executors,
         )
     )
 

@@ -7,15 +7,17 @@ rather than an undefined-name crash.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
 from looprun.errors import LooprunError
-from looprun.loop.agent import no_agent_facts
 from looprun.loop.baseline import baseline_facts
 from looprun.loop.plan import PlannedTask
 from looprun.loop.state import LoopState
 from looprun.observe.base import Observation
+from looprun.observe.registry import get_parser
+from looprun.template.agents import EMPTY_FACTS
 from looprun.template.expressions import freeze
 from looprun.template.model import ObserverSpec
 
@@ -69,6 +71,11 @@ def loop_facts(
     }
 
 
+def no_agent_facts() -> dict[str, Any]:
+    """``agent`` before any CLI turn (or in a template without one): every fact empty."""
+    return copy.deepcopy(EMPTY_FACTS)
+
+
 def unobserved(spec: ObserverSpec, error: str = "not observed yet") -> Observation:
     """An observation that was not made (not yet, or it failed before parsing).
 
@@ -81,7 +88,6 @@ def unobserved(spec: ObserverSpec, error: str = "not observed yet") -> Observati
 
 
 def empty_facts(parser_name: str) -> dict[str, Any]:
-    from looprun.observe.registry import get_parser
 
     try:
         parser = get_parser(parser_name)

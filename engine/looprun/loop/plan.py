@@ -16,6 +16,8 @@ from typing import Any
 
 from looprun.errors import Location, LooprunError, TemplateError
 from looprun.models.base import Message, Model, Reply
+from looprun.observe.base import COMMON_FACTS
+from looprun.observe.registry import parser_facts
 from looprun.template.expressions import Condition, Text, compile_condition
 from looprun.template.model import ENGINE_NAMES, PlanSpec, Template
 
@@ -223,9 +225,6 @@ def parse_plan(text: str, template: Template, done: Iterable[str] = ()) -> list[
 
 def _unknown_fact(cond: Condition, template: Template) -> str | None:
     """A fact or input the condition reads that will not exist, as the loader checks it."""
-    from looprun.observe.base import COMMON_FACTS
-    from looprun.observe.registry import parser_facts
-
     for name, attr in sorted(cond.use.attributes):
         if name == "inputs" and attr not in template.inputs and attr != "intent":
             return f"no input named {attr!r}; inputs: {sorted({*template.inputs, 'intent'})}"

@@ -7,15 +7,20 @@ implementations by passing different objects, never by monkeypatching.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from looprun.data.changes import FileChange
 from looprun.models.base import Message, Model, ToolCall, ToolSpec
 from looprun.observe.base import Observation
 from looprun.template.model import Constraints, ObserverSpec, ScopedPattern
+
+if TYPE_CHECKING:
+    from looprun.loop.act.step import ActStep
+    from looprun.loop.core import Loop
 
 
 class ViolationLike(Protocol):
@@ -100,15 +105,30 @@ class Observer(Protocol):
     ) -> Observation: ...
 
 
+class UnsavedSpend(Protocol):
+    """What model calls recorded after the last saved state cost, and how long they ran."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    seconds: float
+
+
 class Journal(Protocol):
     """Where a run records itself; every call is durable when it returns."""
 
+    @property
+    def seq(self) -> int: ...  # the number of the last event written
+    @property
+    def exchange_count(self) -> int: ...  # model exchanges written so far
     def event(self, kind: str, **data: Any) -> None: ...
     def save_state(self, state: Mapping[str, Any]) -> None: ...
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None: ...
     def fresh_artifacts(self) -> None: ...
     def exchange(self, record: Mapping[str, Any]) -> None: ...
     def save_summary(self, summary: Mapping[str, Any]) -> None: ...
+    def unsaved_usage(self, journal_seq: int, exchanges: int) -> UnsavedSpend: ...
+    def invocation_text(self, invocation: Mapping[str, Any]) -> str: ...
 
 
 class ContextBuilder(Protocol):
@@ -125,10 +145,60 @@ class Approver(Protocol):
     def ask(self, paths: Sequence[str], diff: str) -> bool | None: ...
 
 
+@dataclass(frozen=True)
+class AgentRequest:
+    """What one act turn asks of the CLI."""
+
+    prompt: str
+    system: str
+    iteration: int
+    task_id: str
+    timeout_s: float
+    session_id: str = ""  # resume this CLI session; "" starts a fresh one
+    # the usage the CLI reported for this session so far (running-total CLIs need it)
+    session_usage: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AgentReport:
+    """What the CLI reported about one turn; ``error`` is normalised ("" when none)."""
+
+    exit_code: int | None
+    error: str = ""  # timeout | auth | rate_limit | server | max_turns | crashed | ...
+    error_detail: str = ""
+    turns: int = 0
+    tool_calls: tuple[str, ...] = ()  # tool names in call order, the CLI's own names
+    denials: tuple[str, ...] = ()  # tools the CLI refused to run (its permission rules)
+    final_message: str = ""
+    session_id: str = ""
+    prompt_tokens: int = 0  # this call only
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    session_usage: Mapping[str, int] = field(default_factory=dict)  # running totals
+    artifact: str = ""  # the raw output kept for this turn
+
+    def facts(self) -> dict[str, Any]:
+        return {
+            "ran": True,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "error_detail": self.error_detail,
+            "turns": self.turns,
+            "tool_calls": len(self.tool_calls),
+            "tools": list(self.tool_calls),
+            "denials": len(self.denials),
+            "denied": list(self.denials),
+            "final_message": self.final_message,
+            "session_id": self.session_id,
+            "tokens": self.prompt_tokens + self.completion_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
 class Actor(Protocol):
     """Runs one act turn by an agent CLI (``act.agent``) and reports what it claims."""
 
-    def act(self, request: Any) -> Any: ...  # AgentRequest -> AgentReport (loop.agent)
+    def act(self, request: AgentRequest) -> AgentReport: ...
 
 
 class Clock(Protocol):
@@ -164,8 +234,21 @@ class KeepRecent:
         return [*pinned, *(m for r in kept for m in r)]
 
 
+@dataclass(frozen=True)
+class NoSpend:
+    """Nothing unsaved: a journal that records nothing has nothing to recover."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+
 class NullJournal:
     """Records nothing; for outer loops' dry runs and benchmarks."""
+
+    seq = 0
+    exchange_count = 0
 
     def event(self, kind: str, **data: Any) -> None:
         pass
@@ -184,6 +267,12 @@ class NullJournal:
 
     def save_summary(self, summary: Mapping[str, Any]) -> None:
         pass
+
+    def unsaved_usage(self, journal_seq: int, exchanges: int) -> NoSpend:
+        return NoSpend()
+
+    def invocation_text(self, invocation: Mapping[str, Any]) -> str:
+        return json.dumps(invocation, default=str)
 
 
 @dataclass(frozen=True)
@@ -205,7 +294,5 @@ class Ports:
     # run_started and resumed; plain data, the loop does not interpret it
     setup: Mapping[str, Any] = field(default_factory=dict)
     actor: Actor | None = None  # act.agent: the agent CLI that acts instead of ``model``
-    # where an outer loop's sub-loops run: (parallel, report) -> Executor; None: threads here
-    executor: Callable[[int, Callable[[str], None]], Any] | None = None
-    # held-out tests no command of this run, or of its sub-loops, may read
-    held_out: tuple[str, ...] = ()
+    # each_task: the act step that runs the sub-loops, made for this loop (run/subloops)
+    subloops: Callable[[Loop], ActStep] | None = None

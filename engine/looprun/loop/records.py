@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from looprun.loop.act.step import Turn
 from looprun.loop.feedback import observation_line
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlannedTask
@@ -19,7 +20,6 @@ from looprun.loop.ports import Journal
 from looprun.loop.progress import Progress
 from looprun.loop.refine import Decision
 from looprun.loop.state import LoopState
-from looprun.loop.turn import Turn
 from looprun.observe.base import Observation
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from looprun.data.taskgraph import find_cycle
 from looprun.errors import LooprunError
-from looprun.loop.agent import sum_totals
 
+TOTAL_COUNTS = ("calls", "turns", "tool_calls", "denials", "tokens")  # agent totals
 MAX_DEPTH = 8  # the same bound the template loader enforces (MAX_SUBLOOP_DEPTH)
 
 
@@ -141,3 +141,13 @@ def subloop_facts(tasks: Sequence[str], records: Mapping[str, Mapping[str, Any]]
         "list": rows,
         "agent": sum_totals(r["agent"] for r in rows),
     }
+
+
+def sum_totals(rows: Any) -> dict[str, Any]:
+    """Several runs' agent totals added up (an outer loop's sub-loops)."""
+    out: dict[str, Any] = {k: 0 for k in TOTAL_COUNTS} | {"cost_usd": 0.0}
+    for row in rows:
+        for key in TOTAL_COUNTS:
+            out[key] += int(row.get(key, 0) or 0)
+        out["cost_usd"] += float(row.get("cost_usd", 0.0) or 0.0)
+    return out

@@ -111,6 +111,15 @@ class Model(Protocol):
 
     ref: str  # e.g. "openai:gpt-4o-mini", "script:fix.yaml"
 
+    @property
+    def position(self) -> int | None:
+        """A scripted model's place in its script (resumed from the state); None otherwise."""
+        ...
+
+    def seek(self, position: int) -> None:
+        """Go back to ``position`` (a resumed run); a model without a script ignores it."""
+        ...
+
     def complete(
         self,
         messages: Sequence[Message],
@@ -123,3 +132,14 @@ class Model(Protocol):
         """``max_output_tokens`` caps this reply's output (the run's remaining token
         budget); providers send it as their output-limit field, below their own default."""
         ...
+
+
+class Unscripted:
+    """The script members of ``Model`` for a model that plays no script: nothing to resume."""
+
+    @property
+    def position(self) -> int | None:
+        return None
+
+    def seek(self, position: int) -> None:
+        """A real model's next answer does not depend on where a run resumed."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from looprun.errors import ModelError
-from looprun.models.base import Finish, Message, Reply, ToolSpec, Usage
+from looprun.models.base import Finish, Message, Reply, ToolSpec, Unscripted, Usage
 from looprun.models.http import JsonClient
 from looprun.models.pricing import PriceTable
 
@@ -19,7 +19,7 @@ from looprun.models.pricing import PriceTable
 Decoded = tuple[Message, Finish, str, Usage, str]
 
 
-class ProviderModel(ABC):
+class ProviderModel(Unscripted, ABC):
     """A model behind a provider's HTTP API; ``complete`` never raises for a model's mistakes."""
 
     provider: ClassVar[str]  # the ref's scheme, e.g. "openai"

@@ -448,3 +448,9 @@ def _error(job: SubloopJob, reason: str) -> SubloopResult:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[-1] if text else type(exc).__name__
+
+
+def ray_executors(spec: str, sync_remote: str | None) -> Any:
+    """The ``RemoteExecutors`` the CLI hands to a run: ``spec`` is ``ray`` or
+    ``ray:ADDRESS``; ``sync_remote`` the ``--sync-remote`` repository, if any."""
+    return RaySettings.parse(spec, remote=sync_remote).factory()

@@ -36,7 +36,8 @@ from looprun.remote.gitsync import (
     sync_ref,
 )
 from looprun.remote.job import JobRefused, RemoteJob, locate_template
-from looprun.run.executor import Stopped, SubloopJob, SubloopResult, run_subloop
+from looprun.run.executor import Stopped, SubloopJob, SubloopResult
+from looprun.run.subrun import run_subloop
 from looprun.workspace.git import Git
 
 Report = Callable[[str], None]

@@ -4,13 +4,16 @@ interrupted run recorded so that ``looprun resume`` can continue it."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from looprun.errors import LooprunError
 from looprun.journal.writer import RunJournal
-from looprun.loop.engine import DIFF_CAP, Engine
+from looprun.loop.engine import Engine
+from looprun.loop.finish import DIFF_CAP
 from looprun.loop.outcome import RunResult, TaskResult, UsageTotals
 
 
@@ -46,6 +49,28 @@ def signals_ignored() -> Iterator[None]:
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, then deliver them: a Ctrl-C while a
+    finished sub-loop is merged, recorded and cleaned up takes effect after that step,
+    so it never leaves a merge without its record."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    saved = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in _DEFERRED}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if held:
+            os.kill(os.getpid(), held[0])
+
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 def record_interrupted(

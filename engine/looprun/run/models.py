@@ -3,14 +3,20 @@ config file > template), retry events shown and journaled, and missing prices wa
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
+from looprun.act.agents.actor import AgentActRole, agent_model
+from looprun.errors import LooprunError, UsageError
 from looprun.journal.writer import RunJournal
-from looprun.models.base import Model
+from looprun.models.base import Model, Unscripted
+from looprun.models.config import load_config
+from looprun.models.pricing import PriceTable
+from looprun.models.registry import model_ref_for_role, resolve_model
 from looprun.template.model import Template
 
 
@@ -19,7 +25,6 @@ class ModelEvents:
     carries the config file the models were resolved with."""
 
     def __init__(self, config: Any = None):
-        from looprun.models.config import load_config
 
         self.config = load_config() if config is None else config
         self.journal: RunJournal | None = None
@@ -44,8 +49,6 @@ def resolve_models(
     events: ModelEvents | None = None,
 ) -> tuple[Model, Model, dict[str, str]]:
     """The act and plan models: command line > environment > config file > template."""
-    from looprun.errors import UsageError
-    from looprun.models.registry import model_ref_for_role, resolve_model
 
     events = events or ModelEvents()
     agent = template.act.agent if template.act is not None else None
@@ -96,9 +99,6 @@ def _agent_models(
     """act.agent: the CLI's model, named like models.act (command line > environment >
     config file > act.agent.model); the plan role resolves as usual where it is used
     (``plan=False``: the caller resolves it)."""
-    import os
-
-    from looprun.act.agents.actor import AgentActRole, agent_model
 
     config = events.config
     candidates = [
@@ -114,7 +114,6 @@ def _agent_models(
     refs = {"act": ref or ""}
     if template.plan.mode != "model" or not plan:
         return act, act, refs
-    from looprun.models.registry import model_ref_for_role, resolve_model
 
     plan_ref = _absolute_script(
         model_ref_for_role(
@@ -140,14 +139,13 @@ def needs_http_model(template: Template) -> bool:
     return template.act is None or template.act.agent is None
 
 
-class NoModel:
+class NoModel(Unscripted):
     """The act role of an outer loop that needs no model (``needs_http_model`` is
     false): it has a reference to pass down ("") and refuses to be called."""
 
     ref = ""
 
     def complete(self, *args: object, **kwargs: object) -> Any:
-        from looprun.errors import LooprunError
 
         raise LooprunError("this loop and its sub-loops name no model: none is called")
 
@@ -180,7 +178,6 @@ def price_warnings(
 ) -> list[str]:
     """Models without a price: their cost counts as 0, so max_cost_usd cannot stop them.
     Only the ``roles`` the run calls are warned about."""
-    from looprun.models.pricing import PriceTable
 
     if max_cost_usd is None:
         return []

@@ -1,5 +1,5 @@
-"""The real implementations behind the loop's ports: the working tree, the tools, the
-observers, the context budget and the approver, wired for one run."""
+"""Real implementations of the loop's ports that belong to no adapter package: the
+observer port over the check runner, the terminal approver, the run's sandbox."""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ from typing import Any
 
 import click
 
-from looprun.checks.holdout import Holdout, denied_to_model, resolve
+from looprun.checks.holdout import Holdout
+from looprun.checks.runner import run_observer
 from looprun.errors import UsageError
-from looprun.journal.writer import RunJournal
-from looprun.loop.ports import KeepRecent, NoApprover, Ports
-from looprun.models.base import Model
 from looprun.observe.base import Observation
 from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.sandbox.hidden import hidden_paths
@@ -43,8 +41,6 @@ class RealObserver:
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
     ) -> Observation:
-        from looprun.checks.runner import run_observer
-
         if spec.run is not None:
             safefs.remove_special(self.artifacts)  # no command writes through a planted link
         try:
@@ -123,113 +119,3 @@ def check_hidden(template: Template, backend: str | None) -> None:
             "bubblewrap can - install it (and allow user namespaces), or drop `run` from "
             "act.tools"
         )
-
-
-def build_ports(
-    template: Template,
-    workdir: Path,
-    journal: RunJournal,
-    *,
-    act: Model,
-    plan: Model,
-    report: Echo,
-    interactive: bool,
-    base: str | None = None,
-    sandbox_mode: str | None = None,
-    prices: Any = None,
-    executor: Any = None,
-    inputs: Mapping[str, Any] | None = None,
-    held_out: Sequence[str] = (),
-) -> tuple[Ports, Any]:
-    """Real tools, workspace, observers and context budget for one run.
-
-    ``sandbox_mode`` (from the command line) overrides the template's ``sandbox.mode``.
-    ``inputs`` render the held-out observers' ``from``; their tests, and the outer
-    loops' ``held_out``, are hidden from every command, their destination denied to
-    every tool.
-    """
-    from looprun.act.policy import Policy
-    from looprun.act.tools import Toolbox
-    from looprun.workspace.tree import Workspace
-
-    # An outer template (each_task) has no act section: its tree gets default constraints.
-    constraints = template.act.constraints if template.act is not None else Constraints()
-    holdouts = resolve(template.observe, inputs or {}, workdir)
-    dests = tuple(h.dest for h in holdouts.values())
-    held_out = (*held_out, *(str(h.source) for h in holdouts.values()))
-    constraints = denied_to_model(constraints, dests)
-    # watched: the tools and the observers' commands below say when they may have written
-    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=base, watched=True)
-    try:
-        from looprun.loop.context import ContextBudget
-
-        context: Any = ContextBudget(template.context.budget_tokens, template.context.recent_rounds)
-    except (ImportError, ValueError):
-        context = KeepRecent(template.context.budget_tokens, template.context.recent_rounds)
-
-    mode = sandbox_mode or template.sandbox.mode
-    git_dir = getattr(ws.git, "git_dir", None)
-    sandbox = run_sandbox(template, ws.workdir, journal.artifacts, mode, report, git_dir, held_out)
-    backend = None if sandbox is None else sandbox.name
-    if held_out:
-        check_hidden(template, backend)
-    setup = {"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}}
-
-    def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
-        return Toolbox(
-            ws.workdir,
-            denied_to_model(constraints, dests),
-            tools,
-            deadline=deadline,
-            on_write=ws.touched,
-            sandbox=sandbox,
-        )
-
-    actor = None
-    agent = template.act.agent if template.act is not None else None
-    if agent is not None:
-        from looprun.act.agents.actor import AgentActor
-
-        actor = AgentActor(
-            agent,
-            constraints,
-            workdir=ws.workdir,
-            run_dir=journal.dir,
-            artifacts=journal.artifacts,
-            model=str(getattr(act, "agent_model", "")),
-            prices=prices,
-            on_change=ws.touched,
-            sandbox=sandbox,
-        )
-        if sandbox is None and mode != "off":
-            report(
-                f"note: {agent.cli} runs without an OS sandbox: the commands its own tools "
-                "run can write outside the working tree and reach the network"
-            )
-    ports = Ports(
-        model=act,
-        plan_model=plan,
-        toolbox=toolbox,
-        workspace=ws,
-        guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
-        observer=RealObserver(
-            ws.workdir,
-            journal.artifacts,
-            git_dir,
-            constraints,
-            sandbox,
-            ws.touched,
-            excluded=lambda: ws.excluded,
-            pinned=journal.dir / "pinned",
-            holdouts=holdouts,
-        ),
-        journal=journal,
-        context=context,
-        approver=TtyApprover() if interactive else NoApprover(),
-        report=report,
-        setup=setup,
-        actor=actor,
-        executor=executor,
-        held_out=tuple(held_out),
-    )
-    return ports, ws

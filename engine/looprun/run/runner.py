@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from looprun.checks.holdout import resolve as resolve_holdouts
-from looprun.errors import EXIT_ERROR, UsageError, one_line
+from looprun.errors import EXIT_ERROR, LooprunError, UsageError, one_line
 from looprun.journal import recorded, sealed
 from looprun.journal.recorded import ResumeChoices
 from looprun.journal.writer import (
@@ -29,20 +29,35 @@ from looprun.journal.writer import (
     run_status,
     runs_root,
 )
-from looprun.loop.engine import Engine, RunInfo, with_iterations
+from looprun.loop.engine import Engine, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.outcome import RunResult
 from looprun.loop.state import LoopState
 from looprun.loop.verdict import left_failing, where_it_stands
 from looprun.models.base import Model
+from looprun.models.pricing import PriceTable
+from looprun.report import build_report, render
+from looprun.report.text import duration
+from looprun.run.executors import (
+    ExecutorFactory,
+    RemoteExecutors,
+    executor_factory,
+    executor_spec,
+)
 from looprun.run.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.run.models import ModelEvents, price_warnings, resolve_models, roles_used
-from looprun.run.ports import build_ports, check_hidden
+from looprun.run.ports import check_hidden
+from looprun.run.session import Wiring, assemble
+from looprun.run.subrun import local_executor
+from looprun.sandbox import pick
 from looprun.system.crashpoint import crash_point
 from looprun.system.proc import secret_values
 from looprun.system.redact import Redactor
+from looprun.template.loader import load_template
 from looprun.template.model import Template
 from looprun.template.valid_cache import file_digest
+from looprun.workspace.commit import CommitRefused, commit_message, commit_paths, current_branch
+from looprun.workspace.tree import RunLock, Workspace
 
 
 def _err(line: str) -> None:
@@ -54,7 +69,6 @@ def _interactive() -> bool:
 
 
 def _load(ref: str) -> Template:
-    from looprun.template.loader import load_template
 
     return load_template(ref)
 
@@ -62,7 +76,6 @@ def _load(ref: str) -> Template:
 def _bind_numbers(ref: str, template: Template, sets: Mapping[str, Any], inputs: Any) -> Template:
     """The template again, if a number it reads from an input (``{{ inputs.NAME }}``) was
     given with ``--set``: the value is checked where it is used, like the default was."""
-    from looprun.template.loader import load_template
 
     named = {n for n in template.input_numbers.values() if n in sets}
     if not named:
@@ -107,7 +120,6 @@ def _commit_step(
     commit is already HEAD (made before the kill: on top of the recorded parent, with
     this run's ``Looprun-Run`` trailer) adopts it instead of committing again.
     """
-    from looprun.workspace.commit import CommitRefused, commit_message, commit_paths
 
     st = engine.state
     if st.commit is None:
@@ -168,7 +180,6 @@ def _commit_step(
 def _check_sandbox(template: Template, cli_mode: str | None) -> None:
     """``required`` on a host without a sandbox stops here, before anything starts (exit
     2); ``auto`` says so later, once the run has begun."""
-    from looprun.sandbox import pick
 
     if (cli_mode or template.sandbox.mode) == "required":
         pick("required", _err)
@@ -212,13 +223,12 @@ def read_intent(intent: str | None, intent_file: str | None) -> str | None:
     return text
 
 
-def run_from_cli(**options: Any) -> int:
-    """``looprun TEMPLATE --intent ...``: returns the outcome's exit code."""
+def run_from_cli(*, remote: RemoteExecutors | None = None, **options: Any) -> int:
+    """``looprun TEMPLATE --intent ...``: returns the outcome's exit code. ``remote``
+    makes the executors ``--executor ray`` names (the CLI passes Ray's)."""
     options = {**options, "intent": read_intent(options.get("intent"), options.get("intent_file"))}
     workdir = _workdir(options.get("workdir") or ".")
     if options.get("commit"):  # refuse before spending a token, not after the work
-        from looprun.workspace.commit import current_branch
-
         current_branch(workdir)
     ref = resolve_ref(options["template"])
     template = _load(ref)
@@ -231,19 +241,17 @@ def run_from_cli(**options: Any) -> int:
     )
     _check_sandbox(template, options.get("sandbox"))
     if resolve_holdouts(template.observe, inputs, workdir):  # a wrong path stops here
-        from looprun.sandbox import pick
-
         mode = options.get("sandbox") or template.sandbox.mode
         backend = pick(mode, lambda _line: None) if mode != "off" else None
         check_hidden(template, None if backend is None else backend.name)
-    options = {**options, "executor": _executor_spec(options.get("executor"))}
-    _executor_factory(options)  # a bad --executor or a missing Ray stops here, before the run
-    from looprun.workspace.tree import RunLock
+    options = {**options, "executor": executor_spec(options.get("executor"))}
+    # a bad --executor or a missing Ray stops here, before the run
+    executor = executor_factory(options, remote)
 
     run_id = new_run_id()
     with RunLock(workdir / ".looprun", run_id):
         return _start(
-            template, workdir, run_id, ref, inputs, sets, refs, act, plan, events, options
+            template, workdir, run_id, ref, inputs, sets, refs, act, plan, events, options, executor
         )
 
 
@@ -259,6 +267,7 @@ def _start(
     plan: Model,
     events: ModelEvents,
     options: Mapping[str, Any],
+    executor: ExecutorFactory,
 ) -> int:
     journal = RunJournal.create(workdir, run_id)
     events.journal = journal
@@ -295,6 +304,7 @@ def _start(
             state=None,
             approval=None,
             events=events,
+            executor=executor,
         )
 
 
@@ -312,22 +322,20 @@ def _drive(
     approval: bool | None,
     events: ModelEvents | None = None,
     status: RunStatus | None = None,
+    executor: ExecutorFactory = local_executor,
 ) -> int:
     report = _err
-    ports, ws = build_ports(
-        template,
-        workdir,
-        journal,
-        act=act,
-        plan=plan,
+    wiring = Wiring(
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
         sandbox_mode=invocation.get("sandbox"),
         prices=_prices(events),
-        executor=_executor_factory(invocation) if template.each_task is not None else None,
         inputs=inputs,
+        executor=executor,
     )
+    session = assemble(template, workdir, journal, act, plan, wiring)
+    ports, ws = session.ports, session.workspace
     model = (
         f"model {ports.model.ref}" if ports.model.ref else "no model: its sub-loops run agent CLIs"
     )
@@ -336,7 +344,6 @@ def _drive(
         note = f"removed {lock}, left behind by a run that was killed"
         _err("note: " + note)
         journal.event("warning", message=note)
-    run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(workdir))
     limits = with_iterations(template.limits, invocation.get("max_iterations"))
     if events is not None:
         for warning in price_warnings(
@@ -348,9 +355,7 @@ def _drive(
             _err("warning: " + warning)
             journal.event("warning", message=warning)
     started, elapsed0 = time.monotonic(), state.elapsed_s if state is not None else 0.0
-    engine = Engine(
-        template, ports, inputs=inputs, run=run, limits=limits, state=state, invocation=invocation
-    )
+    engine = session.engine(inputs=inputs, limits=limits, state=state, invocation=invocation)
     commit = bool(invocation.get("commit"))
     if state is not None and state.stop is not None and status is not None:
         # the run has ended; a kill left only its summary or its commit to write down
@@ -384,7 +389,6 @@ def _drive(
 
 def _repository(workdir: Path) -> Any:
     """The git repository of the workdir, as the run's workspace opens it."""
-    from looprun.workspace.tree import Workspace
 
     return Workspace.open(workdir, state_dir=workdir / ".looprun").git
 
@@ -402,8 +406,6 @@ def _step_summary(run_dir: Path) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
-    from looprun.errors import LooprunError
-    from looprun.report import build_report, render
 
     try:
         text = render(build_report(run_dir), "md")
@@ -423,26 +425,8 @@ def _unrecorded_end(journal: RunJournal) -> bool:
 
 
 def _prices(events: ModelEvents | None) -> Any:
-    from looprun.models.pricing import PriceTable
 
     return PriceTable(events.config.prices) if events is not None else None
-
-
-def _executor_spec(option: str | None) -> str:
-    """Where sub-loops run: ``--executor`` > ``LOOPRUN_EXECUTOR`` > local threads."""
-    spec = option or os.environ.get("LOOPRUN_EXECUTOR") or "local"
-    if spec != "local" and spec.partition(":")[0] != "ray":
-        raise UsageError(f"--executor {spec}: expected local, ray or ray:ADDRESS")
-    return spec
-
-
-def _executor_factory(invocation: Mapping[str, Any]) -> Any:
-    spec = invocation.get("executor") or "local"
-    if spec == "local":
-        return None
-    from looprun.remote.ray_executor import RaySettings
-
-    return RaySettings.parse(spec, remote=invocation.get("sync_remote")).factory()
 
 
 def resume_from_cli(
@@ -453,6 +437,7 @@ def resume_from_cli(
     reject: bool,
     as_json: bool,
     choices: ResumeChoices | None = None,
+    remote: RemoteExecutors | None = None,
 ) -> int:
     """``looprun resume RUN_ID``: continue from the last completed step, or write down
     what a kill left unwritten at the end (the summary, the ``--commit`` commit).
@@ -462,7 +447,6 @@ def resume_from_cli(
     choices = choices or ResumeChoices()
     if approve and reject:
         raise UsageError("--approve and --reject exclude each other")
-    from looprun.workspace.tree import RunLock
 
     wd = _workdir(workdir or ".")
     journal = RunJournal.open(wd, run_id)
@@ -507,7 +491,7 @@ def resume_from_cli(
             state.stop = None
             _err(f"resuming run {journal.run_id} after iteration {state.iterations}")
         if choices.executor is not None:  # sub-loops may resume elsewhere than they started
-            invocation = {**invocation, "executor": _executor_spec(choices.executor)}
+            invocation = {**invocation, "executor": executor_spec(choices.executor)}
         if choices.sync_remote is not None:
             invocation = {**invocation, "sync_remote": choices.sync_remote}
         if choices.template is not None:
@@ -553,6 +537,12 @@ def resume_from_cli(
             approval=approval,
             events=events,
             status=status,
+            # sub-loops may resume elsewhere than they started; only an outer loop has any
+            executor=(
+                executor_factory(invocation, remote)
+                if template.each_task is not None
+                else local_executor
+            ),
         )
 
 
@@ -566,7 +556,6 @@ def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:
     if not rows:
         click.echo(f"no runs under {runs_root(wd)}")
         return 0
-    from looprun.report.text import duration
 
     click.echo(f"runs under {runs_root(wd)}:", err=True)  # stdout: the table alone
 

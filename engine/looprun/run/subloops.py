@@ -12,12 +12,9 @@ never re-runs a finished sub-loop.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
@@ -25,35 +22,49 @@ from typing import Any
 from looprun.checks.holdout import active
 from looprun.errors import LooprunError, one_line
 from looprun.loop import limits as caps
+from looprun.loop.act.step import Acted, Turn
+from looprun.loop.core import Loop
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlanError, PlannedTask
+from looprun.loop.refine import Decision
 from looprun.loop.subloops import Node, TaskGraph, subloop_facts
-from looprun.loop.turn import Turn
 from looprun.models.base import Message
-from looprun.run.executor import (
-    Executor,
-    LocalExecutor,
-    Stopped,
-    SubloopJob,
-    SubloopResult,
-)
+from looprun.models.config import load_config
+from looprun.run.executor import Executor, Stopped, SubloopJob, SubloopResult
+from looprun.run.interrupt import signals_deferred
+from looprun.run.subloop_jobs import budget_share, limit_key, model_refs, sub_inputs
+from looprun.run.subloop_tree import tree_lines, tree_rows
 from looprun.system.atomic import write_atomic
 from looprun.system.crashpoint import crash_point
+from looprun.workspace.tree import Workspace
 
 ExecutorFactory = Callable[[int, Callable[[str], None]], Executor]
 RECORDS_FILE = "subloops.json"
 _BUDGET_CODES = ("max_tokens", "max_cost_usd", "timeout")
 
 
-class OuterPhase:
-    """Sub-loops of one outer run; owned by its Engine (``engine.outer``)."""
+class SubLoops:
+    """The act step of an outer loop (``each_task``): every planned task as a sub-loop."""
 
-    executor_factory: ExecutorFactory = LocalExecutor  # tests and other backends replace it
-
-    def __init__(self, engine: Any):
-        self.e = engine
-        self.each = engine.t.each_task
-        self.path = Path(engine.run_info.dir) / RECORDS_FILE
+    def __init__(
+        self,
+        loop: Loop,
+        workspace: Workspace,
+        executor_factory: ExecutorFactory,
+        *,
+        held_out: tuple[str, ...] = (),
+        script_key: tuple[tuple[str, int], ...] = (),
+        stop: threading.Event | None = None,
+    ):
+        """``held_out``: tests no sub-loop's command may read; ``script_key``: this loop's
+        place in a scripted model's tree; ``stop``: set when this loop, itself a
+        sub-loop, is asked to stop."""
+        self.e, self.ws = loop, workspace
+        self.executor_factory = executor_factory
+        self.held_out, self.script_key, self.parent_stop = held_out, script_key, stop
+        assert loop.template.each_task is not None
+        self.each = loop.template.each_task
+        self.path = Path(loop.run_info.dir) / RECORDS_FILE
         self.records: dict[str, dict[str, Any]] = {}
         self.merges: list[dict[str, Any]] = []  # merge order: {iteration, task}
         self._lock = threading.Lock()
@@ -64,12 +75,18 @@ class OuterPhase:
             self.records = data.get("records", {})
             self.merges = data.get("merges", [])
 
-    # -- the engine's hooks -----------------------------------------------------------------
+    # -- the act step ---------------------------------------------------------------------
+
+    def subject(self, task: PlannedTask) -> str:
+        return "sub-loops"  # an outer turn runs every task
+
+    def settle(self, decision: Decision, policy: Mapping[str, Any]) -> Decision:
+        return decision
 
     def facts(self) -> dict[str, Any]:
         return subloop_facts([t.id for t in self.e.state.tasks or []], self.records)
 
-    def act(self, task: PlannedTask, iteration: int) -> Turn:
+    def act(self, task: PlannedTask, iteration: int, ctx: Mapping[str, Any]) -> Acted:
         """Run every planned task that has not finished; returns the outer turn."""
         st = self.e.state
         self._reconcile()
@@ -91,13 +108,15 @@ class OuterPhase:
         todo = {t.id: t for t in tasks if t.id not in done}
         graph = TaskGraph([Node(t.id, t.depends_on) for t in todo.values()], satisfied=done)
         parallel = 1 if self.each.isolation == "none" else max(1, self.each.parallel)
-        if any(active(self.each.template.observe, self._inputs(t)) for t in todo.values()):
+        if any(
+            active(self.each.template.observe, sub_inputs(self.e, self.each, t))
+            for t in todo.values()
+        ):
             # a sub-loop's held-out tests sit in its worktree while they run, where the
             # commands of a sub-loop acting beside it could read them: one at a time
             parallel = 1
-        factory = getattr(self.e.ports, "executor", None) or self.executor_factory
-        executor = factory(parallel, self._report)
-        parent = getattr(self.e.ports.model, "stop_event", None)
+        executor = self.executor_factory(parallel, self._report)
+        parent = self.parent_stop
         running: dict[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]] = {}
         started: list[str] = [i for i in todo if i in here]
         finished_ok: set[str] = set()
@@ -121,7 +140,7 @@ class OuterPhase:
                 for tid in ready:
                     if len(running) >= parallel or stop is not None:
                         break
-                    stop = caps.check_spent(self.e.limits, self.e._spent())
+                    stop = caps.check_spent(self.e.limits, self.e.spent())
                     if stop is not None:
                         break
                     slots = max(1, min(parallel - len(running), len(ready)))
@@ -137,7 +156,7 @@ class OuterPhase:
                     job, share = running.pop(fut)
                     res = fut.result()
                     results.append(res)
-                    with _signals_deferred():  # merge, record and clean up as one step
+                    with signals_deferred():  # merge, record and clean up as one step
                         absorbed = self._absorb(job, share, res, iteration)
                     if absorbed == "done":
                         finished_ok.add(job.task_id)
@@ -159,7 +178,7 @@ class OuterPhase:
             self._touched()
         self._save()
         self._tree()
-        return self._turn(tasks, started, results, stop)
+        return Acted(self._turn(tasks, started, results, stop))
 
     def cannot_run(self, iteration: int) -> str:
         """Why a sub-loop of this iteration could not run its checks (a program that is
@@ -173,11 +192,9 @@ class OuterPhase:
     def _touched(self) -> None:
         """Sub-loops write to this tree behind its workspace's back (a shared work tree,
         merges): a workspace that reuses snapshots must look again."""
-        touched = getattr(self.e.ports.workspace, "touched", None)
-        if callable(touched):
-            touched()
+        self.ws.touched()
 
-    def apply(self, task: PlannedTask, d: Any) -> tuple[bool, Stop | None]:
+    def apply(self, task: PlannedTask, d: Decision) -> tuple[bool, Stop | None]:
         """The outer loop's own meaning of done, replan and rollback; (handled, stop)."""
         st = self.e.state
         if d.kind == "done":
@@ -216,7 +233,7 @@ class OuterPhase:
         running: Mapping[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]],
         slots: int,
     ) -> tuple[SubloopJob, dict[str, Any]]:
-        e, ws = self.e, self.e.ports.workspace
+        e, ws = self.e, self.ws
         prev = self.records.get(task.id, {})
         resume = prev.get("outcome") == "running"
         attempt = prev.get("attempt", 1) if resume else prev.get("attempt", 0) + 1
@@ -235,15 +252,17 @@ class OuterPhase:
             worktree = str(Path(e.run_info.dir) / "worktrees" / name)
             branch = f"looprun/{e.run_info.id}/{name}"
             workdir = worktree
-        share = self._share(running, slots)
+        share = budget_share(self.e.limits, self.e.spent(), (s for _, s in running.values()), slots)
         model = e.ports.model
-        refs, cli = self._model_refs(getattr(model, "ref", ""))
-        outer_script = getattr(model, "ref", "") == refs["act"]
+        if self._config is None:
+            self._config = load_config()
+        refs, cli = model_refs(self._invocation(), self._config, self.each, model.ref)
+        outer_script = model.ref == refs["act"]
         job = SubloopJob(
             task_id=task.id,
             attempt=attempt,
             template=str(Path(self.each.template.source).resolve()),
-            inputs=self._inputs(task),
+            inputs=sub_inputs(self.e, self.each, task),
             workdir=workdir,
             repository=e.run_info.workdir,
             commit=start,
@@ -253,12 +272,10 @@ class OuterPhase:
             plan_model=refs["plan"],
             cli_models=cli,
             sandbox=self._invocation().get("sandbox"),
-            held_out=tuple(getattr(e.ports, "held_out", ())),
+            held_out=self.held_out,
             # the outer script's part for this task; a script of the sub-template's own
             # is played whole
-            script_key=(
-                (*getattr(model, "script_key", ()), (task.id, attempt)) if outer_script else ()
-            ),
+            script_key=((*self.script_key, (task.id, attempt)) if outer_script else ()),
             base_url=self._base_url(),
             limits=share,
             resume=resume,
@@ -293,16 +310,16 @@ class OuterPhase:
         self, job: SubloopJob, share: Mapping[str, Any], res: SubloopResult, iteration: int
     ) -> str:
         """Account a finished sub-loop, merge it if done, keep or clean its worktree."""
-        st, ws = self.e.state, self.e.ports.workspace
+        st, ws = self.e.state, self.ws
         if res.outcome == "interrupted":  # stays `running`: a resume continues it
             return res.outcome
         st.prompt_tokens += res.prompt_tokens
         st.completion_tokens += res.completion_tokens
         st.cost_usd += res.cost_usd
         outcome, reason, code = res.outcome, res.reason, res.code
-        if outcome == "exhausted" and code in _BUDGET_CODES and share.get(_limit_key(code)):
-            own = getattr(self.each.template.limits, _limit_key(code))
-            if own is None or share[_limit_key(code)] < own:
+        if outcome == "exhausted" and code in _BUDGET_CODES and share.get(limit_key(code)):
+            own = getattr(self.each.template.limits, limit_key(code))
+            if own is None or share[limit_key(code)] < own:
                 reason, code = f"outer budget share: {reason}", f"outer.{code}"
         rec = self.records[job.task_id]
         if outcome == "done" and res.commit:
@@ -339,7 +356,7 @@ class OuterPhase:
                 self._cleanup(rec)
         elif keep:  # isolation none: keep the attempt on a ref, give the tree back
             if res.commit:
-                ws.git.run("update-ref", f"refs/looprun/{job.run_id}/kept", res.commit)
+                ws.keep_ref(f"refs/looprun/{job.run_id}/kept", res.commit)
                 rec["kept_ref"] = f"refs/looprun/{job.run_id}/kept"
             ws.restore(job.commit)
         self._save()
@@ -367,7 +384,7 @@ class OuterPhase:
         if not rec.get("commit") or not Path(rec["worktree"]).is_dir():
             return
         try:
-            self.e.ports.workspace.keep_branch(Path(rec["worktree"]), rec["branch"], rec["commit"])
+            self.ws.keep_branch(Path(rec["worktree"]), rec["branch"], rec["commit"])
         except LooprunError as exc:
             self._report(f"[{rec.get('run_id')}] could not update branch {rec['branch']}: {exc}")
 
@@ -381,7 +398,7 @@ class OuterPhase:
             self._save()
 
     def _cleanup(self, rec: dict[str, Any]) -> None:
-        ws = self.e.ports.workspace
+        ws = self.ws
         try:
             ws.discard_worktree(Path(rec["worktree"]), rec["branch"])
         except LooprunError as exc:
@@ -391,15 +408,15 @@ class OuterPhase:
 
     # -- plans, budgets, inputs -----------------------------------------------------------
 
-    def _replan(self, d: Any) -> Stop | None:
+    def _replan(self, d: Decision) -> Stop | None:
         """Replan only what did not finish; finished tasks stay done and merged."""
         e, st = self.e, self.e.state
         tasks = list(st.tasks or [])
         kept = [t for t in tasks if self.records.get(t.id, {}).get("outcome") == "done"]
         remaining = [t for t in tasks if t not in kept]
-        if e.t.plan.mode == "model":
+        if e.template.plan.mode == "model":
             try:
-                fresh = e._plan(remaining, [t.id for t in kept], d.message)
+                fresh = e.plan(remaining, [t.id for t in kept], d.message)
             except PlanError as exc:
                 failed = [
                     f"{t.id}: {r.get('outcome')}: {one_line(str(r.get('reason', '')))[:200]}"
@@ -413,106 +430,12 @@ class OuterPhase:
         st.task_iteration, st.rounds, st.feedback = 0, [], d.message
         return None
 
-    def _share(
-        self, running: Mapping[Future[SubloopResult], tuple[SubloopJob, dict[str, Any]]], slots: int
-    ) -> dict[str, Any]:
-        """What is left of the outer budget, less what running sub-loops hold, split by slot."""
-        lim, spent = self.e.limits, self.e._spent()
-        held_tokens = sum(s.get("max_tokens") or 0 for _, s in running.values())
-        held_cost = sum(s.get("max_cost_usd") or 0.0 for _, s in running.values())
-        share: dict[str, Any] = {"timeout_s": caps.remaining_time(lim, spent)}
-        if lim.max_tokens is not None:
-            share["max_tokens"] = max(0, (lim.max_tokens - spent.tokens - held_tokens) // slots)
-        if lim.max_cost_usd is not None:
-            left = lim.max_cost_usd - spent.cost_usd - held_cost
-            share["max_cost_usd"] = max(0.0, left / slots)
-        return share
-
-    def _inputs(self, task: PlannedTask) -> dict[str, Any]:
-        from looprun.loop.inputs import build_inputs
-        from looprun.template.expressions import shell_text
-
-        e = self.e
-        ctx = {
-            "task": {
-                "id": task.id,
-                "goal": task.goal,
-                "paths": list(task.paths),
-                "depends_on": list(task.depends_on),
-            },
-            "intent": e.inputs.get("intent", ""),
-            "inputs": e.inputs,
-            "run": e.run_info.facts(),
-        }
-        sub = self.each.template
-        rendered = {}
-        for k, text in self.each.with_.items():
-            spec = sub.inputs.get(k)
-            if spec is not None and spec.type == "command":
-                # This value becomes shell code in the sub-loop: everything substituted
-                # into it (task goals, intent) is quoted; only command inputs stay code.
-                text = shell_text(text)
-            rendered[k] = text.render(ctx)
-        intent = rendered.pop("intent", None) or task.goal
-        return build_inputs(sub.inputs, intent, rendered)
-
-    def _invocation(self) -> dict[str, Any]:
-        """What this run was invoked with, held in memory since it started. ``run.json``
-        is only a record: a command may rewrite it while the run goes on (without the OS
-        sandbox, or under Landlock), and what it says then decides nothing; the rewrite
-        is said once, on stderr and in the journal."""
-        inv, path = self.e.invocation, Path(self.e.run_info.dir) / "run.json"
-        if inv and not self._rewrite_said and _rewritten(path, self._as_written(inv)):
-            self._rewrite_said = True
-            note = (
-                f"{path}: run.json was changed while the "
-                "run went on (by a command?); sub-loops keep the invocation the run started "
-                "with, and a resume refuses the changed file"
-            )
-            self._report("warning: " + note)
-            self.e.ports.journal.event("warning", message=note)
-        return inv
-
-    def _as_written(self, invocation: Mapping[str, Any]) -> Any:
-        """``invocation`` as the journal writes it into run.json (redacted)."""
-        text = getattr(self.e.ports.journal, "invocation_text", None)
-        return json.loads(text(invocation)) if callable(text) else invocation
-
-    def _base_url(self) -> str | None:
-        return self._invocation().get("base_url")
-
-    def _model_refs(self, outer_act: str) -> tuple[dict[str, str], dict[str, str | None]]:
-        """The sub-loop's models per role: command line > environment > config file >
-        the sub-template's ``models:``; a role nothing names uses the outer act model."""
-        from looprun.errors import UsageError
-        from looprun.models.config import load_config
-        from looprun.models.registry import model_ref_for_role
-
-        raw = self._invocation().get("cli_models")
-        cli = {k: v for k, v in raw.items() if v} if isinstance(raw, dict) else {}
-        if self._config is None:
-            self._config = load_config()
-        refs = {}
-        for role in ("act", "plan"):
-            try:
-                ref = model_ref_for_role(
-                    role,
-                    cli_model=cli.get("act"),
-                    cli_role_models={"plan": cli.get("plan")},
-                    config=self._config,
-                    template_models=self.each.template.models,
-                )
-            except UsageError:
-                ref = outer_act if role == "act" else refs["act"]
-            refs[role] = _absolute_script(ref)
-        return refs, cli
-
     # -- records, resume, reporting -------------------------------------------------------
 
     def _remerge(self, iteration: int) -> None:
         """After a crash, the outer tree is back at its last checkpoint: merge again what
         finished in the interrupted iteration (same order, so the same tree)."""
-        ws = self.e.ports.workspace
+        ws = self.ws
         for m in [m for m in self.merges if m["iteration"] == iteration]:
             rec = self.records.get(m["task"])
             if not rec or rec.get("outcome") != "done" or not rec.get("commit"):
@@ -535,29 +458,12 @@ class OuterPhase:
             self.e.ports.report(line)
 
     def tree(self) -> tuple[dict[str, Any], ...]:
-        """The summary tree: per task its template, outcome, iterations, tokens, what was
-        kept for inspection, and the tree of a sub-loop that is itself an outer loop."""
-        rows = []
-        for r in self.facts()["list"]:
-            rec = self.records.get(r["id"], {})
-            row = {k: r[k] for k in ("id", "template", "outcome", "reason", "iterations")}
-            row |= {"attempt": r["attempt"], "tokens": r["tokens"]}
-            if r["agent"]:
-                row["agent"] = r["agent"]
-            kept = rec.get("worktree") or rec.get("kept_ref")
-            if kept and r["outcome"] != "done":
-                row |= {"kept": kept, "branch": rec.get("branch")}
-            if rec.get("earlier"):
-                row["earlier_attempts"] = list(rec["earlier"])
-            sub = _summary_tree(rec.get("run_dir"))
-            if sub:
-                row["subloops"] = sub
-            rows.append(row)
-        return tuple(rows)
+        """The summary tree (see ``subloop_tree.tree_rows``)."""
+        return tree_rows(self.facts()["list"], self.records)
 
     def _tree(self) -> None:
-        self._report(f"sub-loops of {self.e.t.name}:")
-        for line in _tree_lines(self.tree(), "  "):
+        self._report(f"sub-loops of {self.e.template.name}:")
+        for line in tree_lines(self.tree(), "  "):
             self._report(line)
 
     def _turn(
@@ -583,73 +489,3 @@ class OuterPhase:
             cost_usd=sum(r.cost_usd for r in results),
             stop=stop,
         )
-
-
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block ends, then deliver them: a Ctrl-C while a
-    finished sub-loop is merged, recorded and cleaned up takes effect after that step,
-    so it never leaves a merge without its record."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[int] = []
-    saved = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in _DEFERRED}
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-        if held:
-            os.kill(os.getpid(), held[0])
-
-
-_DEFERRED = (signal.SIGINT, signal.SIGTERM)
-
-
-def _rewritten(path: Path, invocation: Any) -> bool:
-    """True when ``path`` no longer holds ``invocation`` (as JSON reads it back)."""
-    try:
-        on_disk = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return True
-    return bool(on_disk != json.loads(json.dumps(invocation, default=str)))
-
-
-def _limit_key(code: str) -> str:
-    return "timeout_s" if code == "timeout" else code
-
-
-def _summary_tree(run_dir: str | None) -> list[dict[str, Any]]:
-    """A nested outer sub-loop's own tree, from its summary."""
-    if not run_dir:
-        return []
-    try:
-        data = json.loads((Path(run_dir) / "summary.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return []
-    sub = data.get("subloops") if isinstance(data, dict) else None
-    return sub if isinstance(sub, list) else []
-
-
-def _tree_lines(rows: Any, indent: str) -> list[str]:
-    lines = []
-    for i, r in enumerate(rows):
-        last = i == len(rows) - 1
-        kept = f"  kept: {r['kept']}" if r.get("kept") else ""
-        lines.append(
-            f"{indent}{'└─' if last else '├─'} {r['id']:<{max(8, 18 - len(indent))}} "
-            f"{r['template'] or '-':<14} "
-            f"{r['outcome']:<10} {r['iterations']:>3} it {r['tokens']:>8} tok{kept}"
-        )
-        more = indent + ("   " if last else "│  ")
-        for e in r.get("earlier_attempts") or []:
-            lines.append(f"{more}  (attempt {e['attempt']}: {e['outcome']}, kept: {e['kept']})")
-        lines += _tree_lines(r.get("subloops") or [], more)
-    return lines
-
-
-def _absolute_script(ref: str) -> str:
-    if ref.startswith("script:"):
-        return "script:" + str(Path(ref.removeprefix("script:")).expanduser().resolve())
-    return ref

@@ -25,8 +25,8 @@ from looprun.act.agents.confine import confined
 from looprun.act.agents.gemini import Gemini
 from looprun.act.agents.opencode import OpenCode
 from looprun.errors import LooprunError
-from looprun.loop.agent import AgentReport, AgentRequest
-from looprun.models.base import Usage
+from looprun.loop.ports import AgentReport, AgentRequest
+from looprun.models.base import Unscripted, Usage
 from looprun.models.pricing import PriceTable
 from looprun.sandbox import Sandbox
 from looprun.system.atomic import write_atomic
@@ -257,7 +257,7 @@ def agent_model(cli: str, ref: str | None, source: str = "") -> str:
     return f"{scheme}/{name.strip()}" if cli == "opencode" else name.strip()
 
 
-class AgentActRole:
+class AgentActRole(Unscripted):
     """The act role of a template whose turns an agent CLI takes: it names the CLI and
     its model, and refuses to be called as an HTTP model (nothing should call it)."""
 

@@ -11,19 +11,19 @@ model call and every tool call; a cap that trips ends the turn with a Stop.
 
 from __future__ import annotations
 
-import secrets
-import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
+from looprun.loop.act.step import Acted, Turn, TurnStep
 from looprun.loop.context import ContextBudget, complete_in_budget
+from looprun.loop.exchanges import record_reply
 from looprun.loop.outcome import Stop
+from looprun.loop.plan import PlannedTask
 from looprun.loop.ports import Ports, ToolOutcome
 from looprun.loop.progress import normalise_action
-from looprun.loop.state import LoopState, message_to_dict
+from looprun.loop.state import LoopState
 from looprun.models.base import Message, Reply, ToolCall, ToolSpec
 from looprun.template.model import ActSpec, Limits
 
@@ -37,19 +37,6 @@ CUT_OFF_NUDGE = (
 )
 # Finish reasons reported to the person; "refusal" and "content_filter" stop the run.
 _UNUSABLE = frozenset({"length", "refusal", "content_filter"})
-
-
-@dataclass
-class Turn:
-    """What one act turn did."""
-
-    messages: list[Message] = field(default_factory=list)
-    tools: list[str] = field(default_factory=list)  # names, in call order
-    actions: list[str] = field(default_factory=list)  # normalised, for the fingerprint
-    refusals: list[dict[str, Any]] = field(default_factory=list)
-    tokens: int = 0
-    cost_usd: float = 0.0
-    stop: Stop | None = None
 
 
 def _not_run(call: ToolCall, why: str) -> Message:
@@ -99,84 +86,6 @@ def _ask(
     if used is not budget:  # keep the trimmed budget for the rest of the run
         budget.adopt(used)
     return reply, messages
-
-
-class _Logged:
-    """What the previous exchange of a journal sent, so the next logs only what is new.
-
-    A request is logged as its new messages in full and runs of messages the previous
-    request of the same ``log`` also sent as ``{"same": [first, last]}`` (their positions
-    in it, from 0): a long turn resends its conversation on every call, and writing (and
-    redacting) it all again made each call cost more than the one before. Messages are
-    known by identity. A ``log`` is one process's run of a journal (a resumed run starts
-    another), which every record names.
-    """
-
-    def __init__(self) -> None:
-        self.id = secrets.token_hex(4)
-        self._previous: list[Message] = []
-        self._positions: dict[int, int] = {}
-
-    def request(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for m in messages:
-            j = self._positions.get(id(m))
-            if j is None or self._previous[j] is not m:
-                out.append(message_to_dict(m))
-            elif out and "same" in out[-1] and out[-1]["same"][1] == j - 1:
-                out[-1]["same"][1] = j
-            else:
-                out.append({"same": [j, j]})
-        self._previous = list(messages)
-        self._positions = {id(m): i for i, m in enumerate(self._previous)}
-        return out
-
-
-_LOGS: weakref.WeakKeyDictionary[Any, _Logged] = weakref.WeakKeyDictionary()
-
-
-def _logged(journal: Any) -> _Logged:
-    try:
-        log = _LOGS.get(journal)
-        if log is None:
-            log = _LOGS[journal] = _Logged()
-    except TypeError:  # a journal that cannot be weakly keyed: every message in full
-        log = _Logged()
-    return log
-
-
-def record_reply(
-    ports: Ports,
-    state: LoopState,
-    reply: Reply,
-    messages: Sequence[Message],
-    *,
-    iteration: int,
-    role: str,
-    model: str,
-) -> None:
-    """Charge a model reply's usage to the run and journal the exchange, so the totals a
-    resumed run starts from and the journal's record of requests never disagree."""
-    state.prompt_tokens += reply.usage.prompt_tokens
-    state.completion_tokens += reply.usage.completion_tokens
-    state.cost_usd += reply.cost_usd
-    log = _logged(ports.journal)
-    ports.journal.exchange(
-        {
-            "iteration": iteration,
-            "role": role,
-            "model": model,
-            "log": log.id,
-            "request": log.request(messages),
-            "reply": message_to_dict(reply.message),
-            "finish": reply.finish,
-            "usage": {
-                "prompt_tokens": reply.usage.prompt_tokens,
-                "completion_tokens": reply.usage.completion_tokens,
-                "cost_usd": reply.cost_usd,
-            },
-        }
-    )
 
 
 def _unusable(ports: Ports, reply: Reply, iteration: int) -> Stop | None:
@@ -317,3 +226,22 @@ def _record(ports: Ports, turn: Turn, call: ToolCall, result: ToolOutcome, itera
         turn.refusals.append(refusal)
         ports.journal.event("policy_violation", iteration=iteration, **refusal)
     ports.journal.event("tool_call", **event)
+
+
+class ToolTurn(TurnStep):
+    """The act model calls the template's tools until it answers without a call."""
+
+    def act(self, task: PlannedTask, iteration: int, ctx: Mapping[str, Any]) -> Acted:
+        lp = self.loop
+        assert lp.template.act is not None
+        turn = act_turn(
+            lp.ports,
+            lp.template.act,
+            lp.limits,
+            lp.state,
+            [Message("system", self.system(ctx))],
+            self.prompt(ctx),
+            elapsed=lp.elapsed,
+            iteration=iteration,
+        )
+        return Acted(turn)

@@ -8,73 +8,18 @@ refine tree as the built-in tool loop. Usage counts against the run's limits per
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from looprun.loop import limits as caps
+from looprun.loop.act.step import Acted, Turn, TurnStep
 from looprun.loop.outcome import Stop
+from looprun.loop.plan import PlannedTask
+from looprun.loop.ports import AgentReport, AgentRequest
+from looprun.loop.refine import Decision
 from looprun.loop.state import LoopState
-from looprun.loop.turn import Turn
 from looprun.models.base import Message
-from looprun.template.agents import EMPTY_FACTS
 from looprun.template.model import ActSpec, Limits
-
-
-@dataclass(frozen=True)
-class AgentRequest:
-    """What one act turn asks of the CLI."""
-
-    prompt: str
-    system: str
-    iteration: int
-    task_id: str
-    timeout_s: float
-    session_id: str = ""  # resume this CLI session; "" starts a fresh one
-    # the usage the CLI reported for this session so far (running-total CLIs need it)
-    session_usage: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class AgentReport:
-    """What the CLI reported about one turn; ``error`` is normalised ("" when none)."""
-
-    exit_code: int | None
-    error: str = ""  # timeout | auth | rate_limit | server | max_turns | crashed | ...
-    error_detail: str = ""
-    turns: int = 0
-    tool_calls: tuple[str, ...] = ()  # tool names in call order, the CLI's own names
-    denials: tuple[str, ...] = ()  # tools the CLI refused to run (its permission rules)
-    final_message: str = ""
-    session_id: str = ""
-    prompt_tokens: int = 0  # this call only
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    session_usage: Mapping[str, int] = field(default_factory=dict)  # running totals
-    artifact: str = ""  # the raw output kept for this turn
-
-    def facts(self) -> dict[str, Any]:
-        return {
-            "ran": True,
-            "exit_code": self.exit_code,
-            "error": self.error,
-            "error_detail": self.error_detail,
-            "turns": self.turns,
-            "tool_calls": len(self.tool_calls),
-            "tools": list(self.tool_calls),
-            "denials": len(self.denials),
-            "denied": list(self.denials),
-            "final_message": self.final_message,
-            "session_id": self.session_id,
-            "tokens": self.prompt_tokens + self.completion_tokens,
-            "cost_usd": self.cost_usd,
-        }
-
-
-def no_agent_facts() -> dict[str, Any]:
-    """``agent`` before any CLI turn (or in a template without one): every fact empty."""
-    return copy.deepcopy(EMPTY_FACTS)
 
 
 def agent_turn(
@@ -145,7 +90,40 @@ def agent_turn(
     return turn, report
 
 
-TOTAL_COUNTS = ("calls", "turns", "tool_calls", "denials", "tokens")
+class AgentTurn(TurnStep):
+    """An agent CLI acts (``act.agent``); what it reports is a claim, the tree the fact."""
+
+    reported = False  # the CLI ran this iteration (a cap may stop the turn before it)
+
+    def act(self, task: PlannedTask, iteration: int, ctx: Mapping[str, Any]) -> Acted:
+        lp = self.loop
+        assert lp.template.act is not None
+        turn, report = agent_turn(
+            lp.ports,
+            lp.template.act,
+            lp.limits,
+            lp.state,
+            self.system(ctx),
+            self.prompt(ctx),
+            task_id=task.id,
+            elapsed=lp.elapsed,
+            iteration=iteration,
+        )
+        self.reported = report is not None
+        return Acted(turn, {"agent": report.facts()} if report is not None else {})
+
+    def settle(self, decision: Decision, policy: Mapping[str, Any]) -> Decision:
+        """A turn that broke the policy is undone, whatever the refine tree says: the CLI
+        acted on its own, so the engine cannot refuse its edits one by one."""
+        if self.reported and policy["diff_violations"] and decision.kind == "retry":
+            return Decision(
+                "rollback",
+                "Your last turn broke a rule of this template and was undone:\n"
+                + policy["summary"],
+                "previous",
+                "(act.agent: a policy violation in the diff rolls the turn back)",
+            )
+        return decision
 
 
 def add_to_totals(totals: dict[str, Any], cli: str, report: AgentReport) -> None:
@@ -157,13 +135,3 @@ def add_to_totals(totals: dict[str, Any], cli: str, report: AgentReport) -> None
         totals[key] = int(totals.get(key, 0)) + int(facts[key])
     totals["cost_usd"] = float(totals.get("cost_usd", 0.0)) + report.cost_usd
     totals["last_error"] = report.error
-
-
-def sum_totals(rows: Any) -> dict[str, Any]:
-    """Several runs' agent totals added up (an outer loop's sub-loops)."""
-    out: dict[str, Any] = {k: 0 for k in TOTAL_COUNTS} | {"cost_usd": 0.0}
-    for row in rows:
-        for key in TOTAL_COUNTS:
-            out[key] += int(row.get(key, 0) or 0)
-        out["cost_usd"] += float(row.get("cost_usd", 0.0) or 0.0)
-    return out

@@ -1,0 +1,127 @@
+"""The observe step: every observer runs on the real working tree, in template order.
+
+Observers check the tree; they must not change it. What one edits (``ruff`` with
+``fix = true``) is undone and reported as its problem; what runs beside held-out tests
+never stays; the caches check tools write as they run are left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from looprun.errors import LooprunError
+from looprun.loop import limits as caps
+from looprun.loop.baseline import only_new_findings
+from looprun.loop.core import Loop
+from looprun.loop.facts import unobserved
+from looprun.observe.base import Observation
+from looprun.template.model import ObserverSpec
+
+# Caches the checks' own tools rewrite as they run (bytecode, pytest, coverage, linters):
+# never an observer editing the code.
+_CACHE_PARTS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
+)
+
+
+class ObserveStep:
+    """Runs the observers; remembers what they created and whether one edited the tree."""
+
+    def __init__(self, loop: Loop):
+        self.loop = loop
+        self.edit = ""  # why an observer changed the tree during the last observation
+        self.made: set[str] = set()  # files observers created (their caches)
+
+    def exclude_reports(self, ctx: Mapping[str, Any]) -> None:
+        """Observers' report files are never part of the run's changes, wherever they are."""
+        paths = []
+        for spec in self.loop.template.observe.values():
+            if spec.file is None:
+                continue
+            try:
+                paths.append(spec.file.render(ctx).strip())
+            except LooprunError:
+                continue  # not renderable yet: the observer will say why when it runs
+        if paths:
+            self.loop.ports.workspace.exclude(paths)
+
+    def observe(self, ctx: dict[str, Any], *, bounded: bool = True) -> dict[str, Observation]:
+        """``ctx`` holds the engine names as they stand before this iteration's decision;
+        each observer's fresh facts are added to it for the observers declared below."""
+        lp, st = self.loop, self.loop.state
+        left = caps.remaining_time(lp.limits, lp.spent()) if bounded else None
+        deadline = None if left is None else lp.ports.clock.monotonic() + left
+        self.exclude_reports(ctx)
+        ws = lp.ports.workspace
+        self.edit = ""
+        specs = lp.template.observe
+        before = ws.snapshot() if any(s.run is not None for s in specs.values()) else ""
+        out: dict[str, Observation] = {}
+        for name, spec in specs.items():
+            try:
+                out[name] = lp.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
+            except LooprunError as exc:
+                out[name] = replace(unobserved(spec, str(exc)), ran=True)
+            except BaseException:
+                held = spec.holdout is not None and spec.run is not None
+                if held and ws.snapshot() != before:
+                    # interrupted: what ran beside the held-out tests is undone all the same
+                    ws.restore(before)
+                raise
+            if spec.run is not None and out[name].ran:
+                out[name], before = self.edits_by(name, spec, out[name], before)
+            if st.baseline is not None:  # the baseline itself is fed back whole
+                out[name] = only_new_findings(out[name], st.baseline.get(name), spec)
+            ctx[name] = out[name].to_facts()
+        return out
+
+    def again(self, name: str, spec: ObserverSpec, ctx: Mapping[str, Any]) -> Observation | None:
+        """One more run of one observer on the same tree (None: it could not run)."""
+        lp = self.loop
+        before = lp.ports.workspace.snapshot()
+        try:
+            obs = lp.ports.observer.observe(spec, ctx, deadline=None, base=lp.state.base)
+        except LooprunError:
+            return None
+        return self.edits_by(name, spec, obs, before)[0]
+
+    def edits_by(
+        self, name: str, spec: ObserverSpec, obs: Observation, before: str
+    ) -> tuple[Observation, str]:
+        """An observer's edits to existing files are undone and reported as its problem;
+        returns the observation and the snapshot the next observer starts from."""
+        ws = self.loop.ports.workspace
+        now = ws.snapshot()
+        if now == before:
+            return obs, before
+        changes = ws.file_changes(before, now)
+        edited = [
+            c
+            for c in changes
+            if c.status != "A" and c.path not in self.made and not _is_cache(c.path)
+        ]
+        if spec.holdout is not None and changes:
+            # what code ran beside the held-out tests wrote (a copy of them) never stays
+            ws.restore(before)
+            return obs, before
+        self.made |= {c.path for c in changes if c.status == "A"}
+        if not edited:
+            return obs, now  # files it created (caches) are left as they are
+        ws.restore(before)
+        paths = ", ".join(c.path for c in edited[:10]) + (" ..." if len(edited) > 10 else "")
+        why = (
+            f"observer {name!r} ({spec.location}) changed the working tree it checks "
+            f"({paths}); its changes were undone. An observer must not edit files: run its "
+            "tool in check-only mode (e.g. `ruff check --no-fix`, `black --check`), or "
+            "remove the fixing option from the project's configuration"
+        )
+        if not self.edit:
+            self.edit = why
+        return replace(obs, ok=False, error=why, feedback=f"{why}\n{obs.feedback}"), before
+
+
+def _is_cache(path: str) -> bool:
+    parts = path.split("/")
+    return bool(_CACHE_PARTS.intersection(parts[:-1])) or parts[-1].startswith(".coverage")

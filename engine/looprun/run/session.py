@@ -1,0 +1,193 @@
+"""THE composition root: the one place a run's real parts are assembled.
+
+A top-level run (``run/runner.py``), a sub-loop on a thread (``run/subrun.py``) and a
+sub-loop on a Ray worker (which calls ``subrun``) all get their engine here, from the
+same parts: the git workspace, the tools and policy, the check runner in the run's
+sandbox, the context budget, an agent CLI where the template names one, and for an outer
+loop the act step that runs its sub-loops through an executor.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from looprun.act.agents.actor import AgentActor, AgentActRole
+from looprun.act.policy import Policy
+from looprun.act.tools import Toolbox
+from looprun.checks.holdout import denied_to_model, resolve
+from looprun.journal.writer import RunJournal
+from looprun.loop.context import ContextBudget
+from looprun.loop.core import Loop
+from looprun.loop.engine import Engine, RunInfo
+from looprun.loop.ports import ContextBuilder, KeepRecent, NoApprover, Ports
+from looprun.loop.state import LoopState
+from looprun.models.base import Model
+from looprun.run.executor import Executor
+from looprun.run.ports import RealObserver, TtyApprover, check_hidden, run_sandbox
+from looprun.run.stoppable import StoppableActor, StoppableObserver
+from looprun.run.subloops import SubLoops
+from looprun.template.model import Constraints, Limits, Template
+from looprun.workspace.tree import Workspace
+
+Echo = Callable[[str], None]
+ExecutorFactory = Callable[[int, Echo], Executor]
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """How a run is wired beyond its template: where it is, what it may see, who answers."""
+
+    report: Echo
+    interactive: bool = False
+    base: str | None = None  # the commit the run started from (resumed or a sub-loop's)
+    sandbox_mode: str | None = None  # the command line's --sandbox, over the template's
+    prices: Any = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)  # render held-out ``from``
+    held_out: Sequence[str] = ()  # the outer loops' held-out tests, hidden here too
+    executor: ExecutorFactory | None = None  # where an outer loop's sub-loops run
+    script_key: tuple[tuple[str, int], ...] = ()  # a scripted model's place in the tree
+    stop: threading.Event | None = None  # set when the outer loop stops this sub-loop
+
+
+@dataclass(frozen=True)
+class Session:
+    """One run's assembled parts: what the engine talks to and the tree it works in."""
+
+    template: Template
+    ports: Ports
+    workspace: Workspace
+    run: RunInfo
+
+    def engine(
+        self,
+        *,
+        inputs: Mapping[str, Any],
+        limits: Limits | None = None,
+        state: LoopState | None = None,
+        invocation: Mapping[str, Any] | None = None,
+    ) -> Engine:
+        return Engine(
+            self.template,
+            self.ports,
+            inputs=inputs,
+            run=self.run,
+            limits=limits,
+            state=state,
+            invocation=invocation,
+        )
+
+
+def assemble(
+    template: Template, workdir: Path, journal: RunJournal, act: Model, plan: Model, wiring: Wiring
+) -> Session:
+    """Real tools, workspace, observers and context budget for one run.
+
+    The held-out observers' tests (their ``from`` rendered with ``wiring.inputs``) and the
+    outer loops' are hidden from every command, their destination denied to every tool.
+    """
+    w = wiring
+    # An outer template (each_task) has no act section: its tree gets default constraints.
+    constraints = template.act.constraints if template.act is not None else Constraints()
+    holdouts = resolve(template.observe, w.inputs, workdir)
+    dests = tuple(h.dest for h in holdouts.values())
+    held_out = (*w.held_out, *(str(h.source) for h in holdouts.values()))
+    constraints = denied_to_model(constraints, dests)
+    # watched: the tools and the observers' commands below say when they may have written
+    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=w.base, watched=True)
+    mode = w.sandbox_mode or template.sandbox.mode
+    git_dir = ws.git.git_dir
+    sandbox = run_sandbox(
+        template, ws.workdir, journal.artifacts, mode, w.report, git_dir, held_out
+    )
+    backend = None if sandbox is None else sandbox.name
+    if held_out:
+        check_hidden(template, backend)
+
+    def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
+        return Toolbox(
+            ws.workdir,
+            denied_to_model(constraints, dests),
+            tools,
+            deadline=deadline,
+            on_write=ws.touched,
+            sandbox=sandbox,
+        )
+
+    actor = None
+    agent = template.act.agent if template.act is not None else None
+    if agent is not None:
+        actor = AgentActor(
+            agent,
+            constraints,
+            workdir=ws.workdir,
+            run_dir=journal.dir,
+            artifacts=journal.artifacts,
+            model=act.agent_model if isinstance(act, AgentActRole) else "",
+            prices=w.prices,
+            on_change=ws.touched,
+            sandbox=sandbox,
+        )
+        if sandbox is None and mode != "off":
+            w.report(
+                f"note: {agent.cli} runs without an OS sandbox: the commands its own tools "
+                "run can write outside the working tree and reach the network"
+            )
+    observer: Any = RealObserver(
+        ws.workdir,
+        journal.artifacts,
+        git_dir,
+        constraints,
+        sandbox,
+        ws.touched,
+        excluded=lambda: ws.excluded,
+        pinned=journal.dir / "pinned",
+        holdouts=holdouts,
+    )
+    if w.stop is not None:
+        observer = StoppableObserver(observer, w.stop)
+        actor = None if actor is None else StoppableActor(actor, w.stop)
+    ports = Ports(
+        model=act,
+        plan_model=plan,
+        toolbox=toolbox,
+        workspace=ws,
+        guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
+        observer=observer,
+        journal=journal,
+        context=_context(template),
+        approver=TtyApprover() if w.interactive else NoApprover(),
+        report=w.report,
+        setup={"sandbox": {"mode": mode, "backend": backend, "network": template.sandbox.network}},
+        actor=actor,
+        subloops=_subloops(template, ws, w, tuple(held_out)),
+    )
+    run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(ws.workdir))
+    return Session(template, ports, ws, run)
+
+
+def _context(template: Template) -> ContextBuilder:
+    """The context budget; a budget too small for any message keeps the recent rounds."""
+    budget, recent = template.context.budget_tokens, template.context.recent_rounds
+    try:
+        return ContextBudget(budget, recent)
+    except ValueError:
+        return KeepRecent(budget, recent)
+
+
+def _subloops(
+    template: Template, ws: Workspace, w: Wiring, held_out: tuple[str, ...]
+) -> Callable[[Loop], SubLoops] | None:
+    if template.each_task is None:
+        return None
+    executor = w.executor
+    if executor is None:
+        raise ValueError("an outer loop is assembled without an executor for its sub-loops")
+
+    def subloops(loop: Loop) -> SubLoops:
+        return SubLoops(loop, ws, executor, held_out=held_out, script_key=w.script_key, stop=w.stop)
+
+    return subloops
