@@ -400,7 +400,8 @@ def resume_cmd(
 
     from looprun.journal.recorded import ResumeChoices, vet_bundled
     from looprun.remote.ray_executor import ray_executors
-    from looprun.run.runner import resolve_ref, resume_from_cli
+    from looprun.run.resume import resume_from_cli
+    from looprun.run.runner import resolve_ref
 
     named = None  # a bundle's template is in the run.json it vetted
     if bundle is not None:
@@ -449,7 +450,7 @@ def resume_cmd(
 @_boundary
 def runs_cmd(workdir: str, as_json: bool) -> None:
     """List the runs in a repository with their outcomes."""
-    from looprun.run.runner import runs_from_cli
+    from looprun.run.listing import runs_from_cli
 
     sys.exit(runs_from_cli(workdir=workdir, as_json=as_json))
 
