@@ -26,7 +26,7 @@ from looprun.loop.finish import done_reason, finish
 from looprun.loop.observe_step import ObserveStep
 from looprun.loop.outcome import RunResult, Stop
 from looprun.loop.plan import PlanError, PlannedTask
-from looprun.loop.policy_step import policy
+from looprun.loop.policy_step import NOTHING_FOUND, policy
 from looprun.loop.ports import Ports
 from looprun.loop.preflight import cannot_run
 from looprun.loop.progress import fingerprint
@@ -107,7 +107,7 @@ class Engine:
         acted = self.act.act(task, n, self._context(task, st.last_facts))
         turn, cap = acted.turn, acted.turn.stop
         if cap is not None and not _ends_iteration(cap):
-            return Step(turn, {}, (), {}, Decision("stop"), "")
+            return Step(turn, {}, (), NOTHING_FOUND, Decision("stop"), "")
         # A cap that tripped inside the turn still ends the iteration: the checks run once
         # on the real tree (they have their own timeouts) so the record says where things
         # stand, except at the wall clock, where running them would overrun the cap.
@@ -118,20 +118,20 @@ class Engine:
             }
         else:
             observations = self.observing.observe(self._context(task, {}))
-        found = policy(lp, turn, task)
+        found = policy(lp, turn.refusals, task)
         facts = {
             **self._context(task, {k: o.to_facts() for k, o in observations.items()}),
-            "policy": found,
+            "policy": found.facts(),
             **acted.facts,
         }
         conditions = lp.template.exit + ((task.done_when,) if task.done_when is not None else ())
-        exit_values = check_exit(conditions, facts, found["diff_violations"])
+        exit_values = check_exit(conditions, facts, found.diff_violations)
         progress = st.progress.next(
             fingerprint(turn.actions, observations, [v for _, v in exit_values])
         )
         failed = [src for src, ok in exit_values if not ok]
         facts["progress"] = progress.facts()
-        feedback = compose(observations, found["summary"], failed)
+        feedback = compose(observations, found.summary, failed)
         blocks = observer_blocks(observations)
         try:
             decision = judge(lp.template.refine, facts, exit_values, feedback, blocks)
@@ -176,10 +176,10 @@ class Engine:
         sha = lp.ports.workspace.checkpoint(f"{lp.run_info.id}/{st.iterations}")
         # green: every observer ok and the tree within the act constraints (a rollback
         # to last_green must never restore a diff that breaks them)
-        if all(o.ok for o in step.observations.values()) and not step.policy.get("diff_violations"):
+        if all(o.ok for o in step.observations.values()) and not step.policy.diff_violations:
             st.last_green = sha
         st.previous, st.current = st.current, sha
-        pending = [p for p in step.policy["pending_approvals"] if p not in st.approved]
+        pending = [p for p in step.policy.pending_approvals if p not in st.approved]
         stop: Stop | None = cap
         if stop is not None:
             pass  # no approval, no refine action, no rollback: the changes stay as they are

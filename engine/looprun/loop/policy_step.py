@@ -8,16 +8,45 @@ paths that need a person's approval. The result is the ``policy`` facts rules re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from looprun.loop.act.step import Turn
 from looprun.loop.core import Loop
 from looprun.loop.plan import PlannedTask
 from looprun.loop.ports import ViolationLike
 
 
-def policy(loop: Loop, turn: Turn, task: PlannedTask) -> dict[str, Any]:
-    """The ``policy`` facts of one iteration; every violation found here is journaled."""
+@dataclass(frozen=True)
+class PolicyFindings:
+    """What the policy found in one iteration: the act step's refused calls and what the
+    real diff breaks (``diff_violations`` of ``items``), and paths awaiting approval."""
+
+    items: tuple[dict[str, Any], ...] = ()
+    diff_violations: int = 0
+    diff_lines: int = 0
+    pending_approvals: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        return "\n".join(f"- {i['tool']}: {i['message']}" for i in self.items)
+
+    def facts(self) -> dict[str, Any]:
+        """What rules read as ``policy`` (and what the observation record keeps)."""
+        return {
+            "violations": len(self.items),
+            "diff_violations": self.diff_violations,
+            "summary": self.summary,
+            "items": list(self.items),
+            "diff_lines": self.diff_lines,
+            "pending_approvals": list(self.pending_approvals),
+        }
+
+
+NOTHING_FOUND = PolicyFindings()
+
+
+def policy(loop: Loop, refusals: list[dict[str, Any]], task: PlannedTask) -> PolicyFindings:
+    """The policy's findings in one iteration; every violation in the diff is journaled."""
     ports, st = loop.ports, loop.state
     ws, guard = ports.workspace, ports.guard
     diff = ws.diff(st.base)
@@ -36,18 +65,15 @@ def policy(loop: Loop, turn: Turn, task: PlannedTask) -> dict[str, Any]:
         )
     for item in diff_items:
         ports.journal.event("policy_violation", iteration=st.iterations + 1, **item)
-    items = turn.refusals + diff_items
     lines = sum(
         1 for ln in diff.split("\n") if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
     )
-    return {
-        "violations": len(items),
-        "diff_violations": len(diff_items),
-        "summary": "\n".join(f"- {i['tool']}: {i['message']}" for i in items),
-        "items": items,
-        "diff_lines": lines,
-        "pending_approvals": guard.needs_approval(ws.changed_files(st.base)),
-    }
+    return PolicyFindings(
+        items=(*refusals, *diff_items),
+        diff_violations=len(diff_items),
+        diff_lines=lines,
+        pending_approvals=tuple(guard.needs_approval(ws.changed_files(st.base))),
+    )
 
 
 def protected(loop: Loop, task: PlannedTask) -> list[ViolationLike]:

@@ -16,6 +16,7 @@ from looprun.loop.act.step import Turn
 from looprun.loop.feedback import observation_line
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlannedTask
+from looprun.loop.policy_step import PolicyFindings
 from looprun.loop.ports import Journal
 from looprun.loop.progress import Progress
 from looprun.loop.refine import Decision
@@ -30,7 +31,7 @@ class Step:
     turn: Turn
     observations: Mapping[str, Observation]
     exit_values: tuple[tuple[str, bool], ...]
-    policy: Mapping[str, Any]
+    policy: PolicyFindings
     decision: Decision  # kind "done" when the task's exit conditions hold
     feedback: str
     progress: Progress = field(default_factory=Progress)
@@ -65,7 +66,7 @@ def record_iteration(
         "exit": [{"condition": c, "value": v} for c, v in step.exit_values],
         "limits": limits,
         "progress": st.progress.facts(),
-        "policy": {k: v for k, v in step.policy.items()},
+        "policy": step.policy.facts(),
         "decision": d.to_dict(),
         "next": nxt,
         "checkpoint": st.current,

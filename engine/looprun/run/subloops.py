@@ -26,6 +26,7 @@ from looprun.loop.act.step import Acted, Turn
 from looprun.loop.core import Loop
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlanError, PlannedTask
+from looprun.loop.policy_step import PolicyFindings
 from looprun.loop.refine import Decision
 from looprun.loop.subloops import Node, TaskGraph, subloop_facts
 from looprun.models.base import Message
@@ -80,7 +81,7 @@ class SubLoops:
     def subject(self, task: PlannedTask) -> str:
         return "sub-loops"  # an outer turn runs every task
 
-    def settle(self, decision: Decision, policy: Mapping[str, Any]) -> Decision:
+    def settle(self, decision: Decision, policy: PolicyFindings) -> Decision:
         return decision
 
     def facts(self) -> dict[str, Any]:

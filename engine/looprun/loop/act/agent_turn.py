@@ -15,6 +15,7 @@ from looprun.loop import limits as caps
 from looprun.loop.act.step import Acted, Turn, TurnStep
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlannedTask
+from looprun.loop.policy_step import PolicyFindings
 from looprun.loop.ports import AgentReport, AgentRequest
 from looprun.loop.refine import Decision
 from looprun.loop.state import LoopState
@@ -112,14 +113,13 @@ class AgentTurn(TurnStep):
         self.reported = report is not None
         return Acted(turn, {"agent": report.facts()} if report is not None else {})
 
-    def settle(self, decision: Decision, policy: Mapping[str, Any]) -> Decision:
+    def settle(self, decision: Decision, policy: PolicyFindings) -> Decision:
         """A turn that broke the policy is undone, whatever the refine tree says: the CLI
         acted on its own, so the engine cannot refuse its edits one by one."""
-        if self.reported and policy["diff_violations"] and decision.kind == "retry":
+        if self.reported and policy.diff_violations and decision.kind == "retry":
             return Decision(
                 "rollback",
-                "Your last turn broke a rule of this template and was undone:\n"
-                + policy["summary"],
+                "Your last turn broke a rule of this template and was undone:\n" + policy.summary,
                 "previous",
                 "(act.agent: a policy violation in the diff rolls the turn back)",
             )

@@ -18,6 +18,7 @@ from looprun.loop.facts import NO_SUBLOOPS
 from looprun.loop.feedback import attempts_summary
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlannedTask
+from looprun.loop.policy_step import PolicyFindings
 from looprun.loop.refine import Decision
 from looprun.models.base import Message
 
@@ -58,7 +59,7 @@ class ActStep(Protocol):
         """Change the tree for ``task``; ``ctx`` holds the facts prompts render with."""
         ...
 
-    def settle(self, decision: Decision, policy: Mapping[str, Any]) -> Decision:
+    def settle(self, decision: Decision, policy: PolicyFindings) -> Decision:
         """The refine tree's decision, or the strategy's own where it must overrule it."""
         ...
 
@@ -88,7 +89,7 @@ class TurnStep:
     def subject(self, task: PlannedTask) -> str:
         return task.id
 
-    def settle(self, decision: Decision, policy: Mapping[str, Any]) -> Decision:
+    def settle(self, decision: Decision, policy: PolicyFindings) -> Decision:
         return decision
 
     def cannot_run(self, iteration: int) -> str:
