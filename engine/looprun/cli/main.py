@@ -81,9 +81,9 @@ COMMANDS: dict[str, Entry] = {
 }
 
 
-class _Commands(click.Group):
-    """The subcommands of ``COMMANDS``, loaded on first use; ``looprun TEMPLATE ...`` is
-    short for ``looprun run TEMPLATE ...``; and the error boundary around them all."""
+class _LazyGroup(click.Group):
+    """The subcommands of ``COMMANDS``, each imported on first use (click's documented
+    lazy-loading pattern); the listing in ``--help`` comes from the table."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -106,6 +106,11 @@ class _Commands(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+
+class _DefaultToRun(_LazyGroup):
+    """``looprun TEMPLATE ...`` is short for ``looprun run TEMPLATE ...``; and the one
+    error boundary around every subcommand."""
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in COMMANDS and not args[0].startswith("-"):
             args = ["run", *args]
@@ -116,7 +121,7 @@ class _Commands(click.Group):
             return super().invoke(ctx)
 
 
-@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="looprun")
 def main() -> None:
     """Declarative loop templates for AI coding agents.
