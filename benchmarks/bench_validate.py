@@ -84,7 +84,7 @@ def _clear_caches() -> None:
 
 
 def bench_in_process(runs: int) -> float:
-    from looprun.cli.template_commands import validate
+    from looprun.cli.validation.validate import validate
 
     validate(_templates(), quiet=True, echo=lambda *a, **k: None)  # warm imports
     times = []

@@ -51,6 +51,12 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     # loop/
     ("looprun.loop.plan", "jsonschema"): "a model's plan is validated only when a model "
     "plans; the interpreter does not load the validator otherwise (see FORBIDDEN below)",
+    # cli/
+    ("looprun.cli.validation.validate", "looprun.cli.validation.check"): (
+        "the template language (PyYAML, Jinja2; some 0.4 s) loads only when a file is "
+        "checked in full: `looprun validate` over files the valid-cache knows (a pre-commit "
+        "hook) starts without it (tests/template/test_valid_cache.py)"
+    ),
 }
 
 

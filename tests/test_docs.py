@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from looprun import errors
-from looprun.cli.main import main
+from looprun.cli.main import COMMANDS, main
 from looprun.loop.outcome import EXIT_CODES
 from looprun.template.loader import load_template
 
@@ -168,8 +168,9 @@ def _command_lines() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("where", "line"), _command_lines())
 def test_documented_command_lines_use_real_options(where: str, line: str) -> None:
     words = shlex.split(line)[1:]
-    name = words[0] if words and words[0] in main.commands else "run"
-    command = main.commands[name]
+    name = words[0] if words and words[0] in COMMANDS else "run"
+    command = main.get_command(click.Context(main), name)
+    assert command is not None
     known = {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
     used = {w.split("=", 1)[0] for w in words if w.startswith("-") and w not in ("-", "--")}
     assert used <= known | {"-h", "--help"}, f"{where}: {line}"

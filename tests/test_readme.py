@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from looprun.cli.main import main
+from looprun.cli.main import COMMANDS, main
 from looprun.template.loader import load_template
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -26,7 +26,7 @@ def test_readme_template_example_validates(tmp_path: Path) -> None:
 
 def test_readme_lists_every_command() -> None:
     text = README.read_text(encoding="utf-8")
-    for name in main.commands:
+    for name in COMMANDS:
         if name == "run":
             continue
         assert f"looprun {name}" in text, f"README does not mention `looprun {name}`"

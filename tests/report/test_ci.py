@@ -85,7 +85,7 @@ def test_validate_annotates_problems_in_github_actions(tmp_path: Path) -> None:
 
 
 def test_annotation_escapes_workflow_command_syntax() -> None:
-    from looprun.cli.template_commands import annotation
+    from looprun.cli.validation.github import annotation
     from looprun.errors import Location, Problem
 
     p = Problem(Location("a,b:c.yaml", 3, 0), "50% wrong\nsecond line")

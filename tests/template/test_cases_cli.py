@@ -161,7 +161,7 @@ def test_bad_case_files_get_located_errors(tmp_path: Path) -> None:
 
 
 def test_rule_positions_match_explain_numbering() -> None:
-    from looprun.cli.cases import rule_paths
+    from looprun.cli.cases.load import rule_paths
     from looprun.template.loader import load_template
 
     text = looprun("explain", "bugfix", cwd=REPO).stdout

@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from looprun.cli.main import main
-from looprun.cli.scaffold import BASES, schema_ref
+from looprun.cli.scaffold.files import schema_ref
+from looprun.cli.scaffold.values import BASES
 from looprun.system.resources import schema_path, schemas_dir
 from looprun.template.loader import load_template
 

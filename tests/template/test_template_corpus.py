@@ -9,7 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from looprun.cli.main import main
-from looprun.cli.template_commands import check_file
+from looprun.cli.validation.check import check_file
 from looprun.errors import Problem
 
 CORPUS = Path(__file__).parent / "malformed"

@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any, TextIO
 
-from looprun.system.redact import Redactor, escape_surrogates
+from looprun.system.redact import Redactor, escape_surrogates, secret_values
 
 _SEQUENCES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI: ESC [ params intermediates final
@@ -114,8 +114,6 @@ def workflow_command(line: str) -> None:
 
 def guard_streams() -> None:
     """Route the process's stdout and stderr through :class:`SafeStream` (once)."""
-    from looprun.system.redact import secret_values
-
     redactor = Redactor(secret_values())
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)

@@ -17,6 +17,8 @@ from typing import Any
 from looprun.checks.runner import observe_command
 from looprun.errors import EXIT_DONE, EXIT_ERROR, UsageError
 from looprun.observe.registry import BUILTIN, UnknownParser, option_problems, parser_names
+from looprun.sandbox import Confinement, sandbox_for
+from looprun.sandbox.hidden import hidden_paths
 
 _NEEDS_FILE = frozenset({"junit", "sarif", "coverage", "json"})
 
@@ -73,9 +75,6 @@ def observe(
         raise UsageError(f"--workdir {workdir}: not a directory")
     confined = None
     if run is not None:
-        from looprun.sandbox import Confinement, sandbox_for
-        from looprun.sandbox.hidden import hidden_paths
-
         root = root.resolve()
         report = (root / file).resolve() if file else root
         # a report named outside the workdir is the invoker's choice: its directory too

@@ -1,0 +1,23 @@
+"""``looprun gc``: prune the checkpoint refs of deleted runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from looprun.journal.gc import prune_refs
+
+
+@click.command("gc")
+@click.option("--workdir", default=".", show_default=True, help="The repository to clean.")
+@click.option("--dry-run", is_flag=True, help="Say what would be pruned; change nothing.")
+def command(workdir: str, dry_run: bool) -> None:
+    """Prune the checkpoint refs (refs/looprun/...) of runs whose directory was deleted."""
+    done = prune_refs(Path(workdir), dry_run=dry_run)
+    verb = "would prune" if dry_run else "pruned"
+    click.echo(
+        f"{verb} {len(done.refs)} ref(s) of {len(done.runs)} deleted run(s)"
+        + (f": {', '.join(done.runs)}" if done.runs else "")
+        + f"; {done.kept} ref(s) kept"
+    )

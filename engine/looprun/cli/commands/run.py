@@ -1,0 +1,65 @@
+"""``looprun run`` (and ``looprun TEMPLATE``): run a loop template."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from looprun.remote.ray_executor import ray_executors
+from looprun.run.runner import run_from_cli
+
+
+@click.command("run", context_settings={"ignore_unknown_options": False})
+@click.argument("template")
+@click.option("--intent", help="What you want done, in words.")
+@click.option(
+    "--intent-file",
+    metavar="FILE",
+    help="Read the intent from FILE (UTF-8; - for stdin): long or untrusted text.",
+)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Set an input.")
+@click.option("--workdir", default=".", show_default=True, help="The repository to work in.")
+@click.option("--model", help="Model for every role, e.g. openai:gpt-4o-mini, script:FILE.")
+@click.option("--plan-model", help="Model for the plan role.")
+@click.option("--base-url", help="Server for openai-compatible models.")
+@click.option(
+    "--max-iterations", type=click.IntRange(min=1), help="Override limits.max_iterations."
+)
+@click.option(
+    "--commit",
+    is_flag=True,
+    help="When done, commit the files the run changed to the current branch (the message "
+    "holds the intent and the run id; the repository's hooks run).",
+)
+@click.option(
+    "--no-verify", is_flag=True, help="With --commit: skip the pre-commit and commit-msg hooks."
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "required", "off"]),
+    help="Run observers and model commands in an OS sandbox; overrides the template's sandbox.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print only the JSON summary on stdout.")
+@click.option(
+    "--executor",
+    metavar="local|ray[:ADDRESS]",
+    help="Where sub-loops run (default: threads here; also LOOPRUN_EXECUTOR).",
+)
+@click.option(
+    "--sync-remote",
+    metavar="GIT_URL",
+    help="With --executor ray: the git remote workers fetch from and push to "
+    "(default: this repository, for workers on this file system).",
+)
+def command(**options: Any) -> None:
+    """Run a loop template until its exit conditions hold or a limit stops it.
+
+    \b
+    Exit codes: 0 done, 3 exhausted (a limit), 4 stalled (no progress),
+    5 escalated (needs a person), 6 aborted (by a refine rule),
+    2 invalid template or usage, 1 runtime error,
+    130 interrupted (Ctrl-C or SIGTERM; `looprun resume` continues it).
+    """
+    sys.exit(run_from_cli(remote=ray_executors, **options))
