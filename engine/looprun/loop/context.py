@@ -16,146 +16,26 @@ import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from operator import attrgetter
 from typing import Any
 
 from looprun.errors import ContextTooLong
+from looprun.loop.rounds import (
+    CUT_MARK,
+    MIN_RESULT_CHARS,
+    Steps,
+    chars_of,
+    check_round,
+    cut_middle,
+)
 from looprun.models.base import Message, Model, Reply, ToolSpec
 
 # Smallest budget that still leaves room for a shrunk head; below it nothing useful fits.
 MIN_BUDGET_TOKENS = 256
 # A block of the head is never cut below this many characters (its first lines survive).
 _MIN_BLOCK_CHARS = 240
-# A tool output in an oversized latest round keeps at least this much on the first pass.
-_MIN_RESULT_CHARS = 160
-_CUT_MARK = "\n[... {n} characters cut to fit the context budget ...]\n"
 _OMITTED_NOTE = "\n\n({n} earlier tool round{s} omitted to fit the context budget.)"
 _STEPS_NOTE = "\n\n({n} earlier step{s} of this turn omitted to fit the context budget.)"
 _CALIBRATION_RANGE = (0.25, 4.0)
-
-
-def cut_middle(text: str, keep_chars: int) -> str:
-    """Keep the first two thirds and the last third of ``keep_chars``, cutting at lines.
-
-    The start of a block (the intent, the first lines of a failure) and its end (the
-    most recent lines of a summary) are what matter; the middle is what goes.
-    """
-    if len(text) <= keep_chars:
-        return text
-    keep_chars = max(keep_chars, 0)
-    head_n = (keep_chars * 2) // 3
-    tail_n = keep_chars - head_n
-    head = text[:head_n]
-    newline = head.rfind("\n")
-    if newline >= head_n // 2:  # end on a whole line when that loses little
-        head = head[: newline + 1]
-    tail = text[len(text) - tail_n :] if tail_n else ""
-    newline = tail.find("\n")
-    if 0 <= newline < len(tail) // 2:
-        tail = tail[newline + 1 :]
-    cut = len(text) - len(head) - len(tail)
-    result = head.rstrip("\n") + _CUT_MARK.format(n=cut) + tail.lstrip("\n")
-    return result if len(result) < len(text) else text
-
-
-def check_round(index: int, round_: Sequence[Message]) -> None:
-    """Raise ValueError unless every call in the round has a result and vice versa."""
-    calls: set[str] = set()
-    answered: set[str] = set()
-    for message in round_:
-        if message.role == "assistant":
-            calls.update(c.id for c in message.tool_calls)
-        elif message.role == "tool":
-            if message.tool_call_id not in calls:
-                raise ValueError(
-                    f"round {index}: tool result {message.tool_call_id!r} answers no call "
-                    "made earlier in the same round"
-                )
-            answered.add(message.tool_call_id)
-    missing = calls - answered
-    if missing:
-        raise ValueError(f"round {index}: tool calls without a result: {sorted(missing)}")
-
-
-_size = attrgetter("size_chars")
-
-
-def _chars(messages: Sequence[Message]) -> int:
-    """The characters of ``messages`` (each size is cached on its message): summed
-    without a Python frame per message, as every request is sized several times."""
-    return sum(map(_size, messages))
-
-
-def _well_formed(round_: Sequence[Message]) -> bool:
-    try:
-        check_round(0, round_)
-    except ValueError:
-        return False
-    return True
-
-
-class _Steps:
-    """Where the steps of one act turn begin and running sums of their sizes, kept
-    across the requests of the turn: the turn only grows, so each request adds its new
-    messages and finds the oldest step that still fits by bisection, instead of sizing
-    the kept steps one by one again (which made every step cost more than the last)."""
-
-    def __init__(self, round_: Sequence[Message], lead_end: int):
-        self.round = round_
-        self.lead_end = lead_end
-        self.lead_chars = _chars(round_[:lead_end])
-        self.begins: list[int] = []  # index of each step's assistant message
-        # least[i]: the sizes of round_[lead_end : lead_end + i] cut to the first pass's
-        # floor (see _least_chars); whole[i]: their sizes as they are
-        self.least = [0]
-        self.whole = [0]
-        self.last: Message | None = None  # the last message taken in
-        # Each step is checked on its own once it is complete (a newer step began): when
-        # every step and the prompt pass, every prompt + suffix of steps passes
-        # check_round, so the kept part of a long turn need not be rescanned per request.
-        self.checked = 0  # steps checked so far (all but the newest, at most)
-        self.sound = all(m.role not in ("tool", "assistant") for m in round_[:lead_end])
-
-    def continued_by(self, round_: Sequence[Message], lead_end: int) -> bool:
-        """Whether ``round_`` is this turn, only grown (the same list, the same prompt,
-        the last message taken in still in its place)."""
-        seen = self.lead_end + len(self.least) - 1
-        return (
-            round_ is self.round
-            and lead_end == self.lead_end
-            and len(round_) >= seen
-            and (seen == 0 or round_[seen - 1] is self.last)
-        )
-
-    def extend(self) -> None:
-        """Take in the messages added to the round since the last request."""
-        round_, least, whole = self.round, self.least, self.whole
-        for i in range(self.lead_end + len(least) - 1, len(round_)):
-            message = round_[i]
-            if message.role == "assistant":
-                self.begins.append(i)
-            least.append(least[-1] + ContextBudget._least_chars(message))
-            whole.append(whole[-1] + message.size_chars)
-        self.last = round_[-1] if round_ else None
-        begins = self.begins
-        while self.sound and self.checked < len(begins) - 1:
-            self.sound = _well_formed(round_[begins[self.checked] : begins[self.checked + 1]])
-            self.checked += 1
-
-    def all_well_formed(self) -> bool:
-        """Whether the prompt and every step (the newest as it is now) pass on their own."""
-        if not self.sound:
-            return False
-        return not self.begins or _well_formed(self.round[self.begins[-1] :])
-
-    def total_chars(self) -> int:
-        return self.lead_chars + self.whole[-1]
-
-    def least_between(self, begin: int, end: int) -> int:
-        return self.least[end - self.lead_end] - self.least[begin - self.lead_end]
-
-    def whole_between(self, begin: int, end: int) -> int:
-        return self.whole[end - self.lead_end] - self.whole[begin - self.lead_end]
 
 
 class ContextBudget:
@@ -182,8 +62,8 @@ class ContextBudget:
         # Reported tokens / estimated tokens, learned from usage (1.0 until calibrated).
         self.correction = 1.0
         self._calibrated = False
-        # the steps of the turn being fitted (see _Steps)
-        self._steps: _Steps | None = None
+        # the steps of the turn being fitted (see Steps)
+        self._steps: Steps | None = None
 
     def __repr__(self) -> str:
         return (
@@ -194,7 +74,7 @@ class ContextBudget:
     # -- estimation ---------------------------------------------------------------------
 
     def _raw(self, messages: Sequence[Message]) -> float:
-        return _chars(messages) / self.chars_per_token
+        return chars_of(messages) / self.chars_per_token
 
     def _tokens(self, chars: int, count: int) -> int:
         """Estimated tokens of ``count`` messages holding ``chars`` characters in all."""
@@ -205,7 +85,7 @@ class ContextBudget:
 
     def estimate(self, messages: Sequence[Message]) -> int:
         """Estimated prompt tokens of ``messages``, corrected by calibration."""
-        return self._tokens(_chars(messages), len(messages))
+        return self._tokens(chars_of(messages), len(messages))
 
     def calibrate(self, sent: Sequence[Message], reported_prompt_tokens: int) -> None:
         """Correct the estimator from the prompt tokens a provider reported for ``sent``.
@@ -269,9 +149,9 @@ class ContextBudget:
                     return pinned
                 longest = max(range(len(blocks)), key=lambda i: (len(blocks[i]), -i))
                 block = blocks[longest]
-                if len(block) <= _MIN_BLOCK_CHARS + len(_CUT_MARK) + 8:
+                if len(block) <= _MIN_BLOCK_CHARS + len(CUT_MARK) + 8:
                     break
-                need = self._chars_for(excess) + len(_CUT_MARK) + 16
+                need = self._chars_for(excess) + len(CUT_MARK) + 16
                 keep = max(_MIN_BLOCK_CHARS, len(block) - need)
                 blocks[longest] = cut_middle(block, keep)
                 pinned[index] = replace(pinned[index], content="\n\n".join(blocks))
@@ -281,7 +161,7 @@ class ContextBudget:
             if excess <= 0:
                 break
             text = pinned[index].content
-            keep = max(0, len(text) - self._chars_for(excess) - len(_CUT_MARK) - 16)
+            keep = max(0, len(text) - self._chars_for(excess) - len(CUT_MARK) - 16)
             pinned[index] = replace(pinned[index], content=cut_middle(text, keep))
         return pinned
 
@@ -348,30 +228,19 @@ class ContextBudget:
             kept[users[-1]] = replace(kept[users[-1]], content=kept[users[-1]].content + note)
         return self._cut_texts(kept, room), dropped
 
-    def _steps_of(self, round_: Sequence[Message]) -> _Steps:
+    def _steps_of(self, round_: Sequence[Message]) -> Steps:
         """The step index of ``round_``: the last request's when this is the same turn
         grown since (same list, same prompt), else a new one."""
         lead_end = next((i for i, m in enumerate(round_) if m.role == "assistant"), len(round_))
         steps = self._steps
         if steps is None or not steps.continued_by(round_, lead_end):
-            steps = self._steps = _Steps(round_, lead_end)
+            steps = self._steps = Steps(round_, lead_end)
         steps.extend()
         return steps
 
-    @staticmethod
-    def _least_chars(message: Message) -> int:
-        """An upper bound of ``message``'s size once its text is cut to the first pass's
-        floor (tool outputs and assistant texts; other messages stay whole then)."""
-        size = message.size_chars
-        if message.role not in ("tool", "assistant"):
-            return size
-        text = len(message.content)
-        floor = _MIN_RESULT_CHARS + len(_CUT_MARK) - 3 + len(str(text))
-        return size - text + min(text, floor)
-
     def _cut_texts(self, round_: list[Message], room: int) -> list[Message]:
         """Cut texts in the middle until ``round_`` fits ``room`` (or nothing more can go)."""
-        chars = _chars(round_)
+        chars = chars_of(round_)
         count = len(round_)
         if self._tokens(chars, count) <= room:
             return round_
@@ -381,7 +250,7 @@ class ContextBudget:
         newest = [i for i in tools if i > last_call]
         texts = [i for i, m in enumerate(round_) if m.role == "assistant"]
         users = [i for i, m in enumerate(round_) if m.role not in ("tool", "assistant")]
-        passes = [(older + newest + texts, _MIN_RESULT_CHARS), (older + newest + texts, 0)]
+        passes = [(older + newest + texts, MIN_RESULT_CHARS), (older + newest + texts, 0)]
         passes.append((users, _MIN_BLOCK_CHARS))
         for indexes, floor in passes:
             for i in indexes:
@@ -389,7 +258,7 @@ class ContextBudget:
                 if excess <= 0:
                     return round_
                 text = round_[i].content
-                keep = max(floor, len(text) - self._chars_for(excess) - len(_CUT_MARK) - 16)
+                keep = max(floor, len(text) - self._chars_for(excess) - len(CUT_MARK) - 16)
                 cut = cut_middle(text, keep)
                 if cut is not text:
                     round_[i] = replace(round_[i], content=cut)
