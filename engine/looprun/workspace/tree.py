@@ -695,6 +695,10 @@ class Workspace:
         git.run("update-ref", f"refs/heads/{branch}", commit)
         git.run("reset", "-q")
 
+    def keep_ref(self, ref: str, commit: str) -> None:
+        """Point the private ``ref`` at ``commit``: an attempt kept for inspection."""
+        self.git.run("update-ref", ref, commit)
+
     def delete_branch(self, branch: str) -> None:
         """Delete a private branch made for a worktree (never the current branch)."""
         self.git.run("branch", "-D", "-q", branch)
