@@ -10,16 +10,13 @@ optional dependency is loaded on demand, and each such place is listed here with
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
-from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.support.module_map import cycles, imports_of, is_own, layer, modules, package_graph
 
 PACKAGE = Path(__file__).resolve().parents[1] / "engine" / "looprun"
 
@@ -60,71 +57,20 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
 }
 
 
-@dataclass(frozen=True)
-class Import:
-    module: str  # the importing module, dotted
-    target: str  # the imported module (or ``package.name`` when it is a module)
-    line: int
-    local: bool  # inside a function
-
-    def where(self) -> str:
-        return f"{self.module.replace('.', '/')}.py:{self.line}"
+MODULES = modules(PACKAGE)
+IMPORTS = [imp for module, path in MODULES.items() for imp in imports_of(module, path, MODULES)]
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-def _imports(module: str, path: Path) -> Iterator[Import]:
-    tree = ast.parse(path.read_text(), str(path))
-    inside: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            inside.update(id(n) for n in ast.walk(node) if n is not node)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(tree):
-        local = id(node) in inside
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield Import(module, alias.name, node.lineno, local)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                origin = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                origin = node.module or ""
-            for alias in node.names:
-                full = f"{origin}.{alias.name}"
-                yield Import(module, full if full in MODULES else origin, node.lineno, local)
-
-
-IMPORTS = [imp for module, path in MODULES.items() for imp in _imports(module, path)]
-
-
-def _layer(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""  # "" is the package root (its version)
-
-
-def _own(imp: Import) -> bool:
-    return imp.target == "looprun" or imp.target.startswith("looprun.")
-
-
-def test_every_package_and_top_level_module_has_a_layer() -> None:
-    unplaced = sorted({_layer(m) for m in MODULES} - set(LAYERS) - {"", "__main__"})
+def test_every_package_and_top_level_module_has_alayer() -> None:
+    unplaced = sorted({layer(m) for m in MODULES} - set(LAYERS) - {"", "__main__"})
     assert not unplaced, f"modules outside the layer table: {unplaced}"
 
 
 def test_imports_go_one_way_bottom_to_top() -> None:
     rank = {name: i for i, name in enumerate(LAYERS)}
     upward = []
-    for imp in filter(_own, IMPORTS):
-        src, dst = _layer(imp.module), _layer(imp.target)
+    for imp in filter(is_own, IMPORTS):
+        src, dst = layer(imp.module), layer(imp.target)
         if src in {"", "__main__"} or dst == "" or src == dst:
             continue
         if rank[dst] > rank[src]:
@@ -135,56 +81,21 @@ def test_imports_go_one_way_bottom_to_top() -> None:
 def test_the_interpreter_uses_no_os_edge() -> None:
     found = [
         f"{imp.where()}: {imp.target}"
-        for imp in filter(_own, IMPORTS)
-        if _layer(imp.module) == "loop"
-        and _layer(imp.target) in {"system", "sandbox"}
+        for imp in filter(is_own, IMPORTS)
+        if layer(imp.module) == "loop"
+        and layer(imp.target) in {"system", "sandbox"}
         and imp.target not in LOOP_MAY_USE_OF_SYSTEM
     ]
     assert not found, "\n".join(found)
 
 
 def test_no_cycles_between_packages() -> None:
-    graph: dict[str, set[str]] = defaultdict(set)
-    for imp in filter(_own, IMPORTS):
-        src, dst = _layer(imp.module), _layer(imp.target)
-        if src != dst and dst:
-            graph[src].add(dst)
-    cycles = _cycles(graph)
-    assert not cycles, f"package cycles: {cycles}"
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one package (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while (w := stack.pop()) != v:
-                component.append(w)
-            component.append(v)
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
+    found = cycles(package_graph(IMPORTS))
+    assert not found, f"package cycles: {found}"
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_function_local_imports_are_only_the_listed_ones() -> None:
@@ -204,7 +115,7 @@ def test_the_import_reader_sees_local_and_relative_imports(tmp_path: Path) -> No
     pkg.mkdir(parents=True)
     src = pkg / "engine.py"
     src.write_text("from . import ports\ndef f():\n    from looprun.run import runner\n")
-    seen = list(_imports("looprun.loop.engine", src))
+    seen = list(imports_of("looprun.loop.engine", src, MODULES))
     assert [(i.target, i.local) for i in seen] == [
         ("looprun.loop.ports", False),
         ("looprun.run.runner", True),
