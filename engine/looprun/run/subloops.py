@@ -1,7 +1,7 @@
 """The outer loop's act phase: run one sub-loop per planned task, then merge the results.
 
-The engine calls ``OuterPhase.act`` instead of a model turn when the template has
-``each_task``. Tasks run through an ``Executor`` in dependency order, at most
+This is the act step (``loop.act.step.ActStep``) of a template with ``each_task``; the
+composition root (``run/session.py``) makes it, since every sub-loop is a whole run. Tasks run through an ``Executor`` in dependency order, at most
 ``each_task.parallel`` at a time, each in its own git worktree on a private branch made
 from the outer tree as it is (``isolation: worktree``), or one at a time in the outer
 tree (``isolation: none``). Results that end ``done`` are merged into the outer tree; a
