@@ -1,13 +1,14 @@
-"""The outer loop's act phase: run one sub-loop per planned task, then merge the results.
+"""The outer loop's act step: run one sub-loop per planned task, then merge the results.
 
 This is the act step (``loop.act.step.ActStep``) of a template with ``each_task``; the
-composition root (``run/session.py``) makes it, since every sub-loop is a whole run. Tasks run through an ``Executor`` in dependency order, at most
-``each_task.parallel`` at a time, each in its own git worktree on a private branch made
-from the outer tree as it is (``isolation: worktree``), or one at a time in the outer
-tree (``isolation: none``). Results that end ``done`` are merged into the outer tree; a
-merge conflict is the result ``conflict``. The outer observers then run on the merged
-tree as usual. Every result is recorded in ``<run dir>/subloops.json``, so a resumed run
-never re-runs a finished sub-loop.
+composition root (``run/session.py``) makes it, since every sub-loop is a whole run.
+Tasks run through an ``Executor`` in dependency order, at most ``each_task.parallel``
+at a time, each in its own git worktree on a private branch made from the outer tree as
+it is (``isolation: worktree``), or one at a time in the outer tree (``isolation:
+none``). Results that end ``done`` are merged into the outer tree; a merge conflict is
+the result ``conflict``. The outer observers then run on the merged tree as usual. Every
+result is recorded in ``<run dir>/subloops.json``, so a resumed run never re-runs a
+finished sub-loop.
 """
 
 from __future__ import annotations
