@@ -13,7 +13,6 @@ finished sub-loop.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.checks.holdout import active
-from looprun.errors import LooprunError, one_line
+from looprun.errors import one_line
 from looprun.loop import limits as caps
 from looprun.loop.act.step import Acted, Turn
 from looprun.loop.core import Loop
@@ -35,13 +34,12 @@ from looprun.models.config import load_config
 from looprun.run.executor import Executor, Stopped, SubloopJob, SubloopResult
 from looprun.run.interrupt import signals_deferred
 from looprun.run.subloop_jobs import budget_share, limit_key, model_refs, sub_inputs
+from looprun.run.subloop_records import SubloopRecords
 from looprun.run.subloop_tree import tree_lines, tree_rows
-from looprun.system.atomic import write_atomic
 from looprun.system.crashpoint import crash_point
 from looprun.workspace.tree import Workspace
 
 ExecutorFactory = Callable[[int, Callable[[str], None]], Executor]
-RECORDS_FILE = "subloops.json"
 _BUDGET_CODES = ("max_tokens", "max_cost_usd", "timeout")
 
 
@@ -66,16 +64,11 @@ class SubLoops:
         self.held_out, self.script_key, self.parent_stop = held_out, script_key, stop
         assert loop.template.each_task is not None
         self.each = loop.template.each_task
-        self.path = Path(loop.run_info.dir) / RECORDS_FILE
-        self.records: dict[str, dict[str, Any]] = {}
-        self.merges: list[dict[str, Any]] = []  # merge order: {iteration, task}
+        self.book = SubloopRecords(Path(loop.run_info.dir), workspace, self._report)
+        self.records, self.merges = self.book.records, self.book.merges
         self._lock = threading.Lock()
         self._config: Any = None
         self._rewrite_said = False
-        if self.path.exists():
-            data = json.loads(self.path.read_text("utf-8"))
-            self.records = data.get("records", {})
-            self.merges = data.get("merges", [])
 
     # -- the act step ---------------------------------------------------------------------
 
@@ -91,8 +84,8 @@ class SubLoops:
     def act(self, task: PlannedTask, iteration: int, ctx: Mapping[str, Any]) -> Acted:
         """Run every planned task that has not finished; returns the outer turn."""
         st = self.e.state
-        self._reconcile()
-        self._remerge(iteration)
+        self.book.reconcile()
+        self.book.remerge(iteration)
         tasks = list(st.tasks or [])
         done = {i for i, r in self.records.items() if r["outcome"] == "done"}
         # Sub-loops that ended in this very iteration before a crash keep their result
@@ -131,7 +124,7 @@ class SubLoops:
                     if tid not in started:
                         started.append(tid)
                         failed.add(tid)
-                        self._set(
+                        self.book.set(
                             tid,
                             outcome="blocked",
                             reason=f"dependency {dep} did not finish",
@@ -173,12 +166,12 @@ class SubLoops:
                 job, share = running.pop(fut)
                 if fut.exception() is None and fut.result().outcome != "interrupted":
                     self._absorb(job, share, fut.result(), iteration)
-            self._save()
+            self.book.save()
             raise
         finally:
             executor.shutdown()
             self._touched()
-        self._save()
+        self.book.save()
         self._tree()
         return Acted(self._turn(tasks, started, results, stop))
 
@@ -223,7 +216,7 @@ class SubLoops:
                     d.target != "previous" or r.get("merged_iteration") == current
                 ):
                     r.update(outcome="pending", reason="rolled back by the outer loop")
-            self._save()
+            self.book.save()
         return False, None
 
     # -- one sub-loop ---------------------------------------------------------------------
@@ -282,7 +275,7 @@ class SubLoops:
             limits=share,
             resume=resume,
         )
-        self._set(
+        self.book.set(
             task.id,
             outcome="running",
             reason="",
@@ -296,7 +289,7 @@ class SubLoops:
             goal=task.goal,
             iteration=iteration,
         )
-        self._save()  # the intent first: a crash from here on is reconciled on resume
+        self.book.save()  # the intent first: a crash from here on is reconciled on resume
         if worktree is not None and branch is not None:
             crash_point("subloop.recorded")
             # made, or (resumed) checked and remade if a crash left it half-made
@@ -351,17 +344,17 @@ class SubLoops:
         )
         if rec.get("worktree"):
             if keep:
-                self._keep_branch(rec)
+                self.book.keep_branch(rec)
             else:
-                self._save()  # the merge recorded before the worktree goes
+                self.book.save()  # the merge recorded before the worktree goes
                 crash_point("subloop.merged")
-                self._cleanup(rec)
+                self.book.cleanup(rec)
         elif keep:  # isolation none: keep the attempt on a ref, give the tree back
             if res.commit:
                 ws.keep_ref(f"refs/looprun/{job.run_id}/kept", res.commit)
                 rec["kept_ref"] = f"refs/looprun/{job.run_id}/kept"
             ws.restore(job.commit)
-        self._save()
+        self.book.save()
         self.e.ports.journal.event(
             "subloop_finished",
             task=job.task_id,
@@ -380,33 +373,6 @@ class SubLoops:
             + (f" (kept: {rec.get('worktree') or rec.get('kept_ref')})" if keep else "")
         )
         return outcome
-
-    def _keep_branch(self, rec: dict[str, Any]) -> None:
-        """Failed work stays inspectable: its worktree, and its last state on the branch."""
-        if not rec.get("commit") or not Path(rec["worktree"]).is_dir():
-            return
-        try:
-            self.ws.keep_branch(Path(rec["worktree"]), rec["branch"], rec["commit"])
-        except LooprunError as exc:
-            self._report(f"[{rec.get('run_id')}] could not update branch {rec['branch']}: {exc}")
-
-    def _reconcile(self) -> None:
-        """After a crash: finish the removal of merged sub-loops' worktrees (the merge
-        was recorded, the removal had not finished)."""
-        pending = [r for r in self.records.values() if r["outcome"] == "done" and r.get("worktree")]
-        for rec in pending:
-            self._cleanup(rec)
-        if pending:
-            self._save()
-
-    def _cleanup(self, rec: dict[str, Any]) -> None:
-        ws = self.ws
-        try:
-            ws.discard_worktree(Path(rec["worktree"]), rec["branch"])
-        except LooprunError as exc:
-            self._report(f"could not remove worktree {rec['worktree']}: {exc}")
-            return
-        rec["worktree"], rec["branch"] = None, None
 
     # -- plans, budgets, inputs -----------------------------------------------------------
 
@@ -433,27 +399,6 @@ class SubLoops:
         return None
 
     # -- records, resume, reporting -------------------------------------------------------
-
-    def _remerge(self, iteration: int) -> None:
-        """After a crash, the outer tree is back at its last checkpoint: merge again what
-        finished in the interrupted iteration (same order, so the same tree)."""
-        ws = self.ws
-        for m in [m for m in self.merges if m["iteration"] == iteration]:
-            rec = self.records.get(m["task"])
-            if not rec or rec.get("outcome") != "done" or not rec.get("commit"):
-                continue
-            merge = ws.merge_from(rec["commit"], rec["start"])
-            if not merge.ok:
-                rec.update(outcome="conflict", reason="merge conflict when merging again on resume")
-            else:
-                self._report(f"[{m['task']}] merged again after resume (not re-run)")
-
-    def _set(self, tid: str, **fields: Any) -> None:
-        self.records.setdefault(tid, {"id": tid}).update(fields)
-
-    def _save(self) -> None:
-        data = {"records": self.records, "merges": self.merges}
-        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True), nofollow=True)
 
     def _report(self, line: str) -> None:
         with self._lock:
