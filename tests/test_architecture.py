@@ -47,7 +47,13 @@ LAYERS = (
 LOOP_MAY_USE_OF_SYSTEM = {"looprun.system.redact"}
 
 # (importing module, imported module) -> why it is imported inside a function
-LOCAL_IMPORTS: dict[tuple[str, str], str] = {}
+LOCAL_IMPORTS: dict[tuple[str, str], str] = {
+    # template/, observe/, checks/
+    ("looprun.template.schema_check", "jsonschema"): (
+        "the validator loads only when a template is validated: `looprun --help`, `runs` "
+        "and `schema` never import it"
+    ),
+}
 
 
 @dataclass(frozen=True)

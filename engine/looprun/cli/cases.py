@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.data.freeze import thaw
 from looprun.errors import EXIT_DONE, EXIT_ERROR, ExpressionError, Location, Problem, TemplateError
 from looprun.loop.feedback import compose, observer_blocks
 from looprun.loop.refine import Decision, check_exit, judge
 from looprun.observe.base import COMMON_FACTS, Observation
 from looprun.observe.registry import get_parser, parser_facts
 from looprun.template.agents import EMPTY_FACTS
-from looprun.template.expressions import Condition, thaw
+from looprun.template.expressions import Condition
 from looprun.template.model import ACTION_KINDS, Template
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath, load_document

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from looprun.data.freeze import freeze
 from looprun.errors import LooprunError
 from looprun.loop.agent import no_agent_facts
 from looprun.loop.baseline import baseline_facts
 from looprun.loop.plan import PlannedTask
 from looprun.loop.state import LoopState
 from looprun.observe.base import Observation
-from looprun.template.expressions import freeze
 from looprun.template.model import ObserverSpec
 
 NO_SUBLOOPS: dict[str, Any] = {"all_done": True, "failed": 0, "counts": {}, "list": []}

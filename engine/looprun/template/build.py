@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from looprun.checks.holdout import dest_problem as holdout_dest_problem
+from looprun.data.freeze import freeze
 from looprun.errors import Location, Problem, TemplateError
 from looprun.observe.registry import BUILTIN as BUILTIN_PARSERS
 from looprun.observe.registry import option_problems, parser_names
 from looprun.template import deps
 from looprun.template.compile_cache import compiled_condition, compiled_text, syntax_line
-from looprun.template.expressions import Condition, NameUse, Text, freeze
+from looprun.template.expressions import Condition, NameUse, Text
+from looprun.template.holdout import dest_problem as holdout_dest_problem
 from looprun.template.model import (
     ACTION_KINDS,
     AGENT_CLIS,
