@@ -40,7 +40,7 @@ def _is_fragment(path: Path) -> bool:
 
 def check_fragment(path: Path) -> list[Problem]:
     """Validate a fragment on its own: composition, schema (minus template-only keys), observers."""
-    from looprun.template.build import Builder
+    from looprun.template.build.builder import Builder
     from looprun.template.compose import compose
     from looprun.template.schema_check import schema_problems
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
 from looprun.system.resources import builtin_template
-from looprun.template.build import Builder
+from looprun.template.build.builder import Builder
 from looprun.template.compose import _all_builtins, compose, display
 from looprun.template.model import Template
 from looprun.template.schema_check import schema_problems
