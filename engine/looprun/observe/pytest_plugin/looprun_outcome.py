@@ -36,7 +36,7 @@ import pytest
 try:  # pytest's private junitxml naming: an older or newer pytest may not have it
     from _pytest.junitxml import mangle_test_address as _mangle
 except Exception:
-    _mangle = None
+    _mangle = None  # type: ignore[assignment]
 
 _ENV = "LOOPRUN_OUTCOME_FD"
 _EXERCISED_ENV = "LOOPRUN_EXERCISED"
