@@ -35,10 +35,8 @@ from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env
 from looprun.system.redact import Redactor, secret_values
 
 if TYPE_CHECKING:
-    from looprun.template.model import Constraints, ObserverSpec
-
-if TYPE_CHECKING:
     from looprun.sandbox import Sandbox
+    from looprun.template.model import Constraints, ObserverSpec
 
 # a pinned check's interpreters skip the user's site directory and its .pth files, and
 # run in safe-path mode: `python -m pytest` does not put the workdir first on sys.path, so
