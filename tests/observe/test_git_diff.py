@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 from observe_helpers import run, write
 
+from looprun.checks.git_diff import with_git_output
 from looprun.observe.base import ParseInput
-from looprun.observe.git_diff import GitDiffParser
+from looprun.observe.git_diff import GitDiffParser, GitOutput
 
 
 def git(root: Path, *args: str) -> str:
@@ -24,8 +25,13 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def observe(data: ParseInput):
+    """git asked by checks/, its output read by the pure parser: what the runner does."""
+    return GitDiffParser().parse(with_git_output(data))
+
+
 def parse(root: Path, **options):
-    return GitDiffParser().parse(ParseInput(workdir=root, options=options))
+    return observe(ParseInput(workdir=root, options=options))
 
 
 def test_changes_outside_forbidden_binary_and_index_untouched(repo):
@@ -69,8 +75,37 @@ def test_base_and_untracked_and_not_a_repo(repo, tmp_path_factory):
     write(repo, {"new.txt": "one\n"})
     git(repo, "add", "new.txt")
     git(repo, "commit", "-q", "-m", "second")
-    obs = GitDiffParser().parse(ParseInput(workdir=repo, base=base))
+    obs = observe(ParseInput(workdir=repo, base=base))
     assert list(obs.facts["files_added"]) == ["new.txt"]
     plain = tmp_path_factory.mktemp("plain")
     bad = parse(plain)
     assert not bad.ok and "not a git repository" in bad.error
+
+
+def test_the_parser_reads_only_the_git_output_handed_in(tmp_path):
+    given = GitOutput(
+        numstat="2\t1\tsrc/a.py\0-\t-\tlogo.png\0",
+        status="M\0src/a.py\0A\0logo.png\0",
+        patch="diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n"
+        "@@ -1 +1,2 @@\n-x = 1\n+x = 2\n+breakpoint()\n",
+    )
+    data = ParseInput(
+        workdir=tmp_path / "not-a-repo",
+        options={"allow": ["src/**"], "forbidden_patterns": ["breakpoint()"]},
+        git_output=given,
+    )
+    obs = GitDiffParser().parse(data)
+    assert list(obs.facts["files"]) == ["src/a.py", "logo.png"]
+    assert list(obs.facts["outside"]) == ["logo.png"]
+    assert list(obs.facts["files_added"]) == ["logo.png"]
+    assert (obs.counts["added"], obs.counts["removed"]) == (2, 1)
+    assert [(h["file"], h["line"]) for h in obs.facts["forbidden"]] == [("src/a.py", 2)]
+    failed = GitDiffParser().parse(ParseInput(workdir=tmp_path, git_output=GitOutput(error="no")))
+    assert not failed.ok and failed.error == "no"
+    assert not GitDiffParser().parse(ParseInput(workdir=tmp_path)).ok  # nothing handed in
+
+
+def test_a_bad_pattern_is_reported_before_git_is_asked(tmp_path):
+    data = ParseInput(workdir=tmp_path, options={"forbidden_patterns": ["re:("]})
+    assert with_git_output(data) is data
+    assert "invalid forbidden pattern" in (GitDiffParser().parse(data).error or "")

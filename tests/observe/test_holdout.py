@@ -15,10 +15,10 @@ from looprun.checks.holdout import (
     Holdout,
     HoldoutError,
     copied_in,
-    dest_problem,
     sealed,
 )
 from looprun.observe.base import Item, Observation
+from looprun.template.holdout import dest_problem
 
 SECRET = "def test_secret_case_x9():\n    assert True\n"
 

@@ -12,7 +12,7 @@ import yaml
 
 from looprun.errors import TemplateError
 from looprun.system.resources import builtin_names, builtin_template, schema_path
-from looprun.template.build import parse_duration
+from looprun.template.build.reader import parse_duration
 from looprun.template.expressions import ShellCode
 from looprun.template.loader import load_template
 

@@ -11,7 +11,8 @@ descriptors with no link followed, and never over anything already there.
 What the observer found decides like any observer's facts, but what any later step can
 read - the feedback, the items, the error, the journal, the baseline - is sealed: numbers
 and booleans survive (``holdout.ok``, ``holdout.failed``), every name and message becomes
-the one generic line.
+the one generic line. Where the tests may go and which facts survive the sealing are the
+language's, checked when the template is validated (``template.holdout``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from looprun.template.model import Constraints, ObserverSpec
 
 GENERIC = "a held-out check failed"
-_OFF_LIMITS = frozenset({".git", ".looprun"})
-_GLOB = frozenset("*?[]!\\")
 _SKIP = frozenset({"__pycache__", ".pytest_cache"})
 
 
@@ -51,21 +50,6 @@ class Holdout:
     observer: str
     source: Path  # absolute, resolved, outside the workdir
     dest: str  # workdir-relative POSIX path
-
-
-def dest_problem(dest: str) -> str:
-    """Why ``dest`` cannot be where held-out tests are copied ('' when it can)."""
-    text = dest.strip("/")
-    if not text or dest.startswith("/"):
-        return "must be a relative path inside the working directory"
-    parts = PurePosixPath(text).parts
-    if any(p in ("..", ".") for p in parts) or "\\" in text:
-        return f"{dest!r} must be a plain relative path (no '.', '..' or backslash)"
-    if any(p in _OFF_LIMITS for p in parts):
-        return f"{dest!r} is inside .git or .looprun"
-    if any(c in _GLOB for c in text):
-        return f"{dest!r} must name one path, not a glob"
-    return ""
 
 
 def _given(spec: ObserverSpec, inputs: Mapping[str, Any]) -> str:
@@ -217,11 +201,6 @@ def sealed(obs: Observation) -> Observation:
         facts=freeze(facts),
         signature=failure_signature([], line),
     )
-
-
-def scalar_facts(empty: Mapping[str, Any]) -> frozenset[str]:
-    """The facts of a parser that a sealed observation keeps."""
-    return frozenset(k for k, v in empty.items() if isinstance(v, (bool, int, float)))
 
 
 def denied_to_model(constraints: Constraints, dests: Sequence[str]) -> Constraints:

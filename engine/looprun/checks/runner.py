@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprun.checks.git_diff import with_git_output
 from looprun.checks.holdout import Holdout, HoldoutError, copied_in, sealed
 from looprun.checks.pytest_pin import PinError, pin
 from looprun.data.freeze import freeze
@@ -29,13 +30,13 @@ from looprun.observe.normalise import failure_signature
 from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening
 from looprun.observe.registry import get_parser
 from looprun.system import safefs
+from looprun.system.atomic import write_atomic
+from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env
 from looprun.system.redact import Redactor, secret_values
 
 if TYPE_CHECKING:
-    from looprun.template.model import Constraints, ObserverSpec
-
-if TYPE_CHECKING:
     from looprun.sandbox import Sandbox
+    from looprun.template.model import Constraints, ObserverSpec
 
 # a pinned check's interpreters skip the user's site directory and its .pth files, and
 # run in safe-path mode: `python -m pytest` does not put the workdir first on sys.path, so
@@ -120,9 +121,6 @@ def observe_command(
     timed_out = False
     redactor = Redactor(secret_values(), marker="***")
     if command is not None:
-        # reading a report alone starts no process
-        from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env
-
         if report is not None:
             _remove_report(report)  # never let an old report pass as this run's result
         env = scrubbed_env(extra={**NO_BYTECODE, **(_ISOLATED if isolated else {})})
@@ -151,8 +149,6 @@ def observe_command(
             result.timed_out,
         )
         if output_log is not None:
-            from looprun.system.atomic import write_atomic
-
             # a log, not a record; in a directory commands write, so no link is followed
             write_atomic(output_log, output or "", nofollow=True, sync="none")
     data = ParseInput(
@@ -168,6 +164,8 @@ def observe_command(
         outcomes=outcomes,
     )
     try:
+        if parser_name == "git_diff":  # its command is git, run here with the repo pinned
+            data = with_git_output(data)
         obs = parser.parse(data)
     except Exception as exc:
         obs = _failed(parser_name, f"parser {parser_name!r} failed: {type(exc).__name__}: {exc}")

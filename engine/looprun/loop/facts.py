@@ -11,6 +11,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from looprun.data.freeze import freeze
 from looprun.errors import LooprunError
 from looprun.loop.baseline import baseline_facts
 from looprun.loop.plan import PlannedTask
@@ -18,7 +19,6 @@ from looprun.loop.state import LoopState
 from looprun.observe.base import Observation
 from looprun.observe.registry import get_parser
 from looprun.template.agents import EMPTY_FACTS
-from looprun.template.expressions import freeze
 from looprun.template.model import ObserverSpec
 
 NO_SUBLOOPS: dict[str, Any] = {"all_done": True, "failed": 0, "counts": {}, "list": []}

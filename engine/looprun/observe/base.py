@@ -87,6 +87,7 @@ class ParseInput:
     git_dir: Path | None = None  # git_diff: a private git dir when the workdir has none
     exclude: tuple[str, ...] = ()  # git_diff: paths never part of the diff (report files)
     outcomes: Any = None  # junit: what the pytest outcome channel said (outcome_channel.Outcomes)
+    git_output: Any = None  # git_diff: what git said (git_diff.GitOutput), asked by checks/
 
 
 class Parser(Protocol):

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from looprun.data.freeze import freeze
+from looprun.data.globs import matching
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render
@@ -28,7 +30,6 @@ from looprun.observe.reports import (
     signature_of,
     unusable,
 )
-from looprun.template.expressions import freeze, matching
 
 NAME = "coverage"
 EMPTY_FACTS = declared_facts.COVERAGE

@@ -17,6 +17,7 @@ from typing import Any
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip
+from looprun.observe.regex import findings_observation
 from looprun.observe.reports import (
     ReportProblem,
     locate_report,
@@ -146,8 +147,6 @@ class DiagnosticsParser:
 
 
 def _observation(data: ParseInput, fmt: str, items: list[Item], shown: str) -> Observation:
-    from looprun.observe.regex import findings_observation
-
     counts = {"errors": 0, "warnings": 0, "notes": 0}
     for item in items:
         counts[item.severity + "s"] += 1

@@ -1,7 +1,8 @@
 """What changed in the working tree since the run's base: files, lines, policy breaches.
 
-The working tree is snapshotted through a private index (``Git.snapshot``), so the
-user's index and branch are never touched, and untracked files count as changes.
+A pure function of git's output: the numstat, name-status and patch of the working tree
+against the base, asked for by checks/ (``checks.git_diff``) and handed in as
+``ParseInput.git_output``; this module never runs git.
 
 Options: ``allow``/``deny`` (gitignore-style globs; a changed file not allowed, or
 denied, is ``outside``), ``forbidden_patterns`` (substrings, or regexes written as
@@ -11,25 +12,39 @@ denied, is ``outside``), ``forbidden_patterns`` (substrings, or regexes written 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from looprun.data.freeze import freeze
+from looprun.data.globs import matching
 from looprun.data.patchtext import shown, source_lines, walk
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
 from looprun.observe.reports import as_list, max_feedback, option, signature_of, unusable
-from looprun.template.expressions import freeze, matching
-from looprun.workspace.git import EMPTY_TREE, Git, GitError, base_ignore_rules
 
 NAME = "git_diff"
 EMPTY_FACTS = declared_facts.GIT_DIFF
 FACTS = frozenset(EMPTY_FACTS)
 _MAX_FORBIDDEN = 200
 
+Matchers = list[tuple[str, re.Pattern[str] | None]]
 
-def _matchers(patterns: list[str]) -> list[tuple[str, re.Pattern[str] | None]]:
-    out: list[tuple[str, re.Pattern[str] | None]] = []
-    for p in patterns:
+
+@dataclass(frozen=True)
+class GitOutput:
+    """What git said about the working tree against the base (all ``-z`` or ``-U0``)."""
+
+    numstat: str = ""  # ``--numstat -z``
+    status: str = ""  # ``--name-status -z``
+    patch: str = ""  # ``-U0``, asked for only when there are forbidden patterns
+    error: str | None = None  # why git could not say (not a repository, git failed)
+
+
+def forbidden_matchers(data: ParseInput) -> Matchers:
+    """The ``forbidden_patterns`` option compiled (raises ``re.error`` on a bad regex)."""
+    out: Matchers = []
+    for p in as_list(option(data, "forbidden_patterns")):
         out.append((p, re.compile(p[3:]) if p.startswith("re:") else None))
     return out
 
@@ -47,29 +62,17 @@ class GitDiffParser:
     empty_facts = EMPTY_FACTS
 
     def parse(self, data: ParseInput) -> Observation:
-        git = Git(data.workdir, data.git_dir)
         try:
-            patterns = _matchers(as_list(option(data, "forbidden_patterns")))
+            patterns = forbidden_matchers(data)
         except re.error as exc:
             return unusable(NAME, data, f"invalid forbidden pattern: {exc}", EMPTY_FACTS)
-        try:
-            if not git.is_repo():
-                return unusable(
-                    NAME,
-                    data,
-                    f"{data.workdir} is not a git repository (git_diff needs one)",
-                    EMPTY_FACTS,
-                )
-            base = data.base or git.head() or EMPTY_TREE
-            target = git.snapshot(rules=base_ignore_rules(git, base), also=data.exclude)
-            numstat = git.diff(base, target, "--numstat", "-z")
-            status = git.diff(base, target, "--name-status", "-z")
-            patch = git.diff(base, target, "-U0") if patterns else ""
-        except GitError as exc:
-            return unusable(NAME, data, str(exc), EMPTY_FACTS)
-        except OSError as exc:
-            return unusable(NAME, data, f"{data.workdir}: cannot run git: {exc}", EMPTY_FACTS)
-        return self._observe(data, numstat, status, patch, patterns)
+        got = data.git_output
+        if not isinstance(got, GitOutput):
+            message = "no git output to read (git_diff observes through looprun's checks)"
+            return unusable(NAME, data, message, EMPTY_FACTS)
+        if got.error is not None:
+            return unusable(NAME, data, got.error, EMPTY_FACTS)
+        return self._observe(data, got.numstat, got.status, got.patch, patterns)
 
     def _observe(
         self,
@@ -77,7 +80,7 @@ class GitDiffParser:
         numstat: str,
         status: str,
         patch: str,
-        patterns: list[tuple[str, re.Pattern[str] | None]],
+        patterns: Matchers,
     ) -> Observation:
         files: list[str] = []
         binary: list[str] = []

@@ -29,6 +29,7 @@ from looprun.observe.reports import (
     signature_of,
     unusable,
 )
+from looprun.observe.traceback import project_path
 
 NAME = "regex"
 EMPTY_FACTS = declared_facts.REGEX
@@ -156,8 +157,6 @@ def _group(m: re.Match[str], name: str) -> str | None:
 def _scan(
     lines: Iterable[str], patterns: list[re.Pattern[str]], workdir: str, preset: str = "pattern"
 ) -> tuple[list[Item], dict[str, int]]:
-    from looprun.observe.traceback import project_path
-
     items: list[Item] = []
     counts = {"errors": 0, "warnings": 0, "notes": 0}
     header = _FILE_HEADER.get(preset)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
+from importlib.metadata import entry_points
 
 from looprun.errors import LooprunError
 from looprun.observe import declared_facts
@@ -40,8 +41,6 @@ class UnknownParser(LooprunError):
 
 @cache
 def _entry_points() -> dict[str, object]:
-    from importlib.metadata import entry_points
-
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
+from jinja2 import TemplateSyntaxError
+
 from looprun.errors import Location, Problem, TemplateError
 from looprun.template.expressions import (
     ENV,
@@ -53,8 +55,6 @@ def compiled_condition(source: str, where: Location) -> Condition:
 
 def syntax_line(source: str) -> int:
     """The line of a text's syntax error (1 when there is none), to locate it in a block."""
-    from jinja2 import TemplateSyntaxError
-
     try:
         ENV.parse(source)
     except TemplateSyntaxError as exc:

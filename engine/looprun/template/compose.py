@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
-from looprun.system.resources import builtin_names, builtin_template
+from looprun.system.resources import builtin_names, builtin_template, templates_dir
 from looprun.template import deps
+from looprun.template.refine_edits import RefineEditor
+from looprun.template.schema_check import schema_problems
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import Document, JsonPath, load_document
 
@@ -64,8 +66,6 @@ def missing_ref_message(ref: str) -> str:
 
 
 def _all_builtins() -> list[str]:
-    from looprun.system.resources import templates_dir
-
     names = set(builtin_names())
     names.update(
         str(p.relative_to(templates_dir()).with_suffix(""))
@@ -121,8 +121,6 @@ class _Layer:
             self._take(child, doc, subtree=True)
 
     def _edit_refine(self, edits: dict[str, Any], doc: Document) -> None:
-        from looprun.template.refine_edits import RefineEditor
-
         mine = (self.values, self.keys, self.blocks)
         editor = RefineEditor(self.data.get("refine"), mine, doc, ("refine",))
         rules, tables = editor.apply(edits)
@@ -245,8 +243,6 @@ def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False)
     layer.problems.clear()
     if problems:
         if not fragment:  # still report this file's own mistakes, not only the composition's
-            from looprun.template.schema_check import schema_problems
-
             problems += [
                 p for p in schema_problems(doc) if not p.message.startswith("missing required key")
             ]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from looprun.template.expressions import thaw
+from looprun.data.freeze import thaw
 from looprun.template.model import Action, Rule, Template
 
 _SOURCE_WIDTH = 72

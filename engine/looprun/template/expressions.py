@@ -16,21 +16,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pathspec
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from looprun.data.freeze import freeze, thaw  # noqa: F401 - re-exported: templates use them too
+from looprun.data.globs import matcher, matching
 from looprun.errors import ExpressionError, Location, Problem, TemplateError
-
-
-def matching(paths: Iterable[str] | None, *globs: str) -> list[str]:
-    """Paths among ``paths`` that match any gitignore-style glob (``**`` understood)."""
-    if not paths:
-        return []
-    spec = pathspec.GitIgnoreSpec.from_lines(globs)
-    return [p for p in paths if spec.match_file(p)]
 
 
 def without(items: Iterable[Any] | None, *others: Iterable[Any] | None) -> list[Any]:
@@ -58,10 +49,10 @@ def confined(
     outside the tests, ``confined(tests.exercised, ids, inputs.tests_glob)``."""
     if not mapping:
         return []
-    spec = pathspec.GitIgnoreSpec.from_lines(globs)
+    match = matcher(globs)
     out = []
     for key in keys or ():
-        if key in mapping and all(spec.match_file(p) for p in mapping[key] or ()):
+        if key in mapping and all(match(p) for p in mapping[key] or ()):
             out.append(key)
     return out
 

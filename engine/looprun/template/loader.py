@@ -12,9 +12,10 @@ from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
 from looprun.system.resources import builtin_template
-from looprun.template.build import Builder
+from looprun.template.build.builder import Builder
 from looprun.template.compose import _all_builtins, compose, display
 from looprun.template.model import Template
+from looprun.template.schema_check import schema_problems
 from looprun.template.suggest import did_you_mean
 
 MAX_SUBLOOP_DEPTH = 8
@@ -53,8 +54,6 @@ def load_template(ref: str | Path, given: Mapping[str, Any] | None = None) -> Te
 def _load(path: Path, outer: tuple[Path, ...], given: Mapping[str, Any] | None = None) -> Template:
     doc = compose(path)
     problems: list[Problem] = []
-    from looprun.template.schema_check import schema_problems
-
     problems.extend(schema_problems(doc))
     here = path.resolve()
     chain = (*outer, here)

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from looprun.template.schema_check import value_problem
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath
 
@@ -70,8 +71,6 @@ def resolve(
 ) -> tuple[dict[str, Any], dict[JsonPath, str], list[tuple[JsonPath, str]]]:
     """``data`` with every input reference replaced by the input's value (``given`` first,
     then its default); the references found; and (path, message) for each bad one."""
-    from looprun.template.schema_check import value_problem
-
     inputs = data.get("inputs") if isinstance(data.get("inputs"), dict) else {}
     out = data
     refs: dict[JsonPath, str] = {}

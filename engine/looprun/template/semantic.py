@@ -13,12 +13,12 @@ from typing import Any
 
 from jinja2 import nodes
 
-from looprun.checks.holdout import scalar_facts
 from looprun.data.taskgraph import find_cycle
 from looprun.errors import Location
 from looprun.observe.base import COMMON_FACTS
 from looprun.observe.registry import get_parser, parser_facts
 from looprun.template.expressions import ENV, Condition, NameUse
+from looprun.template.holdout import scalar_facts
 from looprun.template.model import ENGINE_NAMES, Rule, TaskSpec
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath

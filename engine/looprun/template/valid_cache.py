@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import stat
@@ -33,6 +34,7 @@ from typing import Any
 from looprun import __version__
 from looprun.errors import LooprunError
 from looprun.system import safefs
+from looprun.system.atomic import write_atomic
 from looprun.system.resources import schemas_dir
 from looprun.template.deps import Deps
 
@@ -69,8 +71,6 @@ def engine_stamp() -> str:
 def stamp(package: Path, schemas: Path) -> str:
     """looprun's version, the stamps of every file of ``package``, the content of every
     schema in ``schemas``, and the stamps of the judging libraries, as one digest."""
-    import importlib.util
-
     h = hashlib.sha256(f"{_FORMAT}\0{__version__}\0{sys.version}".encode())
     for root, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -148,8 +148,6 @@ class ValidCache:
 
     def remember_valid(self, ref: str, deps: Deps) -> None:
         """Store a clean verdict; a cache that cannot be written is only a slower next run."""
-        from looprun.system.atomic import write_atomic
-
         path, where = self._entry(ref)
         if where not in deps.files or deps.volatile:
             return  # not keyed on its own file (a built-in name), or not on files alone

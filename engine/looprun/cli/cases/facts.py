@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from looprun.cli.cases.load import Case
+from looprun.data.freeze import thaw
 from looprun.loop.baseline import COMPARISONS, baseline_facts, no_comparisons, slim
 from looprun.loop.limits import Spent, budget_facts
 from looprun.loop.plan import static_tasks
 from looprun.observe.base import Observation
 from looprun.observe.registry import get_parser
 from looprun.template.agents import EMPTY_FACTS
-from looprun.template.expressions import Condition, compile_condition, thaw
+from looprun.template.expressions import Condition, compile_condition
 from looprun.template.model import Template
 
 _EMPTY_BY_TYPE: dict[str, Any] = {

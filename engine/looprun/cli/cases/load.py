@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.data.freeze import thaw
 from looprun.errors import Location, Problem, TemplateError
 from looprun.observe.base import COMMON_FACTS
 from looprun.observe.registry import parser_facts
 from looprun.template.compose import resolve_ref
-from looprun.template.expressions import thaw
 from looprun.template.model import ACTION_KINDS, Template
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath, load_document

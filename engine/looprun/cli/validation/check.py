@@ -7,7 +7,7 @@ from pathlib import Path
 
 from looprun.cli.cases.load import load_cases, template_of
 from looprun.errors import Problem, TemplateError
-from looprun.template.build import Builder
+from looprun.template.build.builder import Builder
 from looprun.template.compose import FRAGMENT_KEYS, compose
 from looprun.template.loader import load_template
 from looprun.template.schema_check import schema_problems

@@ -33,6 +33,11 @@ from typing import Any
 
 import pytest
 
+try:  # pytest's private junitxml naming: an older or newer pytest may not have it
+    from _pytest.junitxml import mangle_test_address as _mangle
+except Exception:
+    _mangle = None  # type: ignore[assignment]
+
 _ENV = "LOOPRUN_OUTCOME_FD"
 _EXERCISED_ENV = "LOOPRUN_EXERCISED"
 _SAFEPATH_ENV = "LOOPRUN_SAFEPATH"
@@ -69,10 +74,10 @@ def _send(record: dict[str, Any]) -> None:
 
 def _junit_key(nodeid: str, config: Any) -> list[str]:
     """The (classname, name) pytest's junitxml writes for this node id."""
+    if _mangle is None:
+        return ["", nodeid]
     try:
-        from _pytest.junitxml import mangle_test_address
-
-        names = mangle_test_address(nodeid)
+        names = _mangle(nodeid)
         prefix = getattr(config.option, "junitprefix", None)
     except Exception:  # an older or newer pytest: the node id alone is still compared
         return ["", nodeid]

@@ -1,0 +1,3 @@
+"""Building a typed Template from a composed document, one module per template section
+(``builder`` puts them together).
+"""

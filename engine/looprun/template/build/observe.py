@@ -1,0 +1,111 @@
+"""``observe``: each observer - its parser and options, its command or report, ``when``
+(earlier observers only), ``pin_config`` and ``holdout``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from looprun.data.freeze import freeze
+from looprun.observe.registry import BUILTIN as BUILTIN_PARSERS
+from looprun.observe.registry import option_problems, parser_names
+from looprun.template import deps
+from looprun.template.build.reader import Reader
+from looprun.template.holdout import dest_problem as holdout_dest_problem
+from looprun.template.model import ENGINE_NAMES, HoldoutSpec, ObserverSpec
+from looprun.template.semantic import (
+    CONDITION_ENGINE_NAMES,
+    HOLDOUT_SOURCE_NAMES,
+    OBSERVER_COMMAND_NAMES,
+)
+from looprun.template.suggest import did_you_mean
+from looprun.template.yamlpos import JsonPath
+
+
+def build_observers(r: Reader) -> dict[str, ObserverSpec]:
+    out: dict[str, ObserverSpec] = {}
+    known_parsers = parser_names()
+    earlier: set[str] = set()
+    for name, spec in r.observers.items():
+        path: JsonPath = ("observe", name)
+        if name in ENGINE_NAMES:
+            r.problem(path, f"observer name '{name}' is taken by an engine variable", key=True)
+        if not isinstance(spec, dict):
+            continue
+        parser = spec.get("parser")
+        if isinstance(parser, str) and parser not in BUILTIN_PARSERS:
+            deps.volatile()  # a plugin's parser: valid only while it is installed
+        if isinstance(parser, str) and parser not in known_parsers:
+            hint = did_you_mean(parser, known_parsers) or f" (known: {', '.join(known_parsers)})"
+            r.problem((*path, "parser"), f"unknown parser '{parser}'{hint}")
+        if (
+            isinstance(parser, str)
+            and parser not in ("git_diff",)
+            and not (spec.get("run") or spec.get("file"))
+        ):
+            r.problem(path, f"parser '{parser}' needs `run` (a command) or `file` (a report)")
+        run = r.text((*path, "run"), OBSERVER_COMMAND_NAMES, "an observer command", shell=True)
+        file = r.text((*path, "file"), OBSERVER_COMMAND_NAMES, "an observer file")
+        when_allowed = frozenset(CONDITION_ENGINE_NAMES | earlier)
+        when = None
+        if "when" in spec:
+            when = r.condition((*path, "when"), when_allowed, "`when` (earlier observers only)")
+        earlier.add(name)
+        timeout = r.duration((*path, "timeout"))
+        options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
+        if isinstance(parser, str):
+            for key, message, bad_name in option_problems(parser, options):
+                r.problem((*path, "options", key), message, key=bad_name)
+        out[name] = ObserverSpec(
+            name=name,
+            parser=parser if isinstance(parser, str) else "",
+            run=run,
+            file=file,
+            timeout_s=timeout if timeout is not None else ObserverSpec.timeout_s,
+            when=when,
+            options=freeze(options),
+            location=r.doc.key_at(path),
+            cannot_run_exit=tuple(
+                c
+                for c in spec.get("cannot_run_exit") or ()
+                if isinstance(c, int) and not isinstance(c, bool)
+            ),
+            pin_config=_pin_config(r, path, spec, run),
+            holdout=_holdout(r, (*path, "holdout")),
+        )
+    return out
+
+
+def _holdout(r: Reader, path: JsonPath) -> HoldoutSpec | None:
+    """``holdout: {from, to}``: ``from`` may read the inputs (a path given with
+    ``--set``); ``to`` is a plain relative path, checked here, never a glob."""
+    raw = r.get(path, dict)
+    if raw is None:
+        return None
+    source = r.text((*path, "from"), HOLDOUT_SOURCE_NAMES, "a held-out source")
+    dest = raw.get("to")
+    if not isinstance(dest, str):
+        return None  # the schema reports it
+    why = holdout_dest_problem(dest)
+    if why:
+        r.problem((*path, "to"), why)
+    if source is None or why:
+        return None
+    return HoldoutSpec(source=source, dest=dest.strip("/"), location=r.at(path))
+
+
+def _pin_config(r: Reader, path: JsonPath, spec: Mapping[str, Any], run: object) -> str | None:
+    """An observer's ``pin_config`` (the schema names the tools it knows): it pins
+    what the observer's command runs with, so there must be a command."""
+    value = spec.get("pin_config")
+    if value is None:
+        return None
+    if run is None:
+        r.problem(
+            (*path, "pin_config"),
+            f"pin_config: {value} pins the configuration of the observer's command, "
+            "but the observer has no `run`",
+            key=True,
+        )
+    return value if isinstance(value, str) else None
