@@ -28,7 +28,7 @@ from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening
-from looprun.observe.registry import get_parser
+from looprun.observe.registry import empty_facts, get_parser
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
 from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env
@@ -68,11 +68,6 @@ def _with_constraints(
     return merged
 
 
-def _empty_facts(parser: object) -> dict[str, Any]:
-    facts = getattr(parser, "empty_facts", None)
-    return dict(facts) if isinstance(facts, Mapping) else {}
-
-
 def _remove_report(report: Path) -> None:
     """Remove what is at the report's path, a file, a FIFO or a link (not its target), so
     the command writes a new file there; a directory is left for the parser to refuse."""
@@ -89,7 +84,7 @@ def _failed(parser_name: str, message: str) -> Observation:
         error=message,
         signature=failure_signature([], message),
         feedback=message,
-        facts=freeze(_empty_facts(get_parser(parser_name))),
+        facts=freeze(empty_facts(get_parser(parser_name))),
     )
 
 
@@ -216,7 +211,7 @@ def run_observer(
             ran=False,
             feedback=f"{spec.name}: skipped (`{spec.when.source}` is false)",
             signature=failure_signature([]),
-            facts=freeze(_empty_facts(parser)),
+            facts=freeze(empty_facts(parser)),
         )
     command = spec.run.render(context) if spec.run is not None else None
     file = Path(spec.file.render(context).strip()) if spec.file is not None else None
@@ -298,7 +293,7 @@ def _held_out(
     except HoldoutError as exc:
         parser = get_parser(spec.parser)
         obs = Observation(
-            parser=spec.parser, ok=False, error=str(exc), facts=freeze(_empty_facts(parser))
+            parser=spec.parser, ok=False, error=str(exc), facts=freeze(empty_facts(parser))
         )
     return sealed(obs)
 

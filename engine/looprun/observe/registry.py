@@ -7,8 +7,10 @@ modules. Third-party parsers register in the ``looprun.parsers`` entry-point gro
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
+from typing import Any
 
 from looprun.errors import LooprunError
 from looprun.observe import declared_facts
@@ -92,3 +94,10 @@ def get_parser(name: str) -> Parser:
         raise UnknownParser(f"unknown parser {name!r}; known: {', '.join(parser_names())}")
     obj = ep.load()  # type: ignore[attr-defined]
     return obj() if isinstance(obj, type) else obj
+
+
+def empty_facts(parser: Parser) -> dict[str, Any]:
+    """The facts ``parser`` gives before it has parsed anything: each declared fact with
+    its empty value. ``empty_facts`` is optional for plugins; one without has none."""
+    facts = getattr(parser, "empty_facts", None)
+    return dict(facts) if isinstance(facts, Mapping) else {}
