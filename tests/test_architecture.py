@@ -47,7 +47,13 @@ LAYERS = (
 LOOP_MAY_USE_OF_SYSTEM = {"looprun.system.redact"}
 
 # (importing module, imported module) -> why it is imported inside a function
-LOCAL_IMPORTS: dict[tuple[str, str], str] = {}
+LOCAL_IMPORTS: dict[tuple[str, str], str] = {
+    # adapters
+    ("looprun.remote.ray_cluster", "ray"): (
+        "Ray is optional and slow to import: loaded when a Ray executor connects, so "
+        "--executor ray can be parsed, and the executor module imported, without it"
+    ),
+}
 
 
 @dataclass(frozen=True)

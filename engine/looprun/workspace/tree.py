@@ -13,6 +13,7 @@ directory itself is never part of a snapshot.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import glob
 import os
@@ -793,8 +794,6 @@ class RunLock:
         self._fh: Any = None
 
     def __enter__(self) -> RunLock:
-        import fcntl
-
         safefs.checked_dir(self.path.parent)
         fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         fh = open(fd, "r+", encoding="utf-8")
