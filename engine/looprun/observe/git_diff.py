@@ -19,7 +19,8 @@ from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
 from looprun.observe.reports import as_list, max_feedback, option, signature_of, unusable
 from looprun.template.expressions import freeze, matching
-from looprun.workspace.git import EMPTY_TREE, Git, GitError, base_ignore_rules
+from looprun.workspace.git import EMPTY_TREE, Git, GitError
+from looprun.workspace.ignore import base_ignore_rules
 
 NAME = "git_diff"
 EMPTY_FACTS = declared_facts.GIT_DIFF

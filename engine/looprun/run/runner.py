@@ -238,7 +238,7 @@ def run_from_cli(**options: Any) -> int:
         check_hidden(template, None if backend is None else backend.name)
     options = {**options, "executor": _executor_spec(options.get("executor"))}
     _executor_factory(options)  # a bad --executor or a missing Ray stops here, before the run
-    from looprun.workspace.tree import RunLock
+    from looprun.workspace.lock import RunLock
 
     run_id = new_run_id()
     with RunLock(workdir / ".looprun", run_id):
@@ -462,7 +462,7 @@ def resume_from_cli(
     choices = choices or ResumeChoices()
     if approve and reject:
         raise UsageError("--approve and --reject exclude each other")
-    from looprun.workspace.tree import RunLock
+    from looprun.workspace.lock import RunLock
 
     wd = _workdir(workdir or ".")
     journal = RunJournal.open(wd, run_id)
