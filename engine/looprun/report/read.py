@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import UsageError
-from looprun.journal.writer import RUNS_DIR, current_events, find_run, read_jsonl
+from looprun.journal.read import current_events, read_jsonl
+from looprun.journal.runs import RUNS_DIR, find_run
 from looprun.loop.verdict import left_failing
 from looprun.report.model import (
     Check,

@@ -21,14 +21,8 @@ from looprun.checks.holdout import resolve as resolve_holdouts
 from looprun.errors import EXIT_ERROR, UsageError, one_line
 from looprun.journal import recorded, sealed
 from looprun.journal.recorded import ResumeChoices
-from looprun.journal.writer import (
-    RunJournal,
-    RunStatus,
-    list_runs,
-    new_run_id,
-    run_status,
-    runs_root,
-)
+from looprun.journal.runs import RunStatus, list_runs, new_run_id, run_status, runs_root
+from looprun.journal.writer import RunJournal
 from looprun.loop.engine import Engine, RunInfo, with_iterations
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.loop.outcome import RunResult
