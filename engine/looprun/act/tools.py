@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprun.act.diffrules import Violation
 from looprun.act.files import looks_binary, read_capped, walk_files
-from looprun.act.policy import Policy, Violation
+from looprun.act.policy import Policy
 from looprun.errors import PolicyViolation, ToolError
 from looprun.models.base import ToolCall, ToolSpec
 from looprun.system.atomic import write_atomic
