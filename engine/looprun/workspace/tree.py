@@ -210,7 +210,8 @@ class Workspace:
         state directory is left alone, and so are the user's index and HEAD.
         Directories emptied by the removal are removed too.
         """
-        self._apply(self.snapshot(), self.tree_of(ref_or_sha))
+        target = self.tree_of(ref_or_sha)
+        self._apply(self.snapshot(), target)
         raw = safefs.read_bytes(self._base_file("ignored"))
         if raw is not None:  # else a base recorded before ignored files were: keep them
             before = {p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p}
