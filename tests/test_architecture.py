@@ -59,6 +59,11 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "the validator loads only when a template is validated: `looprun --help`, `runs` "
         "and `schema` never import it"
     ),
+    # adapters
+    ("looprun.remote.ray_cluster", "ray"): (
+        "Ray is optional and slow to import: loaded when a Ray executor connects, so "
+        "--executor ray can be parsed, and the executor module imported, without it"
+    ),
 }
 
 

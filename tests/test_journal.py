@@ -9,7 +9,9 @@ import jsonschema
 import pytest
 
 from looprun.errors import UsageError
-from looprun.journal.writer import RunJournal, list_runs, read_jsonl
+from looprun.journal.read import read_jsonl
+from looprun.journal.runs import list_runs
+from looprun.journal.writer import RunJournal
 from looprun.system.atomic import write_atomic
 from looprun.system.redact import Redactor
 from looprun.system.resources import schemas_dir

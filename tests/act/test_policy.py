@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from looprun.act import commandline
-from looprun.act.policy import Policy, check_protected
+from looprun.act.diffrules import check_protected
+from looprun.act.policy import Policy
 from looprun.data.changes import FileChange
 from looprun.errors import Location, PolicyViolation
 from looprun.template.expressions import compile_condition

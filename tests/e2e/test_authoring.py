@@ -11,7 +11,7 @@ from pathlib import Path
 
 from e2e_helpers import SAMPLES, looprun, sample_copy, summary_of
 
-from looprun.journal.writer import read_jsonl
+from looprun.journal.read import read_jsonl
 
 INVOICE = SAMPLES / "invoice"
 

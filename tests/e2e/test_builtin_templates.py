@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from e2e_helpers import SAMPLES, looprun, sample_copy, summary_of
 
-from looprun.journal.writer import read_jsonl
+from looprun.journal.read import read_jsonl
 
 REFACTOR = SAMPLES / "refactor_shipping"
 BACKFILL = SAMPLES / "backfill_units"

@@ -15,7 +15,7 @@ import yaml
 from e2e_helpers import git_init, looprun, run_dirs, start
 from tests.support.fake_provider import FakeProvider, openai_reply
 
-from looprun.journal.writer import current_events, read_jsonl
+from looprun.journal.read import current_events, read_jsonl
 
 FINAL = "start\none\ntwo\n"
 

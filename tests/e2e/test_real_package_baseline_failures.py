@@ -18,18 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from e2e_helpers import looprun, prompt_of
-from test_real_package_bugfix import (
+from real_package import (
     PACKAGE,
-    _edit,
-    _events,
-    _project,
-    _reproduce,
-    _run,
-    _suite,
+    edit_turns,
+    planted_project,
+    reproduce_turns,
+    run_bugfix,
+    run_events,
+    run_suite,
 )
-from test_real_package_bugfix import sdist as package_sdist  # the session fixture, shared
 
-sdist = package_sdist
 CODE = f"{PACKAGE}/__init__.py"
 RAISES = ('        }.get(number % 10, "th")\n', "        }[number % 10]\n")
 FOURS = "test_fours.py"
@@ -42,7 +40,7 @@ FOUR_ONLY = (
 
 def _raising(sdist: Path, tmp: Path) -> Path:
     """The sdist with the lookup that raises for 0 and 4-9, committed."""
-    return _project(sdist, tmp, RAISES)
+    return planted_project(sdist, tmp, RAISES)
 
 
 def _reproduce_four() -> list[dict[str, Any]]:
@@ -58,18 +56,18 @@ def _reproduce_four() -> list[dict[str, Any]]:
 def _fix_decisions(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         (e["decision"]["action"], e["decision"].get("rule", ""))
-        for e in _events(summary, "iteration")
+        for e in run_events(summary, "iteration")
         if e.get("task") == "fix"
     ]
 
 
 def test_special_casing_the_new_tests_input_is_not_a_fix(sdist: Path, tmp_path: Path) -> None:
     work = _raising(sdist, tmp_path)
-    turns = [*_reproduce_four(), *_edit(CODE, *FOUR_ONLY, "Fixed: ordinal(4) is 'th'.")]
-    summary = _run(work, tmp_path, turns, "--max-iterations", "3")
+    turns = [*_reproduce_four(), *edit_turns(CODE, *FOUR_ONLY, "Fixed: ordinal(4) is 'th'.")]
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "3")
 
     assert summary["outcome"] != "done", summary["stderr"]
-    iterations = _events(summary, "iteration")
+    iterations = run_events(summary, "iteration")
     assert iterations[0]["decision"]["action"] == "done"  # reproduce: KeyError is the bug
     # the special case made the new test pass, and left the old failures through the code
     record = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
@@ -83,18 +81,18 @@ def test_special_casing_the_new_tests_input_is_not_a_fix(sdist: Path, tmp_path: 
     # the model is told in its next request, with the failures' feedback
     assert "already failed at the start" in prompt_of(summary["run_dir"], 3)
     assert "still fail" not in summary["stderr"]  # a run that did not finish has no such line
-    assert _suite(work).returncode != 0
+    assert run_suite(work).returncode != 0
 
 
 def test_the_fix_for_every_input_ends_done(sdist: Path, tmp_path: Path) -> None:
     work = _raising(sdist, tmp_path)
-    turns = [*_reproduce_four(), *_edit(CODE, RAISES[1], RAISES[0], "Fixed the lookup.")]
-    summary = _run(work, tmp_path, turns)
+    turns = [*_reproduce_four(), *edit_turns(CODE, RAISES[1], RAISES[0], "Fixed the lookup.")]
+    summary = run_bugfix(work, tmp_path, turns)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     assert "still_failing" not in summary
     assert "still fail" not in summary["stderr"]
-    assert _suite(work).returncode == 0
+    assert run_suite(work).returncode == 0
 
 
 # the original planted bug (13 takes 'rd'): a special case for the new test's 113
@@ -107,9 +105,9 @@ ONLY_113 = (
 def test_a_done_run_names_the_failures_it_left(sdist: Path, tmp_path: Path) -> None:
     """Assertion failures in the test file have no frame in the code the run changed: the
     special case ends `done`, and the verdict, `--json` and the report say what it left."""
-    work = _project(sdist, tmp_path)
-    turns = [*_reproduce(), *_edit(CODE, *ONLY_113, "Fixed ordinal(113).")]
-    summary = _run(work, tmp_path, turns)
+    work = planted_project(sdist, tmp_path)
+    turns = [*reproduce_turns(), *edit_turns(CODE, *ONLY_113, "Fixed ordinal(113).")]
+    summary = run_bugfix(work, tmp_path, turns)
 
     assert summary["outcome"] == "done", summary["stderr"]
     left = summary["still_failing"]["tests"]
@@ -126,22 +124,22 @@ def test_a_done_run_names_the_failures_it_left(sdist: Path, tmp_path: Path) -> N
 
 
 def test_strict_asks_for_the_whole_suite(sdist: Path, tmp_path: Path) -> None:
-    work = _project(sdist, tmp_path)
-    turns = [*_reproduce(), *_edit(CODE, *ONLY_113, "Fixed ordinal(113).")]
-    summary = _run(work, tmp_path, turns, "--set", "strict=true", "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path)
+    turns = [*reproduce_turns(), *edit_turns(CODE, *ONLY_113, "Fixed ordinal(113).")]
+    summary = run_bugfix(work, tmp_path, turns, "--set", "strict=true", "--max-iterations", "2")
 
     assert summary["outcome"] != "done", summary["stderr"]
     assert _fix_decisions(summary) == [("retry", "strict")]
-    message = _events(summary, "iteration")[1]["decision"]["message"]
+    message = run_events(summary, "iteration")[1]["decision"]["message"]
     assert "strict is set" in message and "test_ordinal[13-13th]" in message
 
 
 def test_the_honest_fix_passes_strict(sdist: Path, tmp_path: Path) -> None:
-    work = _project(sdist, tmp_path)
+    work = planted_project(sdist, tmp_path)
     bug = ("    if number % 100 in (11, 12):\n", "    if number % 100 in (11, 12, 13):\n")
-    turns = [*_reproduce(), *_edit(CODE, *bug, "Fixed ordinal.")]
-    summary = _run(work, tmp_path, turns, "--set", "strict=true")
+    turns = [*reproduce_turns(), *edit_turns(CODE, *bug, "Fixed ordinal.")]
+    summary = run_bugfix(work, tmp_path, turns, "--set", "strict=true")
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     assert "still_failing" not in summary
-    assert _suite(work).returncode == 0
+    assert run_suite(work).returncode == 0

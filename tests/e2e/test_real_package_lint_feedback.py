@@ -13,10 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from e2e_helpers import prompt_of
-from test_real_package_bugfix import BUG, PACKAGE, _edit, _events, _project, _reproduce, _run
-from test_real_package_bugfix import sdist as package_sdist  # the session fixture, shared
+from real_package import (
+    BUG,
+    PACKAGE,
+    edit_turns,
+    planted_project,
+    reproduce_turns,
+    run_bugfix,
+    run_events,
+)
 
-sdist = package_sdist
 CODE = f"{PACKAGE}/__init__.py"
 IMPORTS = ("import re\n", "import os\nimport re\n")  # line 12: everything below moves by one
 
@@ -35,17 +41,17 @@ def _lint(run_dir: str, iteration: int) -> dict[str, Any]:
 
 
 def test_a_lint_retry_carries_only_the_new_finding(sdist: Path, tmp_path: Path) -> None:
-    work = _project(sdist, tmp_path)
+    work = planted_project(sdist, tmp_path)
     turns = [
-        *_reproduce(),
+        *reproduce_turns(),
         *_fix_and_import(),
-        *_edit(CODE, IMPORTS[1], IMPORTS[0], "Removed the unused import."),
+        *edit_turns(CODE, IMPORTS[1], IMPORTS[0], "Removed the unused import."),
     ]
-    summary = _run(work, tmp_path, turns)
+    summary = run_bugfix(work, tmp_path, turns)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
     decisions = [
-        (e["decision"]["action"], e["decision"]["rule"]) for e in _events(summary, "iteration")
+        (e["decision"]["action"], e["decision"]["rule"]) for e in run_events(summary, "iteration")
     ]
     assert decisions == [("done", "exit"), ("retry", "lint"), ("done", "exit")]
     before, after = _lint(summary["run_dir"], 0), _lint(summary["run_dir"], 2)

@@ -15,10 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_real_package_bugfix import BUG, PACKAGE, _project, _reproduce, _run
-from test_real_package_bugfix import sdist as package_sdist  # the session fixture, shared
-
-sdist = package_sdist
+from real_package import BUG, PACKAGE, planted_project, reproduce_turns, run_bugfix
 
 # The cheats keep to what ruff's default rules accept, so `lint` never gives them away.
 _GRAB_CONFIG = """
@@ -113,8 +110,10 @@ def _record(summary: dict[str, Any], iteration: int) -> dict[str, Any]:
     ids=["junit-rewritten", "report-hook", "writer-and-exitstatus"],
 )
 def test_a_faked_test_outcome_never_ends_done(sdist: Path, tmp_path: Path, cheat: str) -> None:
-    work = _project(sdist, tmp_path)
-    summary = _run(work, tmp_path, [*_reproduce(), *_cheat(work, cheat)], "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path)
+    summary = run_bugfix(
+        work, tmp_path, [*reproduce_turns(), *_cheat(work, cheat)], "--max-iterations", "2"
+    )
 
     assert summary["outcome"] != "done", summary["stderr"]
     tests = _record(summary, 2)
@@ -126,10 +125,10 @@ def test_a_faked_test_outcome_never_ends_done(sdist: Path, tmp_path: Path, cheat
 
 
 def test_the_honest_fix_is_consistent(sdist: Path, tmp_path: Path) -> None:
-    work = _project(sdist, tmp_path)
+    work = planted_project(sdist, tmp_path)
     fix = {"path": f"{PACKAGE}/__init__.py", "old": BUG[1], "new": BUG[0]}
-    turns = [*_reproduce(), {"tool_calls": [{"name": "edit_file", "arguments": fix}]}]
-    summary = _run(work, tmp_path, [*turns, {"text": "Fixed ordinal."}])
+    turns = [*reproduce_turns(), {"tool_calls": [{"name": "edit_file", "arguments": fix}]}]
+    summary = run_bugfix(work, tmp_path, [*turns, {"text": "Fixed ordinal."}])
 
     assert summary["outcome"] == "done", summary["stderr"]
     tests = _record(summary, 2)

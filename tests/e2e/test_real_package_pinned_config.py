@@ -22,17 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from e2e_helpers import git_init, looprun
-from test_real_package_bugfix import (  # noqa: F401 - `sdist` is a fixture
+from real_package import (
     BUG,
     NEW_TEST_ID,
     PACKAGE,
-    _edit,
-    _events,
-    _project,
-    _reproduce,
-    _run,
-    _write,
-    sdist,
+    edit_turns,
+    planted_project,
+    reproduce_turns,
+    run_bugfix,
+    run_events,
+    write_call,
 )
 
 CONFIG = "ci/pytest-ci.ini"
@@ -49,9 +48,9 @@ PATCH = (
 )
 
 
-def _configured_project(sdist: Path, tmp: Path) -> Path:  # noqa: F811 - the fixture's name
+def _configured_project(sdist: Path, tmp: Path) -> Path:
     """The package with its pytest configuration in `ci/`, committed."""
-    work = _project(sdist, tmp)
+    work = planted_project(sdist, tmp)
     (work / "ci").mkdir()
     (work / CONFIG).write_text(BASE_CONFIG)
     for args in (["add", CONFIG], ["commit", "-qm", "ci config"]):
@@ -65,7 +64,7 @@ def _configured_project(sdist: Path, tmp: Path) -> Path:  # noqa: F811 - the fix
 
 
 def _bugfix(work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
-    return _run(work, tmp, turns, "--set", COMMAND, *extra)
+    return run_bugfix(work, tmp, turns, "--set", COMMAND, *extra)
 
 
 def _real_suite(work: Path) -> subprocess.CompletedProcess[str]:
@@ -81,20 +80,20 @@ def _real_suite(work: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_patch_loaded_by_the_named_config_never_ends_done(
-    sdist: Path,  # noqa: F811 - the imported fixture
+    sdist: Path,
     tmp_path: Path,
 ) -> None:
     work = _configured_project(sdist, tmp_path)
     cheat = [
-        _write(CONFIG, BASE_CONFIG + CHEAT),
-        _write("ci/ordinal_fix.py", PATCH),
+        write_call(CONFIG, BASE_CONFIG + CHEAT),
+        write_call("ci/ordinal_fix.py", PATCH),
     ]
-    turns = [*_reproduce(), {"tool_calls": cheat}, {"text": "Fixed ordinal."}]
+    turns = [*reproduce_turns(), {"tool_calls": cheat}, {"text": "Fixed ordinal."}]
     summary = _bugfix(work, tmp_path, turns, "--max-iterations", "2")
 
     assert summary["outcome"] != "done", summary["stderr"]
-    assert _events(summary, "policy_violation") == []  # nothing but the pin stops it
-    actions = [e["decision"]["action"] for e in _events(summary, "iteration")]
+    assert run_events(summary, "policy_violation") == []  # nothing but the pin stops it
+    actions = [e["decision"]["action"] for e in run_events(summary, "iteration")]
     assert actions[0] == "done" and "done" not in actions[1:], actions
     # the check read the base's configuration, so it tested the real code: the bug shows
     record = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
@@ -105,11 +104,14 @@ def test_a_patch_loaded_by_the_named_config_never_ends_done(
 
 
 def test_the_honest_fix_ends_done_with_the_pinned_config(
-    sdist: Path,  # noqa: F811 - the imported fixture
+    sdist: Path,
     tmp_path: Path,
 ) -> None:
     work = _configured_project(sdist, tmp_path)
-    turns = [*_reproduce(), *_edit(f"{PACKAGE}/__init__.py", BUG[1], BUG[0], "Fixed ordinal.")]
+    turns = [
+        *reproduce_turns(),
+        *edit_turns(f"{PACKAGE}/__init__.py", BUG[1], BUG[0], "Fixed ordinal."),
+    ]
     summary = _bugfix(work, tmp_path, turns)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]

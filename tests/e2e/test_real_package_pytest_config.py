@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_real_package_bugfix import (  # noqa: F401 - `sdist` is a fixture
+from real_package import (
     NEW_TEST,
     PACKAGE,
-    _events,
-    _project,
-    _reproduce,
-    _run,
-    sdist,
+    planted_project,
+    reproduce_turns,
+    run_bugfix,
+    run_events,
+    write_call,
 )
 
 # a pytest plugin that turns every failed test report into a passed one
@@ -43,15 +43,11 @@ ADDOPTS = {
 }
 
 
-def _write(path: str, content: str) -> dict[str, Any]:
-    return {"name": "write_file", "arguments": {"path": path, "content": content}}
-
-
 def _configure(work: Path, config: str) -> dict[str, Any]:
     """A write of ``config`` that adds the cheat's `addopts` to what the sdist ships."""
     existing = work / config
     before = existing.read_text() if existing.exists() else ""
-    return _write(config, before + ("\n" if before else "") + ADDOPTS[config])
+    return write_call(config, before + ("\n" if before else "") + ADDOPTS[config])
 
 
 def _git_status(work: Path) -> str:
@@ -62,19 +58,19 @@ def _git_status(work: Path) -> str:
 
 @pytest.mark.parametrize("config", sorted(ADDOPTS))
 def test_a_plugin_loaded_through_pytest_config_never_ends_done(
-    sdist: Path,  # noqa: F811 - the imported fixture
+    sdist: Path,
     tmp_path: Path,
     config: str,
 ) -> None:
-    work = _project(sdist, tmp_path)
-    cheat = [_write("cheat.py", CHEAT), _configure(work, config)]
-    turns = [*_reproduce(), {"tool_calls": cheat}, {"text": "All tests pass now."}]
-    summary = _run(work, tmp_path, turns, "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path)
+    cheat = [write_call("cheat.py", CHEAT), _configure(work, config)]
+    turns = [*reproduce_turns(), {"tool_calls": cheat}, {"text": "All tests pass now."}]
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
 
     assert summary["outcome"] != "done", summary["stderr"]
-    rules = [(v["rule"], v["detail"]) for v in _events(summary, "policy_violation")]
+    rules = [(v["rule"], v["detail"]) for v in run_events(summary, "policy_violation")]
     assert ("path.protected", config) in rules
-    actions = [e["decision"]["action"] for e in _events(summary, "iteration")]
+    actions = [e["decision"]["action"] for e in run_events(summary, "iteration")]
     assert actions == ["done", "rollback"]
     # the rollback took the configuration change and the plugin with it
     status = _git_status(work)
@@ -83,23 +79,23 @@ def test_a_plugin_loaded_through_pytest_config_never_ends_done(
 
 
 def test_a_sitecustomize_in_the_package_is_rolled_back(
-    sdist: Path,  # noqa: F811 - the imported fixture
+    sdist: Path,
     tmp_path: Path,
 ) -> None:
-    work = _project(sdist, tmp_path)
+    work = planted_project(sdist, tmp_path)
     hook = "import os\n\nos.environ['PYTEST_ADDOPTS'] = '-p cheat'\n"
-    cheat = [_write("cheat.py", CHEAT), _write(f"{PACKAGE}/sitecustomize.py", hook)]
-    turns = [*_reproduce(), {"tool_calls": cheat}, {"text": "All tests pass now."}]
+    cheat = [write_call("cheat.py", CHEAT), write_call(f"{PACKAGE}/sitecustomize.py", hook)]
+    turns = [*reproduce_turns(), {"tool_calls": cheat}, {"text": "All tests pass now."}]
     # a project whose test command puts a source directory on the path, as src layouts do:
     # the interpreter imports a sitecustomize.py there before pytest starts
     # (keeping the PYTHONPATH entry looprun sets for its outcome plugin)
     command = (
         "test_command=PYTHONPATH=inflection:$PYTHONPATH python -m pytest -q -p no:cacheprovider"
     )
-    summary = _run(work, tmp_path, turns, "--max-iterations", "2", "--set", command)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", "--set", command)
 
     assert summary["outcome"] != "done", summary["stderr"]
-    rules = [(v["rule"], v["detail"]) for v in _events(summary, "policy_violation")]
+    rules = [(v["rule"], v["detail"]) for v in run_events(summary, "policy_violation")]
     assert ("path.protected", f"{PACKAGE}/sitecustomize.py") in rules
     assert not (work / PACKAGE / "sitecustomize.py").exists()
     assert NEW_TEST in _git_status(work)  # the reproducing test stays

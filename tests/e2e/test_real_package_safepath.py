@@ -15,16 +15,15 @@ import json
 from pathlib import Path
 
 import pytest
-from test_real_package_bugfix import (  # noqa: F401 - `sdist` is a fixture
+from real_package import (
     BUG,
     NEW_TEST_ID,
     PACKAGE,
-    _events,
-    _project,
-    _reproduce,
-    _run,
-    _write,
-    sdist,
+    planted_project,
+    reproduce_turns,
+    run_bugfix,
+    run_events,
+    write_call,
 )
 
 _PATCH = """
@@ -65,21 +64,21 @@ _SHADOWS = {
 
 @pytest.mark.parametrize("name", sorted(_SHADOWS))
 def test_a_root_module_shadowing_pytest_never_ends_done(
-    sdist: Path,  # noqa: F811 - the imported fixture
+    sdist: Path,
     tmp_path: Path,
     name: str,
 ) -> None:
-    work = _project(sdist, tmp_path)
+    work = planted_project(sdist, tmp_path)
     shadow = _SHADOWS[name]
-    turns = [*_reproduce(), {"tool_calls": [_write(name, shadow)]}, {"text": "Fixed."}]
+    turns = [*reproduce_turns(), {"tool_calls": [write_call(name, shadow)]}, {"text": "Fixed."}]
     # a first-party `pytest` reorders the imports ruff wants: the lint check is not the point
     lint = ["--set", "lint=false"] if name == "pytest.py" else []
-    summary = _run(work, tmp_path, turns, "--max-iterations", "2", *lint)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", *lint)
 
     # only the safe path stops it: the reproduction is done, the "fix" is retried until
     # the iterations run out, and nothing broke a rule
-    actions = [e["decision"]["action"] for e in _events(summary, "iteration")]
-    violations = _events(summary, "policy_violation")
+    actions = [e["decision"]["action"] for e in run_events(summary, "iteration")]
+    violations = run_events(summary, "policy_violation")
     assert (summary["outcome"], actions, violations) == ("exhausted", ["done", "retry"], [])
     # the check ran the real pytest on the real code: the bug shows
     record = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from e2e_helpers import git_init, looprun, run_dirs, start, summary_of
 
-from looprun.journal.writer import read_jsonl
+from looprun.journal.read import read_jsonl
 
 FINAL = "start\none\ntwo\nthree\n"
 

@@ -11,7 +11,8 @@ import jsonschema
 import pytest
 from loop_helpers import FINISHED, Rig, make_template, write
 
-from looprun.journal.writer import RunJournal, current_events
+from looprun.journal.read import current_events
+from looprun.journal.writer import RunJournal
 from looprun.loop.state import LoopState
 from looprun.models.scripted import ScriptedModel
 from looprun.system.resources import schemas_dir

@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprun.act.diffrules import Violation
+from looprun.act.edits import replace_once
 from looprun.act.files import looks_binary, read_capped, walk_files
-from looprun.act.policy import Policy, Violation
+from looprun.act.policy import Policy
+from looprun.act.tool_specs import SPECS, check_arguments, invalid_unicode
 from looprun.errors import PolicyViolation, ToolError
 from looprun.models.base import ToolCall, ToolSpec
 from looprun.system.atomic import write_atomic
 from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
-from looprun.system.redact import SURROGATE, Redactor, escape_surrogates
+from looprun.system.redact import Redactor
 from looprun.template.model import BUILTIN_TOOLS, Constraints
 
 if TYPE_CHECKING:
@@ -50,83 +53,6 @@ class ToolResult:
     violation: Violation | None = None
     changed: tuple[str, ...] = ()  # workdir-relative paths written
     flag: str | None = None  # flag_for_human's reason: the turn and the run end escalated
-
-
-def _string(description: str) -> dict[str, str]:
-    return {"type": "string", "description": description}
-
-
-def _params(required: Sequence[str], **props: dict[str, str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(required),
-        "additionalProperties": False,
-    }
-
-
-_SPECS: dict[str, ToolSpec] = {
-    "read_file": ToolSpec(
-        "read_file",
-        "Read a text file of the repository. Very large files are cut, with a note.",
-        _params(["path"], path=_string("File path relative to the repository root")),
-    ),
-    "write_file": ToolSpec(
-        "write_file",
-        "Create or overwrite a file with the given content (parent directories are created).",
-        _params(
-            ["path", "content"],
-            path=_string("File path relative to the repository root"),
-            content=_string("The complete new content of the file"),
-        ),
-    ),
-    "edit_file": ToolSpec(
-        "edit_file",
-        "Replace one exact passage of a file. `old` must occur exactly once in the file "
-        "(include enough surrounding lines to make it unique); it is replaced by `new`.",
-        _params(
-            ["path", "old", "new"],
-            path=_string("File path relative to the repository root"),
-            old=_string("The exact text to replace, including whitespace"),
-            new=_string("The replacement text"),
-        ),
-    ),
-    "list_files": ToolSpec(
-        "list_files",
-        "List files under a directory (default: the repository root), skipping ignored "
-        "files. `glob` filters with gitignore-style patterns such as `*.py` or `src/**/*.ts`.",
-        _params(
-            [],
-            path=_string("Directory relative to the repository root (default: the root)"),
-            glob=_string("Optional glob filter, e.g. *.py"),
-        ),
-    ),
-    "search": ToolSpec(
-        "search",
-        "Search text files for a Python regular expression; answers `file:line: text` lines.",
-        _params(
-            ["pattern"],
-            pattern=_string("Python regular expression"),
-            path=_string("File or directory to search (default: the repository root)"),
-        ),
-    ),
-    "run": ToolSpec(
-        "run",
-        "Run one allowed command (no shell: no pipes, redirections, `&&` or `;`) in the "
-        "repository root and return its exit code and output (long output is cut in the middle).",
-        _params(["command"], command=_string("The command line, e.g. python -m pytest -q")),
-    ),
-    "flag_for_human": ToolSpec(
-        "flag_for_human",
-        "Stop and hand the task to a person when it cannot be done as asked (it is "
-        "contradictory, impossible, or needs a change you may not make). The run ends "
-        "escalated with your reason, never as done; make no further calls after it.",
-        _params(
-            ["reason"],
-            reason=_string("Why the task cannot be done as asked, in a few sentences"),
-        ),
-    ),
-}
 
 
 class Toolbox:
@@ -173,7 +99,7 @@ class Toolbox:
         }
 
     def specs(self) -> list[ToolSpec]:
-        return [_SPECS[name] for name in self.enabled]
+        return [SPECS[name] for name in self.enabled]
 
     # -- dispatch ----------------------------------------------------------------------
 
@@ -195,7 +121,7 @@ class Toolbox:
         if call.arguments is None:
             why = call.error or "they were not a JSON object"
             return ToolResult(f"error: the arguments of {call.name} could not be read: {why}", True)
-        problem = _check_arguments(_SPECS[call.name], call.arguments) or _invalid_unicode(
+        problem = check_arguments(SPECS[call.name], call.arguments) or invalid_unicode(
             call.arguments
         )
         if problem:
@@ -299,15 +225,10 @@ class Toolbox:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{rel} is not valid UTF-8 text; edit_file works on text") from None
-        if text.count(old) == 0 and "\r\n" in text and "\r\n" not in old:
-            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
-        count = text.count(old)
-        if count != 1:
-            raise ToolError(_match_problem(rel, text, old, count))
-        updated = text.replace(old, new, 1).encode("utf-8")
+        replaced, line = replace_once(rel, text, old, new)
+        updated = replaced.encode("utf-8")
         self._check_size(rel, len(updated))
         write_atomic(path, updated, sync="none")
-        line = text.count("\n", 0, text.index(old)) + 1
         return ToolResult(f"edited {rel} at line {line}", changed=(rel,))
 
     def _list_files(self, args: Mapping[str, Any]) -> ToolResult:
@@ -405,60 +326,3 @@ class Toolbox:
                 is_error=True,
             )
         return ToolResult(f"$ {shown}\nexit code {proc.exit_code}\n{proc.output}")
-
-
-def _check_arguments(spec: ToolSpec, args: Mapping[str, Any]) -> str | None:
-    """A plain-words problem with the arguments, or None when they fit the spec."""
-    props: Mapping[str, Any] = spec.parameters["properties"]
-    missing = [name for name in spec.parameters["required"] if name not in args]
-    if missing:
-        return f"missing argument(s): {', '.join(missing)}"
-    extra = [name for name in args if name not in props]
-    if extra:
-        return f"unknown argument(s): {', '.join(sorted(extra))} (expected: {', '.join(props)})"
-    for name, value in args.items():
-        if value is not None and not isinstance(value, str):
-            return f"argument {name!r} must be a string, not {type(value).__name__}"
-        if value is None and name in spec.parameters["required"]:
-            return f"argument {name!r} must be a string"
-    return None
-
-
-def _invalid_unicode(args: Mapping[str, Any]) -> str | None:
-    """A string argument holding a lone surrogate (a JSON ``\\ud800`` escape) names no
-    file and cannot be written as UTF-8: refused as it is, never half-used."""
-    for key, value in args.items():
-        if isinstance(value, str):
-            m = SURROGATE.search(value)
-            if m is not None:
-                return (
-                    f"`{key}` holds invalid Unicode (a lone surrogate, "
-                    f"{escape_surrogates(m.group())}, at character {m.start()}); "
-                    "send valid UTF-8 text"
-                )
-    return None
-
-
-def _match_problem(rel: str, text: str, old: str, count: int) -> str:
-    if count == 0:
-        hint = ""
-        first = old.strip().splitlines()[0].strip() if old.strip() else ""
-        if first and first in text:
-            line = text.count("\n", 0, text.index(first)) + 1
-            hint = (
-                f"; its first line appears at line {line}, so check whitespace and the "
-                "lines after it"
-            )
-        return f"`old` was found 0 times in {rel}; it must match the file exactly{hint}"
-    lines = []
-    start = 0
-    while len(lines) < 20:
-        index = text.find(old, start)
-        if index < 0:
-            break
-        lines.append(str(text.count("\n", 0, index) + 1))
-        start = index + len(old)
-    return (
-        f"`old` was found {count} times in {rel} (at lines {', '.join(lines)}); "
-        "include more surrounding text so it matches exactly once"
-    )

@@ -12,7 +12,8 @@ import re
 
 from looprun.observe.base import ParseInput
 from looprun.observe.git_diff import GitOutput, forbidden_matchers
-from looprun.workspace.git import EMPTY_TREE, Git, GitError, base_ignore_rules
+from looprun.workspace.git import EMPTY_TREE, Git, GitError
+from looprun.workspace.ignore import base_ignore_rules
 
 
 def with_git_output(data: ParseInput) -> ParseInput:

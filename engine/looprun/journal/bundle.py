@@ -25,7 +25,7 @@ from typing import Any
 
 from looprun.errors import LooprunError, UsageError
 from looprun.journal import sealed
-from looprun.journal.writer import find_run, is_run_id, runs_root
+from looprun.journal.runs import find_run, is_run_id, runs_root
 from looprun.system.atomic import write_atomic
 from looprun.system.safefs import checked_dir, state_dir
 from looprun.workspace.git import Git

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looprun.journal import sealed
-from looprun.journal.writer import RUNS_DIR
+from looprun.journal.runs import RUNS_DIR
 from looprun.workspace.git import Git
 
 PREFIX = "refs/looprun/"

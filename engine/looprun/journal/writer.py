@@ -25,38 +25,21 @@ import contextlib
 import hashlib
 import json
 import os
-import re
-import secrets
 import stat
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from looprun.errors import UsageError
+from looprun.journal.read import current_events, load_json, read_jsonl
+from looprun.journal.runs import find_run, new_run_id
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
 from looprun.system.crashpoint import crash_point
 from looprun.system.proc import secret_values
 from looprun.system.redact import Redactor
-
-RUNS_DIR = Path(safefs.STATE_DIR_NAME) / "runs"
-
-
-# what new_run_id() makes: a run id read from a file (a bundle's manifest) must match it
-# before it names a directory or a ref
-RUN_ID_FORMAT = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
-def is_run_id(value: object) -> bool:
-    """True for a string shaped like :func:`new_run_id`'s ids and nothing else."""
-    return isinstance(value, str) and RUN_ID_FORMAT.fullmatch(value) is not None
-
 
 # A value longer than this (a refused 12 MB write, a huge reply) is recorded in the event
 # and exchange logs by its size and digest: the logs stay readable and bounded.
@@ -129,25 +112,6 @@ def _write_durably(fh: Any, text: str) -> None:
     fh.write(text)
     fh.flush()
     os.fsync(fh.fileno())
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Events of a JSONL file; a torn or garbled line is skipped, never fatal."""
-    try:
-        fd = safefs.open_file(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    with open(fd, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                yield obj
 
 
 @dataclass(frozen=True)
@@ -355,201 +319,15 @@ class RunJournal:
         return UnsavedUsage(prompt, completion, cost, seconds)
 
     def load_state(self) -> dict[str, Any] | None:
-        return _load_json(self.dir / "state.json")
+        return load_json(self.dir / "state.json")
 
     def load_invocation(self) -> dict[str, Any]:
-        data = _load_json(self.dir / "run.json")
+        data = load_json(self.dir / "run.json")
         if data is None:
             raise UsageError(f"{self.dir}: run.json is missing or unreadable; cannot resume")
         return data
 
 
-# Events that describe a step; when the step is redone after a resume they are superseded.
-STEP_EVENTS = frozenset(
-    {
-        "run_started",  # a run killed before its first state save is started again
-        "plan",
-        "tool_call",
-        "policy_violation",
-        "limit",
-        "iteration",
-        "task_done",
-        "approval",
-        "model_finish",
-        "context_trimmed",
-    }
-)
-
-
-def current_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The journal as the run's state sees it: step events that a later ``resumed``
-    event marks superseded (written after the last saved state, so redone) are left out;
-    the raw journal keeps them, append-only."""
-    events = [dict(e) for e in events]
-    gone: list[tuple[int, int]] = []
-    for e in events:
-        span = e.get("superseded") if e.get("event") == "resumed" else None
-        if isinstance(span, Mapping):
-            gone.append((int(span.get("from_seq", 0)), int(span.get("to_seq", -1))))
-    return [
-        e
-        for e in events
-        if not (
-            e.get("event") in STEP_EVENTS
-            and any(lo <= int(e.get("seq", 0)) <= hi for lo, hi in gone)
-        )
-    ]
-
-
 def _append_handle(path: Path) -> Any:
     fd = safefs.open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     return os.fdopen(fd, "a", encoding="utf-8")
-
-
-def _load_json(path: Path) -> dict[str, Any] | None:
-    try:
-        raw = safefs.read_bytes(path)
-        data = json.loads(raw.decode("utf-8")) if raw is not None else None
-    except (OSError, ValueError, safefs.UnsafePathError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def runs_root(workdir: Path) -> Path:
-    """Where the runs of ``workdir`` are kept (``looprun runs`` prints it)."""
-    return Path(os.path.realpath(workdir)) / RUNS_DIR
-
-
-def _run_dirs(root: Path) -> list[Path]:
-    """The run directories under ``root``; links and files there are no runs."""
-    if not safefs.is_real_dir(root.parent) or not safefs.is_real_dir(root):
-        return []
-    return sorted(p for p in root.iterdir() if safefs.is_real_dir(p))
-
-
-def find_run(workdir: Path, run_id: str) -> Path:
-    root = runs_root(workdir)
-    if not run_id or "/" in run_id or run_id.startswith("."):
-        raise UsageError(f"not a run id: {run_id!r}")
-    path = root / run_id
-    if not safefs.is_real_dir(path) or not safefs.is_real_dir(root):
-        matches = [p for p in _run_dirs(root) if p.name.startswith(run_id)]
-        if len(matches) != 1:
-            raise UsageError(f"no run {run_id!r} under {root} (see `looprun runs`)")
-        path = matches[0]
-    return path
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """Where a run stands and what ``looprun resume`` would do with it: the one reading
-    of a run's files that both ``looprun runs`` and ``looprun resume`` use.
-
-    ``state.json`` is the source of truth (``summary.json`` only says whether the end
-    was fully written down); ``resume`` is empty when nothing is left to do."""
-
-    outcome: str
-    reason: str
-    iterations: int
-    resume: str
-    state: dict[str, Any] | None = None
-    summary_missing: bool = False
-    commit_pending: bool = False
-
-
-def run_status(run_dir: Path) -> RunStatus:
-    """Read a run's files into a :class:`RunStatus`."""
-    inv = _load_json(run_dir / "run.json")
-    state = _load_json(run_dir / "state.json")
-    summary = _load_json(run_dir / "summary.json")
-    if inv is None:
-        why = "killed before it was set up (no run.json); nothing to resume: start it again"
-        return RunStatus("interrupted", why, int((state or {}).get("iterations", 0)), "")
-    if state is None:
-        why = "killed before its first step was saved"
-        return RunStatus("interrupted", why, 0, "start it again from the beginning", state)
-    n = int(state.get("iterations", 0))
-    stop = state.get("stop") or {}
-    if state.get("pending"):
-        paths = ", ".join(state["pending"].get("paths") or [])
-        return RunStatus(
-            "escalated", f"waiting for approval of {paths}", n, "--approve or --reject", state
-        )
-    if not stop:
-        if (
-            summary is not None
-            and summary.get("outcome") == "interrupted"
-            and (
-                summary.get("iterations") == n  # not a later crash
-            )
-        ):
-            why = str(summary.get("reason", ""))
-        else:
-            why = f"killed after iteration {n}; no outcome recorded"
-        return RunStatus("interrupted", why, n, f"continue after iteration {n}", state)
-    outcome, why = str(stop.get("outcome", "?")), str(stop.get("reason", ""))
-    missing = summary is None or summary.get("outcome") != outcome or summary.get("iterations") != n
-    commit = state.get("commit") or {}
-    pending = (
-        outcome == "done"
-        and bool(inv.get("commit"))
-        and not (commit.get("sha") or commit.get("skipped"))
-    )
-    todo = [
-        *(["write the missing summary"] if missing else []),
-        *(["make the --commit commit"] if pending else []),
-        *(["continue after the error"] if outcome == "error" else []),
-    ]
-    return RunStatus(outcome, why, n, " and ".join(todo), state, missing, pending)
-
-
-@dataclass(frozen=True)
-class RunInfoRow:
-    """One row of ``looprun runs``: a run, how it ended, and what resume would do."""
-
-    run_id: str
-    template: str
-    started: str
-    outcome: str
-    iterations: int
-    reason: str
-    duration_s: float = 0.0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    resume: str = ""
-
-    @property
-    def resumable(self) -> bool:
-        return bool(self.resume)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__) | {"resumable": self.resumable}
-
-
-def list_runs(workdir: Path) -> list[RunInfoRow]:
-    """Every run under ``workdir/.looprun/runs``, oldest first, with its outcome so far."""
-    rows = []
-    for d in _run_dirs(runs_root(workdir)):
-        inv = _load_json(d / "run.json") or {}
-        status = run_status(d)
-        summary = _load_json(d / "summary.json")
-        state = status.state or {}
-        usage = (summary or {}).get("usage") or {}
-        tokens = int(usage.get("prompt_tokens", state.get("prompt_tokens", 0)) or 0) + int(
-            usage.get("completion_tokens", state.get("completion_tokens", 0)) or 0
-        )
-        rows.append(
-            RunInfoRow(
-                d.name,
-                str(inv.get("template", "?")),
-                str(inv.get("started", "")),
-                status.outcome,
-                status.iterations,
-                status.reason,
-                round(float((summary or {}).get("duration_s", state.get("elapsed_s", 0)) or 0), 3),
-                tokens,
-                round(float(usage.get("cost_usd", state.get("cost_usd", 0.0)) or 0.0), 6),
-                status.resume,
-            )
-        )
-    return rows

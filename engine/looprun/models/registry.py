@@ -22,6 +22,7 @@ from looprun.models.base import Model
 from looprun.models.config import Config, config_path
 from looprun.models.http import EventSink, JsonClient, describe_server
 from looprun.models.pricing import PriceTable
+from looprun.models.scripted import ScriptedModel
 from looprun.system.proc import secret_values
 
 SCHEMES = ("openai", "anthropic", "script")
@@ -80,8 +81,6 @@ def resolve_model(
     """
     scheme, name = _split(ref)
     if scheme == "script":
-        from looprun.models.scripted import ScriptedModel
-
         return ScriptedModel.from_file(name)
     env = os.environ if env is None else env
     config = config or Config()

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, UsageError
 from looprun.workspace.git import EMPTY_TREE, Git
 
 SYNC_PREFIX = "refs/looprun-sync/"
@@ -54,11 +54,37 @@ def checkpoint_refs(run_id: str) -> str:
     return f"refs/looprun/{run_id}/*"
 
 
+def outer_git(repository: str) -> Git:
+    """The git of the outer loop's repository, a private one for a work tree without."""
+    path = Path(repository)
+    git = Git(path)
+    if git.is_repo():
+        return git
+    private = path / ".looprun" / "git"  # a work tree without git of its own
+    if private.is_dir():
+        return Git(path, private)
+    raise UsageError(f"{repository}: sub-loops on Ray need a git repository to travel through")
+
+
+def git_dir(git: Git) -> Path:
+    """The absolute git directory of ``git``'s repository."""
+    if git.git_dir is not None:
+        return git.git_dir
+    return Path(git.run("rev-parse", "--absolute-git-dir").strip())
+
+
 class Remote:
     """Pushes and fetches between one local repository and the shared remote ``url``."""
 
     def __init__(self, git: Git, url: str):
         self.git, self.url = git, url
+
+    def same_repository(self) -> bool:
+        """Whether ``url`` is this repository itself (workers sharing its file system)."""
+        try:
+            return Path(self.url).resolve() == git_dir(self.git).resolve()
+        except (OSError, LooprunError):
+            return False
 
     # -- plain transfers ----------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from looprun import __version__
 from looprun.errors import LooprunError
+from looprun.run.executor import SubloopJob
 from looprun.system.resources import templates_dir
 
 # The variable each hosted provider reads its key from (the worker's own environment).
@@ -50,6 +51,34 @@ class RemoteJob:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def for_subloop(cls, job: SubloopJob, url: str) -> RemoteJob:
+        """The job for one sub-loop attempt, pushed through ``url``; its execution token
+        is set at each launch."""
+        models = {
+            "act": job.model,
+            "plan": job.plan_model,
+            "cli_models": dict(job.cli_models),
+            "base_url": job.base_url,
+            "script_key": [list(k) for k in job.script_key],
+        }
+        return cls(
+            version=__version__,
+            token="",
+            remote=url,
+            commit=job.commit,
+            run_id=job.run_id,
+            task_id=job.task_id,
+            attempt=job.attempt,
+            template=describe_template(job.template, job.repository),
+            inputs=dict(job.inputs),
+            limits=dict(job.limits),
+            models=models,
+            secret_names=secret_names(job.model, job.plan_model),
+            resume=job.resume,
+            depth=job.depth,
+        )
 
     @classmethod
     def from_json(cls, text: str) -> RemoteJob:

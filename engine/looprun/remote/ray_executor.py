@@ -15,6 +15,7 @@ running checks), then, after ``grace_s``, ``ray.cancel(force=True)``.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import threading
 import time
@@ -24,13 +25,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from looprun import __version__
 from looprun.errors import LooprunError, UsageError
-from looprun.remote.gitsync import Remote, checkpoint_refs, extract_commit, sync_ref
-from looprun.remote.job import RemoteJob, describe_template, secret_names
+from looprun.remote.gitsync import (
+    Remote,
+    checkpoint_refs,
+    extract_commit,
+    git_dir,
+    outer_git,
+    sync_ref,
+)
+from looprun.remote.job import RemoteJob
+from looprun.remote.ray_cluster import NEEDS_RAY, board_class, connect, task_function
 from looprun.remote.worker import result_from_dict
 from looprun.run.executor import Report, SubloopJob, SubloopResult
-from looprun.workspace.git import Git
+from looprun.workspace.tree import Workspace
 
 _TICK_S = 0.2
 _LEASE_POLL_S = 5.0
@@ -52,13 +60,11 @@ class RaySettings:
     @classmethod
     def parse(cls, spec: str, *, remote: str | None = None) -> RaySettings:
         """``ray`` or ``ray:ADDRESS`` (``--executor``, ``LOOPRUN_EXECUTOR``)."""
-        import importlib.util
-
         name, _, address = spec.partition(":")
         if name != "ray":
             raise UsageError(f"--executor {spec}: expected local, ray or ray:ADDRESS")
         if importlib.util.find_spec("ray") is None:
-            raise UsageError("--executor ray needs Ray: pip install 'looprun[ray]' (on every node)")
+            raise UsageError(NEEDS_RAY)
         watchdog = os.environ.get("LOOPRUN_RAY_WATCHDOG_S")
         grace = os.environ.get("LOOPRUN_RAY_GRACE_S")
         try:
@@ -102,9 +108,9 @@ class RayExecutor:
     def __init__(self, parallel: int, report: Report, settings: RaySettings | None = None):
         self.settings = settings or RaySettings()
         self._report = report
-        self._ray = _connect(self.settings)
-        self._board = _board_class(self._ray).remote()
-        self._fn = _task_function(self._ray, self.settings)
+        self._ray = connect(self.settings.address, self.settings.num_cpus)
+        self._board = board_class(self._ray).remote()
+        self._fn = task_function(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -115,15 +121,15 @@ class RayExecutor:
     # -- the Executor protocol --------------------------------------------------------------
 
     def submit(self, job: SubloopJob) -> Future[SubloopResult]:
-        outer = _outer_git(job.repository)
-        url = self.settings.remote or str(_git_dir(outer))
+        outer = outer_git(job.repository)
+        url = self.settings.remote or str(git_dir(outer))
         remote = Remote(outer, url)
         start = sync_ref(job.run_id, "start")
         if not remote.push([f"+{job.commit}:{start}"]):
             raise LooprunError(f"could not push the start of {job.run_id} to {url}")
         future: Future[SubloopResult] = Future()
         future.set_running_or_notify_cancel()
-        attempt = _Attempt(job, self._remote_job(job, url, ""), remote, None, future, 0.0)
+        attempt = _Attempt(job, RemoteJob.for_subloop(job, url), remote, None, future, 0.0)
         self._launch(attempt, resume=job.resume)
         with self._lock:
             self._attempts[job.task_id] = attempt
@@ -152,31 +158,6 @@ class RayExecutor:
         # The connection stays for the next outer iteration; Ray ends it at exit.
 
     # -- attempts -------------------------------------------------------------------------
-
-    def _remote_job(self, job: SubloopJob, url: str, token: str) -> RemoteJob:
-        models = {
-            "act": job.model,
-            "plan": job.plan_model,
-            "cli_models": dict(job.cli_models),
-            "base_url": job.base_url,
-            "script_key": [list(k) for k in job.script_key],
-        }
-        return RemoteJob(
-            version=__version__,
-            token=token,
-            remote=url,
-            commit=job.commit,
-            run_id=job.run_id,
-            task_id=job.task_id,
-            attempt=job.attempt,
-            template=describe_template(job.template, job.repository),
-            inputs=dict(job.inputs),
-            limits=dict(job.limits),
-            models=models,
-            secret_names=secret_names(job.model, job.plan_model),
-            resume=job.resume,
-            depth=job.depth,
-        )
 
     def _launch(self, a: _Attempt, *, resume: bool) -> None:
         """A new execution token fences out every earlier execution, then the task starts."""
@@ -264,8 +245,6 @@ class RayExecutor:
         self._sync_back(a)
         result = result_from_dict(data, job.run_dir)
         if result.commit and job.workdir != job.repository and Path(job.workdir).is_dir():
-            from looprun.workspace.tree import Workspace
-
             # the local worktree shows the sub-loop's final tree, as with local workers
             Workspace.open(Path(job.workdir), state_dir=Path(job.workdir) / ".looprun").restore(
                 result.commit
@@ -277,7 +256,7 @@ class RayExecutor:
         job, remote = a.job, a.remote
         own = checkpoint_refs(job.run_id)
         journal = sync_ref(job.run_id, "journal")
-        if not _same_repository(remote):
+        if not remote.same_repository():
             remote.fetch(f"+{own}:{own}", f"+{journal}:{journal}")
         sha = remote.git.run("rev-parse", "-q", "--verify", journal, check=False).strip()
         if sha:
@@ -313,126 +292,6 @@ class RayExecutor:
                 a.watchdog_cancelled = True
                 self._report(f"[{a.job.task_id}] no pushed step for {limit:g} s: cancelling")
                 self._ray.cancel(a.ref, force=True)
-
-
-# -- Ray wiring ---------------------------------------------------------------------------------
-
-
-def _connect(settings: RaySettings) -> Any:
-    """Import Ray and join the cluster (or start a local one bound to 127.0.0.1)."""
-    if settings.address is None or _is_loopback(settings.address):
-        # A local cluster stays on the loopback interface (Ray's own switch for it).
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    if settings.address is not None:
-        _reachable(settings.address)
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    try:
-        import ray
-    except ImportError as exc:
-        raise UsageError(
-            "--executor ray needs Ray: pip install 'looprun[ray]' (on every node)"
-        ) from exc
-    if not ray.is_initialized():
-        options: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "configure_logging": False,
-        }
-        if settings.address is not None:
-            options["address"] = settings.address
-        elif settings.num_cpus is not None:
-            options["num_cpus"] = settings.num_cpus
-        try:
-            ray.init(**options)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(f"--executor ray: cannot reach the cluster: {exc}") from exc
-    return ray
-
-
-def _is_loopback(address: str) -> bool:
-    host = address.rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Ray retries an unreachable cluster for minutes; say so at once instead."""
-    import socket
-
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--executor ray:{address}: cannot reach the cluster: {exc}") from exc
-
-
-_BOARDS: dict[int, Any] = {}
-
-
-def _board_class(ray: Any) -> Any:
-    """An actor the workers poll for a stop and push progress lines into."""
-    if id(ray) not in _BOARDS:
-
-        class Board:
-            def __init__(self) -> None:
-                self.stopped = False
-                self.lines: list[str] = []
-
-            def stop(self) -> None:
-                self.stopped = True
-
-            def is_stopped(self) -> bool:
-                return self.stopped
-
-            def say(self, line: str) -> None:
-                self.lines.append(line)
-
-            def take(self) -> list[str]:
-                out, self.lines = self.lines, []
-                return out
-
-        _BOARDS[id(ray)] = ray.remote(num_cpus=0, max_restarts=0)(Board)
-    return _BOARDS[id(ray)]
-
-
-def _task_function(ray: Any, settings: RaySettings) -> Any:
-    def execute(job_json: str, board: Any) -> dict[str, Any]:
-        import ray as worker_ray
-        from looprun.remote.worker import run_remote_job
-
-        def report(line: str) -> None:
-            board.say.remote(line)
-
-        def should_stop() -> bool:
-            return bool(worker_ray.get(board.is_stopped.remote(), timeout=30))
-
-        return run_remote_job(job_json, report, should_stop)
-
-    return ray.remote(max_retries=0, retry_exceptions=False, num_cpus=1)(execute)
-
-
-def _outer_git(repository: str) -> Git:
-    path = Path(repository)
-    git = Git(path)
-    if git.is_repo():
-        return git
-    private = path / ".looprun" / "git"  # a work tree without git of its own
-    if private.is_dir():
-        return Git(path, private)
-    raise UsageError(f"{repository}: sub-loops on Ray need a git repository to travel through")
-
-
-def _git_dir(git: Git) -> Path:
-    if git.git_dir is not None:
-        return git.git_dir
-    return Path(git.run("rev-parse", "--absolute-git-dir").strip())
-
-
-def _same_repository(remote: Remote) -> bool:
-    try:
-        return Path(remote.url).resolve() == _git_dir(remote.git).resolve()
-    except (OSError, LooprunError):
-        return False
 
 
 def _interrupted(job: SubloopJob, reason: str) -> SubloopResult:

@@ -38,6 +38,7 @@ from looprun.remote.gitsync import (
 from looprun.remote.job import JobRefused, RemoteJob, locate_template
 from looprun.run.executor import Stopped, SubloopJob, SubloopResult
 from looprun.run.subrun import run_subloop
+from looprun.system.proc import kill_groups
 from looprun.workspace.git import Git
 
 Report = Callable[[str], None]
@@ -121,8 +122,6 @@ def _run(
     me = threading.get_ident()
 
     def watch() -> None:  # cooperative stop: next model call, and kill running checks
-        from looprun.system.proc import kill_groups
-
         while not done.wait(_POLL_S):
             if should_stop():
                 stop.set()

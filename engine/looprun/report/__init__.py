@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from looprun.errors import UsageError
+from looprun.report.html import render_html
+from looprun.report.markdown import DEFAULT_MAX_CHARS, render_markdown
 from looprun.report.model import RunReport
 from looprun.report.read import build_report, locate
 
@@ -16,12 +18,8 @@ FORMATS = ("md", "html", "json")
 def render(report: RunReport, fmt: str, *, max_chars: int | None = None) -> str:
     """The report in ``fmt``: ``md`` (bounded by ``max_chars``), ``html`` or ``json``."""
     if fmt == "md":
-        from looprun.report.markdown import DEFAULT_MAX_CHARS, render_markdown
-
         return render_markdown(report, max_chars or DEFAULT_MAX_CHARS)
     if fmt == "html":
-        from looprun.report.html import render_html
-
         return render_html(report)
     if fmt == "json":
         return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"

@@ -1,4 +1,5 @@
-"""Small formatting helpers shared by the Markdown and HTML renderers."""
+"""Small formatting helpers shared by the report's reader and its Markdown and HTML
+renderers."""
 
 from __future__ import annotations
 
@@ -59,3 +60,9 @@ def rule_label(rule_path: str, why: str, rule: str, rule_id: str = "") -> str:
         name = rule_id or rule_path
         return f"rule {name} ({why})" if why else f"rule {name}"
     return rule or "—"
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, cut with an ellipsis at ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -14,10 +14,8 @@ from typing import Any
 import click
 
 from looprun.errors import EXIT_ERROR, LooprunError
-from looprun.journal.writer import (
-    RunJournal,
-    RunStatus,
-)
+from looprun.journal.runs import RunStatus
+from looprun.journal.writer import RunJournal
 from looprun.loop.engine import Engine, with_iterations
 from looprun.loop.outcome import RunResult
 from looprun.loop.state import LoopState

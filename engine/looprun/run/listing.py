@@ -8,10 +8,7 @@ from pathlib import Path
 import click
 
 from looprun.errors import one_line
-from looprun.journal.writer import (
-    list_runs,
-    runs_root,
-)
+from looprun.journal.runs import list_runs, runs_root
 from looprun.report.text import duration
 from looprun.run.runner import workdir_of
 

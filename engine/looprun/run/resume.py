@@ -8,10 +8,8 @@ import os
 from looprun.errors import UsageError
 from looprun.journal import recorded, sealed
 from looprun.journal.recorded import ResumeChoices
-from looprun.journal.writer import (
-    RunJournal,
-    run_status,
-)
+from looprun.journal.runs import run_status
+from looprun.journal.writer import RunJournal
 from looprun.loop.inputs import build_inputs
 from looprun.loop.state import LoopState
 from looprun.run.drive import drive, err
@@ -30,7 +28,7 @@ from looprun.run.runner import (
     workdir_of,
 )
 from looprun.run.subrun import local_executor
-from looprun.workspace.tree import RunLock
+from looprun.workspace.lock import RunLock
 
 
 def resume_from_cli(

@@ -15,10 +15,8 @@ from typing import Any
 from looprun.checks.holdout import resolve as resolve_holdouts
 from looprun.errors import UsageError
 from looprun.journal import sealed
-from looprun.journal.writer import (
-    RunJournal,
-    new_run_id,
-)
+from looprun.journal.runs import new_run_id
+from looprun.journal.writer import RunJournal
 from looprun.loop.inputs import build_inputs, parse_sets
 from looprun.models.base import Model
 from looprun.run.drive import drive, err
@@ -35,7 +33,8 @@ from looprun.template.loader import load_template
 from looprun.template.model import Template
 from looprun.template.valid_cache import file_digest
 from looprun.workspace.commit import current_branch
-from looprun.workspace.tree import RunLock, Workspace
+from looprun.workspace.lock import RunLock
+from looprun.workspace.tree import Workspace
 
 
 def load(ref: str) -> Template:

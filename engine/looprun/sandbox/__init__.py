@@ -20,6 +20,8 @@ from looprun.sandbox.base import (
     SandboxUnavailable,
     Wrapped,
 )
+from looprun.sandbox.bwrap import Bubblewrap
+from looprun.sandbox.landlock import Landlock
 
 __all__ = [
     "MODES",
@@ -41,9 +43,6 @@ _said_lock = threading.Lock()
 def backends(names: str | None = None) -> list[Backend]:
     """The backends to try, in order: bubblewrap, then Landlock; ``names`` (from
     ``LOOPRUN_SANDBOX_BACKENDS``, comma-separated) narrows or reorders them."""
-    from looprun.sandbox.bwrap import Bubblewrap
-    from looprun.sandbox.landlock import Landlock
-
     known: dict[str, Backend] = {"bwrap": Bubblewrap(), "landlock": Landlock()}
     if names is None:
         names = os.environ.get("LOOPRUN_SANDBOX_BACKENDS", "bwrap,landlock")

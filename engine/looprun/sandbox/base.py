@@ -7,6 +7,8 @@ outside this package knows how a backend does it.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,9 +95,6 @@ class Backend(Protocol):
 def private_tmp(env: Mapping[str, str]) -> tuple[Path, dict[str, str], Callable[[], None]]:
     """A fresh temp directory for one command, the environment pointing at it, and its
     removal: a command's temp files neither outlive it nor meet another command's."""
-    import shutil
-    import tempfile
-
     path = Path(tempfile.mkdtemp(prefix="looprun-tmp-")).resolve()
     new_env = dict(env)
     for name in ("TMPDIR", "TMP", "TEMP"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import threading
@@ -15,14 +16,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 # secret-looking names: never passed to children (and their values redacted everywhere)
 from looprun.system.redact import SECRET_NAME as _SECRET_NAME
 from looprun.system.redact import secret_values  # noqa: F401 - re-exported for the callers here
-
-if TYPE_CHECKING:
-    from looprun.sandbox import Sandbox
 
 _POLL_S = 0.1
 _DRAIN_AFTER_EXIT_S = 0.5
@@ -48,6 +46,25 @@ def scrubbed_env(
     if extra:
         env.update(extra)
     return env
+
+
+class WrappedCommand(Protocol):
+    """A command made ready to start confined: what to run, with what environment, and
+    what to undo once it has exited."""
+
+    @property
+    def argv(self) -> list[str]: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+    @property
+    def cleanup(self) -> Callable[[], None]: ...
+
+
+class Confiner(Protocol):
+    """What running a command needs of a sandbox (``looprun.sandbox.Sandbox`` is one);
+    declared here because processes sit below the sandboxes that confine them."""
+
+    def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> WrappedCommand: ...
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,7 @@ def run_process(
     max_output_bytes: int = 64_000,
     on_output: Callable[[bytes], None] | None = None,
     deadline: float | None = None,
-    sandbox: Sandbox | None = None,
+    sandbox: Confiner | None = None,
     pass_fds: Sequence[int] = (),
 ) -> ProcResult:
     """Run ``command`` to completion or timeout. ``shell=True`` only for trusted commands.
@@ -182,8 +199,6 @@ def _nothing() -> None:
 def _check_program(program: str, cwd: Path, env: Mapping[str, str]) -> None:
     """Raise as ``Popen`` would for a program that is missing or not executable, so a
     sandboxed command fails the same way as an unconfined one."""
-    import shutil
-
     search = env.get("PATH", os.defpath)
     if os.sep in program:
         path = cwd / program

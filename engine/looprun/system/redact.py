@@ -5,6 +5,7 @@ name with invalid bytes) is escaped on the way, so every writer can encode it.""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,8 +20,6 @@ SECRET_NAME = re.compile(
 
 def secret_values(base: Mapping[str, str] | None = None, min_len: int = 8) -> list[str]:
     """Values of secret-looking variables, longest first, for redaction of artifacts."""
-    import os
-
     env = os.environ if base is None else base
     values = {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= min_len}
     return sorted(values, key=len, reverse=True)

@@ -1,4 +1,4 @@
-"""A thin wrapper over the git command line, shared by the workspace and the diff parser.
+"""A thin wrapper over the git command line, with the repository pinned once found.
 
 Snapshots use a private index file, so the user's index, branch and stash are never
 touched. A work tree that is not a git repository can be given a private ``git_dir``.
@@ -13,15 +13,12 @@ rules the base had (:func:`base_ignore_rules`), never by a ``.gitignore`` or
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
 import re
-import secrets
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -29,12 +26,11 @@ from typing import Any
 
 from looprun.errors import LooprunError, one_line
 from looprun.system.proc import scrubbed_env
-from looprun.workspace.objects import loose_object_ok
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # The engine's own git calls run no hooks of the user's repository (a hook would run
 # repository code on every checkpoint, with the engine's environment) and never page.
-_GIT_OPTIONS = (
+GIT_OPTIONS = (
     "-c", "core.quotepath=off",
     "-c", "core.autocrlf=false",
     "-c", f"core.hooksPath={os.devnull}",
@@ -136,7 +132,7 @@ class Git:
     ) -> tuple[int, str, str]:
         """Run git and return (exit code, stdout, stderr) for commands whose status
         carries meaning (``merge-tree`` exits 1 on conflicts)."""
-        code, out, err = self._raw(*self._no_drivers(), *args, env=env, input=input)
+        code, out, err = self._raw(*self.no_drivers(), *args, env=env, input=input)
         # a path that is not valid UTF-8 keeps its bytes (as Python's file names do)
         return code, out.decode("utf-8", "surrogateescape"), err
 
@@ -144,7 +140,7 @@ class Git:
         self, *args: str, env: Mapping[str, str] | None = None, input: bytes | None = None
     ) -> bytes:
         """Like :meth:`run`, stdout as bytes (paths that are not valid UTF-8 survive)."""
-        code, out, err = self._raw(*self._no_drivers(), *args, env=env, input=input)
+        code, out, err = self._raw(*self.no_drivers(), *args, env=env, input=input)
         if code != 0:
             raise GitError(f"git {' '.join(args)} failed in {self.workdir}: {err.strip()}")
         return out
@@ -153,7 +149,7 @@ class Git:
         self, *args: str, env: Mapping[str, str] | None = None, input: bytes | None = None
     ) -> tuple[int, bytes, str]:
         proc = subprocess.run(
-            ["git", *_GIT_OPTIONS, *args],
+            ["git", *GIT_OPTIONS, *args],
             cwd=self.workdir,
             env=self._env(env),
             input=input,
@@ -162,7 +158,7 @@ class Git:
         )
         return proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace")
 
-    def _no_drivers(self) -> list[str]:
+    def no_drivers(self) -> list[str]:
         """``-c`` options switching off every filter, merge and diff driver configured
         (in any scope, includes followed): the repository's ``.gitattributes`` may name
         one, and it would run a program on every snapshot. Cached until a config file of
@@ -199,40 +195,6 @@ class Git:
         out = self.run("rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
         git_dir, common = (Path(p) for p in out.splitlines())
         return Git(self.workdir, git_dir, common if common != git_dir else None)
-
-    def check_objects(
-        self, ids: Sequence[str], objects: Path | None = None, algorithm: str = "sha1"
-    ) -> None:
-        """Raise unless each object's content hashes to its id (``algorithm``: the
-        repository's object format; ``objects``: its loose objects, SHA-1 only).
-
-        git trusts an object already stored under an id it computes, so one planted
-        with other content (with the sandbox off a command can write ``.git``) would be
-        what every later diff and rollback reads. Loose objects under ``objects`` are
-        read in-process; git is asked only for the others (packed ones).
-        """
-        rest = []
-        for oid in ids:
-            ok = loose_object_ok(objects, oid) if objects is not None else None
-            if ok is False:
-                raise GitError(_planted(oid, self.workdir))
-            if ok is None:
-                rest.append(oid)
-        ids = rest
-        if not ids:
-            return
-        out = self.run_bytes("cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
-        pos = 0
-        for oid in ids:
-            end = out.index(b"\n", pos)
-            head = out[pos:end].decode("ascii", "replace").split(" ")
-            if len(head) != 3:
-                raise GitError(f"object {oid} is missing from the repository in {self.workdir}")
-            kind, size = head[1], int(head[2])
-            body = out[end + 1 : end + 1 + size]
-            pos = end + 1 + size + 1
-            if hashlib.new(algorithm, f"{kind} {size}\0".encode() + body).hexdigest() != oid:
-                raise GitError(_planted(oid, self.workdir))
 
     def is_repo(self) -> bool:
         try:
@@ -312,27 +274,11 @@ class Git:
             )
         return self.run("write-tree", env=env).strip()
 
-    def ignored(self, rules: str, exclude: str = ".looprun") -> set[str]:
-        """Untracked paths the rules ignore, a wholly ignored directory as one ``dir/``."""
-        spec = ["."] + ([f":(exclude){exclude}"] if not exclude.startswith("..") else [])
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".exclude") as fh:
-            fh.write(rules)
-            fh.flush()
-            with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
-                env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
-                if self.head():
-                    self.run("read-tree", "HEAD", env=env)
-                out = self.run_bytes(
-                    "ls-files", "-z", "-o", "-i", "--directory", f"--exclude-from={fh.name}",
-                    "--", *spec, env=env,
-                )  # fmt: skip
-        return {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
-
     def hold_index_lock(self, index_file: Path) -> subprocess.Popen[bytes]:
         """Test-only (a crash point): a real ``git add`` that holds ``index_file``'s lock
         while it waits for pathspecs on stdin, returned once the lock exists."""
         proc = subprocess.Popen(
-            ["git", *_GIT_OPTIONS, "add", "--pathspec-from-file=-"],
+            ["git", *GIT_OPTIONS, "add", "--pathspec-from-file=-"],
             cwd=self.workdir,
             env=self._env({"GIT_INDEX_FILE": str(index_file)}),
             stdin=subprocess.PIPE,
@@ -355,113 +301,6 @@ class Git:
         )  # fmt: skip
 
 
-class _LongLived:
-    """One git process kept running for a stream of requests (started on first use,
-    started again after a failure or when the repository's config changed)."""
-
-    def __init__(self, git: Git, *args: str):
-        self.git = git
-        self.args = args
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._drivers: list[str] = []
-
-    def _process(self) -> subprocess.Popen[bytes]:
-        drivers = self.git._no_drivers()
-        proc = self._proc
-        if proc is not None and (proc.poll() is not None or drivers != self._drivers):
-            self.close()
-            proc = None
-        if proc is None:
-            proc = self._proc = subprocess.Popen(
-                ["git", *_GIT_OPTIONS, *drivers, *self.args],
-                cwd=self.git.workdir,
-                env=self.git._env(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-            self._drivers = drivers
-        return proc
-
-    def _ask(self, request: bytes, done: Callable[[bytes], bool]) -> bytes:
-        """Send ``request``; read until ``done`` says the answer is whole (b"" at EOF)."""
-        proc = self._process()
-        assert proc.stdin is not None and proc.stdout is not None
-        out = bytearray()
-        try:
-            proc.stdin.write(request)
-            proc.stdin.flush()
-            while not done(out):
-                chunk = proc.stdout.read1(1 << 16)
-                if not chunk:
-                    return b""
-                out += chunk
-        except OSError:
-            return b""
-        return bytes(out)
-
-    def close(self) -> str:
-        """End the process; what it said on stderr."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return ""
-        with contextlib.suppress(OSError):
-            proc.stdin.close()  # type: ignore[union-attr]
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        err = proc.stderr.read() if proc.stderr else b""
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        return err.decode("utf-8", "replace")
-
-
-class RefUpdates(_LongLived):
-    """Ref updates through one long-lived ``git update-ref --stdin``, one transaction
-    each (``start``, ``update``, ``commit``, answered ``commit: ok`` once the ref is
-    written), so a checkpoint per iteration starts no process. Reflog entries (written
-    only where the repository logs such refs) all say ``message``."""
-
-    def __init__(self, git: Git, message: str):
-        super().__init__(git, "update-ref", "--stdin", "-m", message)
-
-    def update(self, ref: str, new: str) -> None:
-        if "\n" in ref or "\0" in ref or "\n" in new:
-            raise GitError(f"invalid ref update {ref!r} {new!r}")
-        request = f"start\nupdate {ref} {new}\ncommit\n".encode()
-        answer = self._ask(request, lambda out: out.count(b"\n") >= 2)
-        if answer != b"start: ok\ncommit: ok\n":
-            err = self.close()
-            raise GitError(f"git update-ref {ref} failed in {self.git.workdir}: {one_line(err)}")
-
-
-class TreeDiffs(_LongLived):
-    """Diffs of tree pairs through one long-lived ``git diff-tree --stdin``: each pair
-    is answered with the pair itself, then its diff; a line that is no object id is
-    echoed after it, which marks the end. Plumbing: the user's diff settings
-    (algorithm, prefixes, context) do not change what the engine reads."""
-
-    def __init__(self, git: Git, *options: str):
-        super().__init__(
-            git, "diff-tree", "--stdin", "-r", "--no-color", "--no-renames", "--no-ext-diff",
-            "--no-textconv", "--text", *options,
-        )  # fmt: skip
-
-    def diff(self, a: str, b: str) -> str:
-        if not (set(a) | set(b)) <= set("0123456789abcdef"):
-            raise GitError(f"not object ids: {a} {b}")
-        end = f"looprun-end-{secrets.token_hex(8)}\n".encode()
-        answer = self._ask(f"{a} {b}\n".encode() + end, lambda out: out.endswith(end))
-        head = f"{a} {b}\n".encode()
-        if not answer.startswith(head):  # an unknown object: git says nothing but this
-            err = self.close()
-            raise GitError(f"git diff-tree {a} {b} failed in {self.git.workdir}: {one_line(err)}")
-        return answer[len(head) : -len(end)].decode("utf-8", "surrogateescape")
-
-
 def _config_stamp(workdir: Path, git_dir: Path | None) -> tuple[int, ...]:
     """When the repository's config files last changed (cheap: a few ``stat`` calls)."""
     stamp: list[int] = []
@@ -480,13 +319,6 @@ def _config_stamp(workdir: Path, git_dir: Path | None) -> tuple[int, ...]:
     return tuple(stamp)
 
 
-def _planted(oid: str, workdir: Path) -> str:
-    return (
-        f"object {oid} in the repository of {workdir} does not hold what its id says "
-        "(planted by a command?): the diff checks cannot trust it"
-    )
-
-
 def _common_dir(git_dir: Path) -> Path | None:
     """The common directory a linked worktree's git directory names, if it names one."""
     try:
@@ -494,97 +326,3 @@ def _common_dir(git_dir: Path) -> Path | None:
     except (OSError, UnicodeDecodeError):
         return None
     return git_dir / named if named else None
-
-
-def _escape_glob(text: str) -> str:
-    return re.sub(r"([*?\[\]\\!#])", r"\\\1", text)
-
-
-def flatten_ignore(directory: str, text: str) -> list[str]:
-    """The lines of ``directory/.gitignore`` rewritten relative to the top of the tree,
-    so they can be given to git as one exclude file: a pattern with a slash before its
-    end is anchored at ``directory``, one without matches at any depth below it."""
-    out: list[str] = []
-    prefix = "/" + _escape_glob(directory.strip("/")) + "/" if directory.strip("/") else ""
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        if not prefix:
-            out.append(line)
-            continue
-        neg, body = ("!", line[1:]) if line.startswith("!") else ("", line)
-        anchored = "/" in body.rstrip().rstrip("/")
-        out.append(neg + prefix + (body.lstrip("/") if anchored else "**/" + body))
-    return out
-
-
-def base_ignore_rules(git: Git, tree: str) -> str:
-    """The ignore rules a base had, as one exclude file: the user's global excludes file,
-    ``info/exclude`` and every ``.gitignore`` in the base tree (deeper ones later, so
-    they win as in git). Read once per base; later edits of these files change nothing."""
-    key = (str(git.workdir), str(git.git_dir or ""), tree)
-    cached = _RULES_CACHE.get(key)
-    if cached is None:
-        listing = git.run("ls-tree", "-r", "-z", "--full-tree", tree)
-        files: list[tuple[str, str]] = []
-        for rec in listing.split("\0"):
-            meta, _, path = rec.partition("\t")
-            if path.rsplit("/", 1)[-1] == ".gitignore" and meta.split(" ")[1:2] == ["blob"]:
-                files.append((path, git.run("cat-file", "blob", meta.split(" ")[2])))
-        cached = _RULES_CACHE[key] = _combine(git, files)
-    return cached
-
-
-def remember_ignore_rules(git: Git, tree: str, rules: str) -> None:
-    """Record the rules read when ``tree`` was taken as a base, so every later snapshot
-    against it (the workspace's and the git_diff observer's) uses exactly those."""
-    _RULES_CACHE[(str(git.workdir), str(git.git_dir or ""), tree)] = rules
-
-
-def current_ignore_rules(git: Git, exclude: str) -> str:
-    """The same rules read from the working tree as it is now (for the start state, before
-    a base exists): the ``.gitignore`` files a snapshot now would hold."""
-    out = git.run(
-        "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
-        ":(glob)**/.gitignore", f":(exclude){exclude}",
-    )  # fmt: skip
-    files: list[tuple[str, str]] = []
-    for path in dict.fromkeys(p for p in out.split("\0") if p):
-        with contextlib.suppress(OSError):
-            files.append((path, (Path(git.workdir) / path).read_text("utf-8", "replace")))
-    return _combine(git, files)
-
-
-# Caches that tools create beside the code with a ``.gitignore`` of their own (``*``):
-# always ignored, since a directory's own ``.gitignore`` written during a run counts for
-# nothing (it is how a model would hide a file). Python does not import from them.
-TOOL_CACHES = (
-    ".pytest_cache/", ".ruff_cache/", ".mypy_cache/", ".hypothesis/", "__pycache__/",
-)  # fmt: skip
-
-
-def _combine(git: Git, files: list[tuple[str, str]]) -> str:
-    lines: list[str] = list(TOOL_CACHES)
-    for source in _global_and_info_excludes(git):
-        with contextlib.suppress(OSError):
-            lines += Path(source).read_text("utf-8", "replace").splitlines()
-    for path, text in sorted(files, key=lambda item: (item[0].count("/"), item[0])):
-        lines += flatten_ignore(path.rpartition("/")[0], text)
-    return "\n".join(lines) + "\n"
-
-
-_RULES_CACHE: dict[tuple[str, str, str], str] = {}
-
-
-def _global_and_info_excludes(git: Git) -> list[str]:
-    out = []
-    configured = git.run("config", "--path", "core.excludesFile", check=False).strip()
-    if configured:
-        out.append(configured)
-    else:
-        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-        out.append(os.path.join(xdg, "git", "ignore"))
-    info = git.run("rev-parse", "--git-path", "info/exclude", check=False).strip()
-    if info:
-        out.append(info if os.path.isabs(info) else str(Path(git.workdir) / info))
-    return out

@@ -1,9 +1,9 @@
 """Snapshots after the engine's own file tools wrote known paths, made in-process.
 
-A full snapshot (``gitutil.Git.snapshot``) costs four git processes whatever changed.
+A full snapshot (``Git.snapshot``) costs four git processes whatever changed.
 When only ``write_file``/``edit_file`` wrote since the last snapshot, the new tree is the
 last one with those paths' blobs replaced: hashed and stored here, with the trees above
-them (``gitobjects``). It must be the tree the full snapshot would make, so anything
+them (``objects.py``). It must be the tree the full snapshot would make, so anything
 git would treat specially sends the caller back to the full snapshot (``None``):
 
 - a repository that is not SHA-1, or ignores case;
@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import pathspec
 
 from looprun.workspace.git import Git
 from looprun.workspace.objects import TreeModel, Unsupported, commit_body, write_object
@@ -185,8 +187,6 @@ class QuickSnapshots:
     def _named_by_rules(self, rules: str, parts: list[str]) -> bool:
         """Whether any rule (ignoring or not) matches the path or a directory above it."""
         if self._rules is None or self._rules[0] != rules:
-            import pathspec
-
             spec = pathspec.GitIgnoreSpec.from_lines(rules.splitlines())
             self._rules = (rules, [p for p in spec.patterns if p.include is not None])
         candidates = ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]

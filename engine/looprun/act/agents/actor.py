@@ -24,7 +24,7 @@ from looprun.act.agents.codex import Codex
 from looprun.act.agents.confine import confined
 from looprun.act.agents.gemini import Gemini
 from looprun.act.agents.opencode import OpenCode
-from looprun.errors import LooprunError
+from looprun.errors import LooprunError, UsageError
 from looprun.loop.ports import AgentReport, AgentRequest
 from looprun.models.base import Unscripted, Usage
 from looprun.models.pricing import PriceTable
@@ -238,8 +238,6 @@ def agent_model(cli: str, ref: str | None, source: str = "") -> str:
     scheme, sep, name = ref.partition(":")
     if not sep:
         return ref
-    from looprun.errors import UsageError
-
     if cli == "aider":  # aider takes litellm's names: provider/model
         if scheme in ("openai", "anthropic"):
             return f"{scheme}/{name.strip()}"

@@ -1,0 +1,111 @@
+"""Ray itself: joining a cluster (or starting a local one), the board actor workers poll,
+and the task that runs one job on a worker.
+
+This is the one module that imports Ray, and only when ``connect`` is called: Ray is an
+optional dependency, and everything else (``ray_executor`` included) imports without it.
+The rest of looprun holds the module ``connect`` returns, never its own import of it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from looprun.errors import UsageError
+from looprun.remote.worker import run_remote_job
+
+NEEDS_RAY = "--executor ray needs Ray: pip install 'looprun[ray]' (on every node)"
+
+
+def connect(address: str | None, num_cpus: int | None = None) -> Any:
+    """Import Ray and join the cluster at ``address`` (None: start a local one bound to
+    127.0.0.1 with ``num_cpus``); returns the ``ray`` module."""
+    if address is None or _is_loopback(address):
+        # A local cluster stays on the loopback interface (Ray's own switch for it).
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if address is not None:
+        _reachable(address)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+    except ImportError as exc:
+        raise UsageError(NEEDS_RAY) from exc
+    if not ray.is_initialized():
+        options: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "configure_logging": False,
+        }
+        if address is not None:
+            options["address"] = address
+        elif num_cpus is not None:
+            options["num_cpus"] = num_cpus
+        try:
+            ray.init(**options)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UsageError(f"--executor ray: cannot reach the cluster: {exc}") from exc
+    return ray
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Ray retries an unreachable cluster for minutes; say so at once instead."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--executor ray:{address}: cannot reach the cluster: {exc}") from exc
+
+
+_BOARDS: dict[int, Any] = {}
+
+
+class Board:
+    """What the outer loop and its workers share while jobs run: the stop flag workers
+    poll, and the progress lines they push (taken by the outer loop's monitor)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.lines: list[str] = []
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def is_stopped(self) -> bool:
+        return self.stopped
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+
+    def take(self) -> list[str]:
+        out, self.lines = self.lines, []
+        return out
+
+
+def board_class(ray: Any) -> Any:
+    """``Board`` as a Ray actor class (made once per ``ray`` module)."""
+    if id(ray) not in _BOARDS:
+        _BOARDS[id(ray)] = ray.remote(num_cpus=0, max_restarts=0)(Board)
+    return _BOARDS[id(ray)]
+
+
+def task_function(ray: Any) -> Any:
+    """The Ray task running one job: its progress goes to the ``board``, and it stops
+    when the board says so. No retries by Ray: looprun decides about a lost worker."""
+
+    def execute(job_json: str, board: Any) -> dict[str, Any]:
+        def report(line: str) -> None:
+            board.say.remote(line)
+
+        def should_stop() -> bool:
+            return bool(ray.get(board.is_stopped.remote(), timeout=30))
+
+        return run_remote_job(job_json, report, should_stop)
+
+    return ray.remote(max_retries=0, retry_exceptions=False, num_cpus=1)(execute)

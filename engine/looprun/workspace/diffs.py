@@ -1,0 +1,179 @@
+"""Diffs between trees of one repository: patches, per-file changes and line counts.
+
+A diff of two trees never changes, so the last one is remembered; a watched workspace
+keeps each path's part of the patch between iterations and asks one long-lived git
+process only for what changed since (``patches.PatchCache``). The objects a diff reads on
+its new side are checked against their ids once each: with the sandbox off a command can
+write ``.git``, and git trusts an object already stored under an id it computes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from looprun.data.changes import FileChange
+from looprun.workspace.git import Git, GitError
+from looprun.workspace.long_lived import TreeDiffs
+from looprun.workspace.objects import loose_object_ok, path_tree
+from looprun.workspace.patches import PatchCache, split_diff
+from looprun.workspace.snapshots import QuickSnapshots
+
+GITLINK = "160000"  # a submodule's entry: its own repository, never diffed into
+
+
+class Differ:
+    """Diffs for one working tree's repository (``watched``: one iteration after another)."""
+
+    def __init__(self, git: Git, quick: QuickSnapshots, *, watched: bool):
+        self.git = git
+        self.watched = watched
+        self._quick = quick
+        self._diffs: TreeDiffs | None = None
+        self._patch_cache: PatchCache | None = None
+        self._last: tuple[tuple[str, str], str, list[str]] | None = None
+        self._verified: set[str] = set()  # object ids whose content was checked
+        self._new_side: TreeDiffs | None = None
+
+    def raw(self, a: str, b: str) -> Iterator[tuple[str, str, str, str]]:
+        """``(old mode, new mode, status letter, path)`` per path that differs."""
+        out = self.git.run("diff-tree", "-r", "-z", "--no-renames", "--raw", a, b)
+        fields = out.split("\0")
+        i = 0
+        while i + 1 < len(fields):
+            meta, path = fields[i], fields[i + 1]
+            i += 2
+            if not meta.startswith(":"):
+                continue
+            src_mode, dst_mode, _, _, status = meta[1:].split(" ")
+            yield src_mode, dst_mode, status[:1], path
+
+    def patch(self, start: str, tree: str) -> tuple[str, list[str]]:
+        """The patch from ``start`` to ``tree`` and the paths it changes."""
+        if self._last is not None and self._last[0] == (start, tree):
+            return self._last[1], list(self._last[2])
+        self._check_new_objects(start, tree)
+        if self.watched:
+            patch, paths = self._patches().diff(start, tree)
+        else:
+            patch, paths = split_diff(self.git.diff(start, tree, "--patch-with-raw", "-z"))
+        self._last = ((start, tree), patch, paths)
+        return patch, list(paths)
+
+    def file_changes(self, a: str, b: str, *, contents: bool) -> list[FileChange]:
+        """Each path that differs between trees ``a`` and ``b``, with its old and new text
+        when ``contents`` (None for a binary or absent side)."""
+        out: list[FileChange] = []
+        for src_mode, dst_mode, status, path in self.raw(a, b):
+            if GITLINK in (src_mode, dst_mode):
+                continue
+            old = new = None
+            if contents:
+                old = None if status == "A" else self._text(f"{a}:{path}")
+                new = None if status == "D" else self._text(f"{b}:{path}")
+            out.append(FileChange(path, status, old, new))
+        return out
+
+    def numstat(self, start: str, tree: str) -> list[tuple[str, int | None, int | None]]:
+        """``(path, added, removed)`` per changed file; None for binary."""
+        out = self.git.run(
+            "diff-tree", "-r", "-z", "--no-renames", "--text", "--numstat", start, tree
+        )
+        rows: list[tuple[str, int | None, int | None]] = []
+        for field in out.split("\0"):
+            parts = field.split("\t", 2)
+            if len(parts) == 3:
+                added, removed, path = parts
+                rows.append((path, _int_or_none(added), _int_or_none(removed)))
+        return rows
+
+    def _text(self, spec: str) -> str | None:
+        code, out, _ = self.git.run_status("cat-file", "blob", spec)
+        if code != 0 or "\0" in out:
+            return None
+        return out
+
+    def _check_new_objects(self, start: str, tree: str) -> None:
+        """The trees and blobs a diff from ``start`` to ``tree`` reads on the new side,
+        checked once each against their ids (see ``check_objects``)."""
+        if tree in self._verified or tree == start:
+            return
+        if self.watched:  # one long-lived diff-tree for the run, as for the patches
+            if self._new_side is None:
+                self._new_side = TreeDiffs(self.git, "-t", "--raw", "-z")
+                weakref.finalize(self, self._new_side.close)
+            out = self._new_side.diff(start, tree)
+        else:
+            out = self.git.run("diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", start, tree)
+        ids = [tree]
+        for meta in out.split("\0"):
+            if meta.startswith(":"):
+                _, dst_mode, _, new, _ = meta[1:].split(" ")
+                if dst_mode != GITLINK and new.strip("0"):
+                    ids.append(new)
+        fresh = [i for i in dict.fromkeys(ids) if i not in self._verified]
+        repo = self._quick.repo()
+        if repo is not None:  # SHA-1: loose objects are read in-process
+            check_objects(self.git, fresh, repo.objects)
+        else:
+            algorithm = self.git.run("rev-parse", "--show-object-format").strip()
+            check_objects(self.git, fresh, algorithm=algorithm)
+        self._verified.update(fresh)
+
+    def _patches(self) -> PatchCache:
+        if self._patch_cache is None:
+            diffs = self._diffs = TreeDiffs(self.git, "--patch-with-raw", "-z")
+            weakref.finalize(self, diffs.close)
+            repo = self._quick.repo()
+            one = None if repo is None else functools.partial(path_tree, repo.objects)
+            self._patch_cache = PatchCache(diffs.diff, one)
+        return self._patch_cache
+
+
+def check_objects(
+    git: Git, ids: Sequence[str], objects: Path | None = None, algorithm: str = "sha1"
+) -> None:
+    """Raise unless each object's content hashes to its id (``algorithm``: the
+    repository's object format; ``objects``: its loose objects, SHA-1 only).
+
+    git trusts an object already stored under an id it computes, so one planted
+    with other content (with the sandbox off a command can write ``.git``) would be
+    what every later diff and rollback reads. Loose objects under ``objects`` are
+    read in-process; git is asked only for the others (packed ones).
+    """
+    rest = []
+    for oid in ids:
+        ok = loose_object_ok(objects, oid) if objects is not None else None
+        if ok is False:
+            raise GitError(_planted(oid, git.workdir))
+        if ok is None:
+            rest.append(oid)
+    ids = rest
+    if not ids:
+        return
+    out = git.run_bytes("cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
+    pos = 0
+    for oid in ids:
+        end = out.index(b"\n", pos)
+        head = out[pos:end].decode("ascii", "replace").split(" ")
+        if len(head) != 3:
+            raise GitError(f"object {oid} is missing from the repository in {git.workdir}")
+        kind, size = head[1], int(head[2])
+        body = out[end + 1 : end + 1 + size]
+        pos = end + 1 + size + 1
+        if hashlib.new(algorithm, f"{kind} {size}\0".encode() + body).hexdigest() != oid:
+            raise GitError(_planted(oid, git.workdir))
+
+
+def _planted(oid: str, workdir: Path) -> str:
+    return (
+        f"object {oid} in the repository of {workdir} does not hold what its id says "
+        "(planted by a command?): the diff checks cannot trust it"
+    )
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
