@@ -230,10 +230,10 @@ class ObserverSpec:
     # collection errors, internal error, usage error); at the baseline they stop the run
     cannot_run_exit: tuple[int, ...] = ()
     # "pytest": the command runs with the run base's pytest configuration, copied where no
-    # command can write (observe/pytest_pin.py), never with what the tree holds now
+    # command can write (checks/pytest_pin.py), never with what the tree holds now
     pin_config: str | None = None
     # a held-out check: its result decides like any observer's, but the model only ever
-    # learns that it failed (see observe/holdout.py)
+    # learns that it failed (see checks/holdout.py)
     holdout: HoldoutSpec | None = None
 
 

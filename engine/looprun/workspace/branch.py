@@ -1,7 +1,7 @@
 """The user's branch, moved by plumbing: a commit of HEAD plus the paths a run changed,
 the user's index entries reset to it, and finding a ``--commit`` commit a crash left.
 
-No hooks and no editor run (``commit.py`` is the commit with the user's hooks). The
+No hooks and no editor run (``workspace/commit.py`` is the commit with the user's hooks). The
 user's other uncommitted or untracked work stays out of the commit.
 """
 
