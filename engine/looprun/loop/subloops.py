@@ -1,8 +1,9 @@
 """Scheduling of sub-loops: the task graph from ``depends_on`` and what may run next.
 
-Pure data in, pure data out: no threads, no git. The sub-loops act step (``run/subloops.py``) asks the graph which
-tasks are ready (every dependency done), which can never run (a dependency failed), and
-in which order finished work is merged (the plan's order within the dependency order).
+Pure data in, pure data out: no threads, no git. The sub-loops act step
+(``run/subloops.py``) asks the graph which tasks are ready (every dependency done), which
+can never run (a dependency failed), and in which order finished work is merged (the
+plan's order within the dependency order).
 """
 
 from __future__ import annotations
