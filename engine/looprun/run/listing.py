@@ -10,7 +10,7 @@ import click
 from looprun.errors import one_line
 from looprun.journal.runs import list_runs, runs_root
 from looprun.report.text import duration
-from looprun.run.runner import workdir_of
+from looprun.run.workdir import workdir_of
 
 
 def runs_from_cli(*, workdir: str | None, as_json: bool) -> int:

@@ -25,9 +25,9 @@ from looprun.run.runner import (
     load,
     repository,
     save_invocation,
-    workdir_of,
 )
 from looprun.run.subrun import local_executor
+from looprun.run.workdir import workdir_of
 from looprun.workspace.lock import RunLock
 
 

@@ -28,6 +28,7 @@ from looprun.run.executors import (
 )
 from looprun.run.models import ModelEvents, resolve_models
 from looprun.run.ports import check_hidden
+from looprun.run.workdir import workdir_of
 from looprun.sandbox import pick
 from looprun.template.loader import load_template
 from looprun.template.model import Template
@@ -56,13 +57,6 @@ def resolve_ref(ref: str) -> str:
     """A template path made absolute (resume runs from anywhere); built-in names stay."""
     p = Path(ref).expanduser()
     return str(p.resolve()) if p.exists() else ref
-
-
-def workdir_of(path: str) -> Path:
-    wd = Path(path).expanduser().resolve()
-    if not wd.is_dir():
-        raise UsageError(f"--workdir {path}: not a directory")
-    return wd
 
 
 def check_sandbox(template: Template, cli_mode: str | None) -> None:

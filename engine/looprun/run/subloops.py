@@ -33,7 +33,13 @@ from looprun.models.base import Message
 from looprun.models.config import load_config
 from looprun.run.executor import Executor, Stopped, SubloopJob, SubloopResult
 from looprun.run.interrupt import signals_deferred
-from looprun.run.subloop_jobs import budget_share, limit_key, model_refs, sub_inputs
+from looprun.run.subloop_jobs import (
+    budget_share,
+    invocation_rewritten,
+    limit_key,
+    model_refs,
+    sub_inputs,
+)
 from looprun.run.subloop_records import SubloopRecords
 from looprun.run.subloop_tree import tree_lines, tree_rows
 from looprun.system.crashpoint import crash_point
@@ -399,6 +405,19 @@ class SubLoops:
         return None
 
     # -- records, resume, reporting -------------------------------------------------------
+
+    def _invocation(self) -> dict[str, Any]:
+        """What this run was invoked with, held in memory since it started; a rewritten
+        ``run.json`` is said once, on stderr and in the journal."""
+        note = "" if self._rewrite_said else invocation_rewritten(self.e)
+        if note:
+            self._rewrite_said = True
+            self._report("warning: " + note)
+            self.e.ports.journal.event("warning", message=note)
+        return self.e.invocation
+
+    def _base_url(self) -> str | None:
+        return self._invocation().get("base_url")
 
     def _report(self, line: str) -> None:
         with self._lock:
