@@ -28,10 +28,10 @@ import os
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.data.usage import UnsavedUsage
 from looprun.errors import UsageError
 from looprun.journal.read import current_events, load_json, read_jsonl
 from looprun.journal.runs import find_run, new_run_id
@@ -112,16 +112,6 @@ def _write_durably(fh: Any, text: str) -> None:
     fh.write(text)
     fh.flush()
     os.fsync(fh.fileno())
-
-
-@dataclass(frozen=True)
-class UnsavedUsage:
-    """Usage recorded after the last saved state (see ``RunJournal.unsaved_usage``)."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
 
 
 class RunJournal:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from looprun.data.changes import FileChange
+from looprun.data.usage import UnsavedUsage
 from looprun.models.base import Message, Model, ToolCall, ToolSpec
 from looprun.observe.base import Observation
 from looprun.template.model import Constraints, ObserverSpec, ScopedPattern
@@ -105,15 +106,6 @@ class Observer(Protocol):
     ) -> Observation: ...
 
 
-class UnsavedSpend(Protocol):
-    """What model calls recorded after the last saved state cost, and how long they ran."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float
-    seconds: float
-
-
 class Journal(Protocol):
     """Where a run records itself; every call is durable when it returns."""
 
@@ -127,7 +119,7 @@ class Journal(Protocol):
     def fresh_artifacts(self) -> None: ...
     def exchange(self, record: Mapping[str, Any]) -> None: ...
     def save_summary(self, summary: Mapping[str, Any]) -> None: ...
-    def unsaved_usage(self, journal_seq: int, exchanges: int) -> UnsavedSpend: ...
+    def unsaved_usage(self, journal_seq: int, exchanges: int) -> UnsavedUsage: ...
     def invocation_text(self, invocation: Mapping[str, Any]) -> str: ...
 
 
@@ -234,16 +226,6 @@ class KeepRecent:
         return [*pinned, *(m for r in kept for m in r)]
 
 
-@dataclass(frozen=True)
-class NoSpend:
-    """Nothing unsaved: a journal that records nothing has nothing to recover."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-
-
 class NullJournal:
     """Records nothing; for outer loops' dry runs and benchmarks."""
 
@@ -268,8 +250,8 @@ class NullJournal:
     def save_summary(self, summary: Mapping[str, Any]) -> None:
         pass
 
-    def unsaved_usage(self, journal_seq: int, exchanges: int) -> NoSpend:
-        return NoSpend()
+    def unsaved_usage(self, journal_seq: int, exchanges: int) -> UnsavedUsage:
+        return UnsavedUsage()  # nothing recorded, so nothing unsaved
 
     def invocation_text(self, invocation: Mapping[str, Any]) -> str:
         return json.dumps(invocation, default=str)
