@@ -35,6 +35,10 @@ COMMANDS: dict[str, Entry] = {
         "Pack a run (its directory and checkpoint refs) so another clone can resume it: "
         "`looprun resume --bundle FILE` there.",
     ),
+    "diff": Entry(
+        "looprun.cli.commands.diff",
+        "Say what a template change does: rules, limits, policy, observers, cases.",
+    ),
     "explain": Entry(
         "looprun.cli.commands.explain",
         "Show a template after composition, with its refine tree drawn.",
