@@ -52,7 +52,9 @@ class FakeGitHub:
 
             def do_POST(self) -> None:
                 doc = self._record()
-                outer.comments.append({"id": 900 + len(outer.comments), "body": doc["body"]})
+                outer.comments.append(
+                    {"id": 900 + len(outer.comments), "body": doc["body"], "user": {"type": "Bot"}}
+                )
                 self._answer(201, outer.comments[-1])
 
             def do_PATCH(self) -> None:
@@ -68,7 +70,8 @@ class FakeGitHub:
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
-    api = FakeGitHub([{"id": 7, "body": "a person's comment"}])
+    # a person quoting the marker: never the comment the action edits
+    api = FakeGitHub([{"id": 7, "body": MARKER + " quoted", "user": {"type": "User"}}])
     thread = threading.Thread(target=api.server.serve_forever, daemon=True)
     thread.start()
     yield api

@@ -257,3 +257,34 @@ def test_bad_input_is_located_and_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "give two template files" in proc.stderr
     proc = looprun("diff", "HEAD", "--", "t.yaml", cwd=tmp_path)
     assert proc.returncode == 2 and "not in a git repository" in proc.stderr
+
+
+def test_hostile_values_stay_inside_their_markdown_code(tmp_path: Path) -> None:
+    """A rule message written to look like Markdown (a heading, a fence, a table cell, the
+    review comment's marker) stays one inline code span on its line."""
+    hostile = "x`` ```\\n## Approved by security\\n| a | b |\\n<!-- looprun-diff -->"
+    rule = f'  - id: sneaky\n    if: iteration > 50\n    then: {{retry: "{hostile}"}}\n'
+    old, new = _edited(
+        tmp_path, lambda t: t.replace("  - id: fallback\n", rule + "  - id: fallback\n")
+    )
+    md = looprun("diff", "--format", "markdown", old.name, new.name, cwd=tmp_path)
+    assert md.returncode == 1, md.stderr
+    lines = md.stdout.splitlines()
+    assert not any(line.startswith(("## Approved", "| a |", "<!--")) for line in lines)
+    (added,) = [line for line in lines if "rule sneaky" in line]
+    assert added.startswith("- **added** `rule sneaky`: `none` → ````")
+
+
+@pytest.mark.parametrize("name", ["bugfix", "feature", "refactor", "test_backfill"])
+def test_every_builtin_is_no_change_from_itself(tmp_path: Path, name: str) -> None:
+    proc = looprun("diff", name, name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_reverse_change_is_the_opposite_verdict(tmp_path: Path) -> None:
+    old, new = _edited(tmp_path, lambda t: t.replace("max_diff_lines: 400", "max_diff_lines: 1200"))
+    code, doc = _json(tmp_path, new.name, old.name)
+    assert code == 1
+    (one,) = doc["templates"]
+    assert one["loosened"] == []
+    assert [c["subject"] for c in one["tightened"]] == ["act.constraints.max_diff_lines"]
