@@ -138,9 +138,9 @@ def _revision_diffs(
     with tempfile.TemporaryDirectory(prefix="looprun-diff-") as tmp:
         sides: list[tuple[str, Path | None]] = []
         for i, rev in enumerate(revs):
-            root = Path(tmp) / str(i)
-            _extract(git, rev, root)
-            sides.append((rev, root))
+            extracted = Path(tmp) / str(i)
+            _extract(git, rev, extracted)
+            sides.append((rev, extracted))
         if len(revs) == 1:
             sides.append(("", None))  # NEW: the files as they are now
         diffs = []
