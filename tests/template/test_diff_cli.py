@@ -71,6 +71,27 @@ CHANGES = [
     ("a reordered rule", _swap_stuck_and_repeated, "reordered", "rule stuck"),
     ("a new observer", _add_observer, "added", "observer types"),
     (
+        "a removed exit condition",
+        lambda t: t.replace('  - "diff.lines <= 400"\n', ""),
+        "loosened",
+        "exit condition: 'diff.lines <= 400' removed",
+    ),
+    (
+        "a removed forbidden pattern",
+        lambda t: t.replace('      - "breakpoint()"\n', ""),
+        "loosened",
+        "act.constraints.forbidden_patterns: 'breakpoint()' removed",
+    ),
+    (
+        "a new approval",
+        lambda t: t.replace(
+            "    max_diff_lines: 400",
+            '    approve: {paths: ["migrations/**"]}\n    max_diff_lines: 400',
+        ),
+        "tightened",
+        "act.constraints.approve: 'migrations/**' added",
+    ),
+    (
         "a changed condition",
         lambda t: t.replace("if: progress.repeats >= 3", "if: progress.repeats >= 5"),
         "changed",
