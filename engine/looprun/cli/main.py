@@ -107,12 +107,20 @@ class _LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _until_run(args: list[str]) -> bool:
+    """``looprun --until CMD ...`` (the options in any order) is a run without a template;
+    ``--help`` and ``--version`` stay the group's."""
+    if args[0] in ("-h", "--help", "--version"):
+        return False
+    return any(a == "--until" or a.startswith("--until=") for a in args)
+
+
 class _DefaultToRun(_LazyGroup):
     """``looprun TEMPLATE ...`` is short for ``looprun run TEMPLATE ...``; and the one
     error boundary around every subcommand."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in COMMANDS and not args[0].startswith("-"):
+        if args and args[0] not in COMMANDS and (not args[0].startswith("-") or _until_run(args)):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -128,6 +136,7 @@ def main() -> None:
 
     \b
     looprun TEMPLATE --intent TEXT    run a template (a path or a built-in name)
+    looprun --until CMD --intent TEXT run until CMD exits 0, no template needed
     looprun validate PATH...          check templates; every problem as file:line:col
     looprun explain TEMPLATE          show the resolved template and its refine tree
     looprun test TEMPLATE CASES...    check which rule fires for given facts
