@@ -35,6 +35,10 @@ COMMANDS: dict[str, Entry] = {
         "Pack a run (its directory and checkpoint refs) so another clone can resume it: "
         "`looprun resume --bundle FILE` there.",
     ),
+    "completion": Entry(
+        "looprun.cli.commands.completion",
+        "Print the shell completion script for bash, zsh or fish.",
+    ),
     "explain": Entry(
         "looprun.cli.commands.explain",
         "Show a template after composition, with its refine tree drawn.",
