@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_helpers import journal_events, looprun, summary_of
+from e2e_helpers import git_init, journal_events, looprun, summary_of
 from real_package import BUG, edit_turns, planted_project, write_call
 
 CHECK = "python -m pytest -q -p no:cacheprovider test_inflection.py"
@@ -135,8 +135,6 @@ def test_the_saved_template_validates_and_runs_the_same(sdist: Path, tmp_path: P
 
 
 def test_braces_in_the_command_and_intent_stay_data(tmp_path: Path) -> None:
-    from e2e_helpers import git_init
-
     work = tmp_path / "repo"
     work.mkdir()
     (work / ".gitignore").write_text(".looprun/\n")
@@ -173,8 +171,6 @@ def test_braces_in_the_command_and_intent_stay_data(tmp_path: Path) -> None:
     ],
 )
 def test_usage_errors(tmp_path: Path, args: list[str], said: str) -> None:
-    from e2e_helpers import git_init
-
     (tmp_path / "f").write_text("x\n")
     git_init(tmp_path)
     proc = looprun(*args, "--workdir", str(tmp_path), "--model", "script:/dev/null")
