@@ -35,6 +35,10 @@ COMMANDS: dict[str, Entry] = {
         "Pack a run (its directory and checkpoint refs) so another clone can resume it: "
         "`looprun resume --bundle FILE` there.",
     ),
+    "completion": Entry(
+        "looprun.cli.commands.completion",
+        "Print the shell completion script for bash, zsh or fish.",
+    ),
     "diff": Entry(
         "looprun.cli.commands.diff",
         "Say what a template change does: rules, limits, policy, observers, cases.",
@@ -111,12 +115,20 @@ class _LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _until_run(args: list[str]) -> bool:
+    """``looprun --until CMD ...`` (the options in any order) is a run without a template;
+    ``--help`` and ``--version`` stay the group's."""
+    if args[0] in ("-h", "--help", "--version"):
+        return False
+    return any(a == "--until" or a.startswith("--until=") for a in args)
+
+
 class _DefaultToRun(_LazyGroup):
     """``looprun TEMPLATE ...`` is short for ``looprun run TEMPLATE ...``; and the one
     error boundary around every subcommand."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in COMMANDS and not args[0].startswith("-"):
+        if args and args[0] not in COMMANDS and (not args[0].startswith("-") or _until_run(args)):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -132,6 +144,7 @@ def main() -> None:
 
     \b
     looprun TEMPLATE --intent TEXT    run a template (a path or a built-in name)
+    looprun --until CMD --intent TEXT run until CMD exits 0, no template needed
     looprun validate PATH...          check templates; every problem as file:line:col
     looprun explain TEMPLATE          show the resolved template and its refine tree
     looprun test TEMPLATE CASES...    check which rule fires for given facts

@@ -28,6 +28,7 @@ from looprun.run.executors import (
 )
 from looprun.run.models import ModelEvents, resolve_models
 from looprun.run.ports import check_hidden
+from looprun.run.until import check_options, save_new, template_ref
 from looprun.run.workdir import workdir_of
 from looprun.sandbox import pick
 from looprun.template.loader import load_template
@@ -112,10 +113,20 @@ def run_from_cli(*, remote: RemoteExecutors | None = None, **options: Any) -> in
     workdir = workdir_of(options.get("workdir") or ".")
     if options.get("commit"):  # refuse before spending a token, not after the work
         current_branch(workdir)
-    ref = resolve_ref(options["template"])
+    check_options(options)
+    until_text = None
+    if options.get("until") is not None:  # the loop's template made from the command line
+        ref, until_text = template_ref(workdir, options)
+    else:
+        ref = resolve_ref(options["template"])
     template = load(ref)
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
+    if until_text is not None and options.get("save"):
+        err(
+            f"looprun: wrote {save_new(options['save'], until_text)} (run it with "
+            "`looprun FILE --intent TEXT`)"
+        )
     template = bind_numbers(ref, template, sets, inputs)
     events = ModelEvents()
     act, plan, refs = resolve_models(

@@ -12,7 +12,24 @@ from looprun.run.runner import run_from_cli
 
 
 @click.command("run", context_settings={"ignore_unknown_options": False})
-@click.argument("template")
+@click.argument("template", required=False)
+@click.option(
+    "--until",
+    metavar="CMD",
+    help="No template: act until CMD exits 0 (its output is the feedback), with the usual "
+    "caps; the files CMD names are read-only.",
+)
+@click.option(
+    "--protect",
+    multiple=True,
+    metavar="GLOB",
+    help="With --until: more paths the run may not change (repeatable).",
+)
+@click.option(
+    "--save",
+    metavar="FILE",
+    help="With --until: also write the loop as a template to FILE (never over a file).",
+)
 @click.option("--intent", help="What you want done, in words.")
 @click.option(
     "--intent-file",
@@ -55,6 +72,8 @@ from looprun.run.runner import run_from_cli
 )
 def command(**options: Any) -> None:
     """Run a loop template until its exit conditions hold or a limit stops it.
+
+    `looprun --until CMD --intent TEXT` runs without a template: CMD is the check.
 
     \b
     Exit codes: 0 done, 3 exhausted (a limit), 4 stalled (no progress),
