@@ -156,6 +156,15 @@ def git_processes(root: Path, work: Path, template: Path, env: dict[str, str]) -
     ]
 
 
+def imports(work: Path, env: dict[str, str]) -> float:
+    """A process that imports what ``looprun run`` imports before it runs anything: the
+    start-up share that is the run's modules, beyond the bare CLI."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import looprun.cli.main, looprun.cli.commands.run"],
+                   cwd=work, env=env, check=True, capture_output=True)  # fmt: skip
+    return time.perf_counter() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=9, help="runs of each (default 9)")
@@ -173,7 +182,7 @@ def main() -> None:
         env["XDG_CONFIG_HOME"] = str(root / "config")  # no config file of the user's
         # as an installed looprun starts: its modules' bytecode cached after the first run
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        times: dict[str, list[float]] = {"direct": [], "looprun": [], "startup": []}
+        times: dict[str, list[float]] = {"direct": [], "looprun": [], "startup": [], "imports": []}
         for run in (direct, lambda w, e: through_looprun(w, template, e)):  # warm both
             run(work, env)
             reset(work)
@@ -186,6 +195,7 @@ def main() -> None:
                     times[side].append(through_looprun(work, template, env))
                 reset(work)
             times["startup"].append(startup(work, env))
+            times["imports"].append(imports(work, env))
         gits = git_processes(root, work, template, env)
     cli, lr = statistics.median(times["direct"]), statistics.median(times["looprun"])
     print(f"one agent turn (stand-in CLI, one file edited), fresh processes, {args.runs} runs each")
@@ -194,6 +204,8 @@ def main() -> None:
     print(f"  ratio {lr / cli:.2f}x; looprun's overhead per turn {(lr - cli) * 1000:.1f} ms")
     up = statistics.median(times["startup"])
     print(f"  of which a bare `looprun --version` process: median {up * 1000:.1f} ms")
+    imp = statistics.median(times["imports"])
+    print(f"  a process importing the run command's modules: median {imp * 1000:.1f} ms")
     print("\n".join(gits))
 
 
