@@ -11,11 +11,14 @@ load, the base snapshot and checkpoints in git, the baseline and the observer (t
 diff), the policy, the journal and the summary. Runs are interleaved (a busy machine
 slows both alike); the tree is put back between runs, outside the timing. Prints the
 median wall time of each, their ratio and the difference: looprun's overhead per turn.
+Then one more run, untimed, with a ``git`` wrapper first on PATH that logs each git process
+(its subcommand and wall time): how many git processes a turn spends, and on what.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import shutil
 import statistics
@@ -110,6 +113,58 @@ def startup(work: Path, env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+GIT_WRAPPER = """#!/bin/sh
+start=$(date +%s%N)
+"$BENCH_REAL_GIT" "$@"
+rc=$?
+printf '%s %s\\n' "$(( $(date +%s%N) - start ))" "$*" >> "$BENCH_GIT_LOG"
+exit $rc
+"""
+
+
+def _subcommand(args: list[str]) -> str:
+    """The git subcommand of a logged command line, past ``-c k=v``, ``-C dir``, options."""
+    it = iter(args)
+    for arg in it:
+        if arg in ("-c", "-C", "--git-dir", "--work-tree", "--namespace"):
+            next(it, None)
+        elif not arg.startswith("-"):
+            return arg
+    return "?"
+
+
+def git_processes(root: Path, work: Path, template: Path, env: dict[str, str]) -> list[str]:
+    """One run through looprun with every git process logged by a wrapper on PATH."""
+    wrapdir = root / "git-wrapper"
+    wrapdir.mkdir()
+    wrapper = wrapdir / "git"
+    wrapper.write_text(GIT_WRAPPER)
+    wrapper.chmod(0o755)
+    log = root / "git.log"
+    real = shutil.which("git", path=env["PATH"])
+    assert real, "git is not on PATH"
+    wrapped = {**env, "PATH": os.pathsep.join((str(wrapdir), env["PATH"]))}
+    wrapped |= {"BENCH_REAL_GIT": real, "BENCH_GIT_LOG": str(log)}
+    through_looprun(work, template, wrapped)
+    reset(work)
+    rows = [line.split(" ", 1) for line in log.read_text().splitlines()] if log.exists() else []
+    spent = sum(int(ns) for ns, _ in rows) / 1e6
+    kinds = collections.Counter(_subcommand(cmd.split()) for _, cmd in rows)
+    return [
+        f"  git processes in one run: {len(rows)}, {spent:.0f} ms wall in them",
+        "    " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()),
+    ]
+
+
+def imports(work: Path, env: dict[str, str]) -> float:
+    """A process that imports what ``looprun run`` imports before it runs anything: the
+    start-up share that is the run's modules, beyond the bare CLI."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import looprun.cli.main, looprun.cli.commands.run"],
+                   cwd=work, env=env, check=True, capture_output=True)  # fmt: skip
+    return time.perf_counter() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=9, help="runs of each (default 9)")
@@ -127,7 +182,7 @@ def main() -> None:
         env["XDG_CONFIG_HOME"] = str(root / "config")  # no config file of the user's
         # as an installed looprun starts: its modules' bytecode cached after the first run
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        times: dict[str, list[float]] = {"direct": [], "looprun": [], "startup": []}
+        times: dict[str, list[float]] = {"direct": [], "looprun": [], "startup": [], "imports": []}
         for run in (direct, lambda w, e: through_looprun(w, template, e)):  # warm both
             run(work, env)
             reset(work)
@@ -140,6 +195,8 @@ def main() -> None:
                     times[side].append(through_looprun(work, template, env))
                 reset(work)
             times["startup"].append(startup(work, env))
+            times["imports"].append(imports(work, env))
+        gits = git_processes(root, work, template, env)
     cli, lr = statistics.median(times["direct"]), statistics.median(times["looprun"])
     print(f"one agent turn (stand-in CLI, one file edited), fresh processes, {args.runs} runs each")
     print(f"  CLI directly        median {cli * 1000:8.1f} ms")
@@ -147,6 +204,9 @@ def main() -> None:
     print(f"  ratio {lr / cli:.2f}x; looprun's overhead per turn {(lr - cli) * 1000:.1f} ms")
     up = statistics.median(times["startup"])
     print(f"  of which a bare `looprun --version` process: median {up * 1000:.1f} ms")
+    imp = statistics.median(times["imports"])
+    print(f"  a process importing the run command's modules: median {imp * 1000:.1f} ms")
+    print("\n".join(gits))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """Observe benchmarks: JUnit parsing at scale, and feedback size from a huge pytest log.
 
     python benchmarks/bench_observe.py [--cases 100000] [--runs 5] [--every 50] [--frames 40]
+        [--errors 500] [--skips 33]
 
-1. Generates a JUnit file with N test cases (one in ``--every`` failing, each with a
-   traceback of ``--frames`` frames) and times ``looprun observe junit FILE`` against
+1. Generates a JUnit file with N test cases (one in ``--every`` failing, one in
+   ``--errors`` erring, each with a traceback of ``--frames`` frames, one in ``--skips``
+   skipped) and times ``looprun observe junit FILE`` against
    junitparser alone reading the same file, each in a fresh process (medians of several
    runs, interleaved; their ratio; peak RSS of each process), then in-process (peak
    Python memory via tracemalloc).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -48,10 +51,13 @@ def _traceback(n: int, frames: int) -> str:
     return "".join(lines).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def make_junit(path: Path, cases: int, every: int = 100, frames: int = 0) -> int:
-    """N cases, one in ``every`` failing; ``frames`` > 0 gives each failure a traceback
-    of that many frames (long text, as a real suite's failures have)."""
-    failing = 0
+def make_junit(
+    path: Path, cases: int, every: int = 100, frames: int = 0, errors: int = 0, skips: int = 0
+) -> tuple[int, int]:
+    """N cases, one in ``every`` failing, one in ``errors`` erring (0: none), one in
+    ``skips`` skipped (0: none); ``frames`` > 0 gives each failure and error a traceback of
+    that many frames (long text, as a real suite's failures have). Returns (failing, erring)."""
+    failing = erring = 0
     with path.open("w", encoding="utf-8") as fh:
         fh.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n')
         per_suite = 1000
@@ -73,11 +79,26 @@ def make_junit(path: Path, cases: int, every: int = 100, frames: int = 0) -> int
                         f'<failure message="AssertionError: expected {n}, got {n + 1}">'
                         f"{text}</failure></testcase>\n"
                     )
+                elif errors and n % errors == 11 % errors:
+                    erring += 1
+                    text = _traceback(n, frames) if frames else "fixture 'db' not found"
+                    fh.write(
+                        f'<testcase classname="{cls}" name="test_{n}" time="0.01">'
+                        f'<error message="failed on setup with &quot;RuntimeError: db {n} '
+                        f'down&quot;">{text}</error></testcase>\n'
+                    )
+                elif skips and n % skips == 5 % skips:
+                    fh.write(
+                        f'<testcase classname="{cls}" name="test_{n}" time="0.0">'
+                        f'<skipped type="pytest.skip" message="needs a GPU">'
+                        f"tests/test_mod{n // per_suite}.py:{n % 500 + 3}: needs a GPU"
+                        "</skipped></testcase>\n"
+                    )
                 else:
                     fh.write(f'<testcase classname="{cls}" name="test_{n}" time="0.001"/>\n')
             fh.write("</testsuite>\n")
         fh.write("</testsuites>\n")
-    return failing
+    return failing, erring
 
 
 ALONE = """
@@ -193,22 +214,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--failures", type=int, default=40)
+    ap.add_argument("--failures", type=int, default=60)
     ap.add_argument("--every", type=int, default=50, help="one case in N fails (50: 2%%)")
     ap.add_argument("--frames", type=int, default=40, help="frames per failure's traceback")
+    ap.add_argument("--errors", type=int, default=500, help="one case in N errs (500: 0.2%%)")
+    ap.add_argument("--skips", type=int, default=33, help="one case in N skipped (33: 3%%)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="looprun-bench-") as tmp:
         root = Path(tmp)
         report = root / "junit.xml"
-        failing = make_junit(report, args.cases, args.every, args.frames)
+        failing, erring = make_junit(
+            report, args.cases, args.every, args.frames, args.errors, args.skips
+        )
         size_mb = report.stat().st_size / 1e6
-        print(f"junit: {args.cases} cases ({failing} failing), {size_mb:.1f} MB file")
+        print(
+            f"junit: {args.cases} cases ({failing} failing, {erring} erring, one in "
+            f"{args.skips} skipped), {size_mb:.1f} MB file"
+        )
         compare_fresh(report, args.runs)
         parser = JUnitParser()
         data = ParseInput(workdir=root, file=report)
         obs = parser.parse(data)
         assert obs.counts["tests"] == args.cases and obs.counts["failed"] == failing, obs.counts
-        assert junitparser_alone(report) == (args.cases, failing)
+        assert obs.counts["errors"] == erring, obs.counts
+        assert junitparser_alone(report) == (args.cases, failing + erring)
         ours, ours_cpu, ours_mb = timed(lambda: parser.parse(data), args.runs)
         alone, alone_cpu, alone_mb = timed(lambda: junitparser_alone(report), args.runs)
         print("  in-process (after imports), medians:")
@@ -231,7 +260,8 @@ def main() -> None:
         )
         took = time.perf_counter() - start
         fb = text_obs.feedback
-        named = sum(f"tests/test_big.py::test_case_{n} " in fb for n in range(args.failures))
+        # an id is named on its own line or among a file's ids (``f.py::{test_a, test_b}``)
+        named = sum(bool(re.search(rf"\btest_case_{n}\b", fb)) for n in range(args.failures))
         print(
             f"pytest log: {log.stat().st_size / 1e6:.1f} MB, {args.failures} failing tests, "
             f"parsed in {took:.2f} s"

@@ -54,6 +54,10 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "checked in full: `looprun validate` over files the valid-cache knows (a pre-commit "
         "hook) starts without it (tests/template/test_valid_cache.py)"
     ),
+    ("looprun.cli.executors", "looprun.remote.ray_executor"): (
+        "the Ray executor's modules load only when a run asks for --executor ray: a plain "
+        "`looprun run` starts without them (tests/cli/test_plain_run_imports.py)"
+    ),
     # template/, observe/, checks/
     ("looprun.template.schema_check", "jsonschema"): (
         "the validator loads only when a template is validated: `looprun --help`, `runs` "

@@ -101,11 +101,11 @@ def compact_ids(ids: Sequence[str]) -> str:
     return "; ".join(out)
 
 
-def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, int]]:
-    """(lines naming the items, detail, how many items) per item, or per group of items
+def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, list[Item]]]:
+    """(lines naming the items, detail, the items) per item, or per group of items
     that fail with one cause."""
     if not group:
-        return [(item_line(i), i.detail, 1) for i in items]
+        return [(item_line(i), i.detail, [i]) for i in items]
     groups: dict[tuple[str, str | None, int | None, str], list[Item]] = {}
     for item in items:
         groups.setdefault(_cause(item), []).append(item)
@@ -113,7 +113,7 @@ def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, int]]:
     for members in groups.values():
         first = members[0]
         if len(members) == 1:
-            out.append((item_line(first), first.detail, 1))
+            out.append((item_line(first), first.detail, members))
             continue
         loc = location(first)
         message = first.message.splitlines()[0] if first.message else ""
@@ -122,8 +122,13 @@ def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, int]]:
             _MAX_LINE,
         )
         ids = compact_ids([m.id for m in members])
-        out.append((f"{head}\n  ids: {ids}", first.detail, len(members)))
+        out.append((f"{head}\n  ids: {ids}", first.detail, members))
     return out
+
+
+def _more(left: Sequence[Item], noun: str) -> str:
+    """The line for failures that get no line of their own: how many, and their ids."""
+    return f"... and {len(left)} {noun}: {compact_ids(list(dict.fromkeys(i.id for i in left)))}"
 
 
 def render(
@@ -147,22 +152,35 @@ def render(
     # Room kept for the remaining id lines, so details never crowd out a failing id.
     rest = sum(_size(h) + 1 for h, _, _ in entries)
     reserve = 40 + (_size(footer) + 1 if footer else 0)
+    # with ``group``, when not every entry gets its line, a last line names the ids left
+    # out; kept only if every id can be named that way, else lines while room lasts
+    name_rest = group and used + _size(_more(items, noun)) + 1 + reserve <= max_bytes
     shown = 0
-    for head, detail_text, count in entries:
+    for n, (head, detail_text, members) in enumerate(entries):
         rest -= _size(head) + 1
         if used + _size(head) + 1 + reserve > max_bytes:
             break
+        if (
+            name_rest
+            and n + 1 < len(entries)
+            and used + _size(head) + 1 + rest + reserve > max_bytes
+        ):
+            left = [m for _, _, ms in entries[n + 1 :] for m in ms]
+            if used + _size(head) + 1 + _size(_more(left, noun)) + 1 + reserve > max_bytes:
+                break
         lines.append(head)
         used += _size(head) + 1
-        shown += count
+        shown += 1
         if detail_text:
-            indent = "      " if count > 1 else "    "
+            indent = "      " if len(members) > 1 else "    "
             detail = "\n".join(indent + d for d in detail_text.splitlines() if d.strip())
             if detail and used + _size(detail) + 1 + rest + reserve <= max_bytes:
                 lines.append(detail)
                 used += _size(detail) + 1
-    if shown < len(items):
-        lines.append(f"... and {len(items) - shown} {noun}")
+    if shown < len(entries):
+        left = [m for _, _, ms in entries[shown:] for m in ms]
+        more = _more(left, noun) if group else f"... and {len(left)} {noun}"
+        lines.append(clip(more, max(40, max_bytes - used - reserve + 40)))
     if footer:
         lines.append(clip(footer, max_bytes // 2))
     text = "\n".join(lines)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from looprun.cli.executors import ray_executors
 from looprun.journal.bundle import import_bundle
 from looprun.journal.recorded import ResumeChoices, vet_bundled
-from looprun.remote.ray_executor import ray_executors
 from looprun.run.resume import resume_from_cli
 from looprun.run.runner import resolve_ref
 

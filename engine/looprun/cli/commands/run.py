@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from looprun.remote.ray_executor import ray_executors
+from looprun.cli.executors import ray_executors
 from looprun.run.runner import run_from_cli
 
 
