@@ -46,6 +46,11 @@ COMMANDS: dict[str, Entry] = {
     "init": Entry(
         "looprun.cli.commands.init", "Start a team template that extends a built-in one."
     ),
+    "lock": Entry(
+        "looprun.cli.commands.lock",
+        "Pin the remote references of TEMPLATES (default: those the lock lists) in "
+        "looprun.lock: each one's commit and the sha256 of every file read.",
+    ),
     "observe": Entry(
         "looprun.cli.commands.observe",
         "Parse a report (or a command's output) and print the observation as JSON.",
