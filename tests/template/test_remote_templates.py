@@ -272,3 +272,24 @@ def test_subloop_uses_a_remote_template(tmp_path: Path, platform: Platform):
     )
     out = team.cli("validate", "templates/team.yaml")
     assert out.returncode == 2 and "templates/team.yaml:5:9" in out.stdout
+
+
+def test_update_moves_a_tag_to_the_newest_and_rewrites_only_the_reference(
+    tmp_path: Path, platform: Platform
+):
+    team = Team(tmp_path, file_ref(platform))
+    original = team.template.read_text() + "# keep this comment\n"
+    team.template.write_text(original)
+    assert team.cli("lock", "templates/team.yaml").returncode == 0
+    new = platform.commit({"limits.yaml": "limits:\n  max_iterations: 12\n"}, tag="v1.10")
+    platform.commit({"limits.yaml": "limits:\n  max_iterations: 3\n"}, tag="v1.9")
+    out = team.cli("update")
+    assert out.returncode == 0, out.stderr
+    key = f"git+{platform.bare.as_uri()}@v1"
+    assert f"{key} (" in out.stdout and f"-> {key}.10 ({new[:12]})" in out.stdout
+    assert team.template.read_text() == original.replace("@v1#", "@v1.10#")
+    lock = json.loads((team.dir / "looprun.lock").read_text())
+    assert list(lock["references"]) == [f"{key}.10"]
+    assert team.cli("validate", "templates/team.yaml").returncode == 0
+    again = team.cli("update")
+    assert "already up to date" in again.stdout

@@ -79,6 +79,12 @@ COMMANDS: dict[str, Entry] = {
         "looprun.cli.commands.test",
         "Unit-test a template's decisions: given these facts, this rule fires.",
     ),
+    "update": Entry(
+        "looprun.cli.commands.update",
+        "Move the remote references in the lock's templates forward (REF: only the "
+        "references whose git+URL@REF or URL starts with it): a tag to the newest tag, a "
+        "branch to its new head.",
+    ),
     "validate": Entry(
         "looprun.cli.commands.validate",
         "Validate templates, fragments and case files; a directory: the looprun files in it.",
