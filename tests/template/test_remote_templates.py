@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -293,3 +294,26 @@ def test_update_moves_a_tag_to_the_newest_and_rewrites_only_the_reference(
     assert team.cli("validate", "templates/team.yaml").returncode == 0
     again = team.cli("update")
     assert "already up to date" in again.stdout
+
+
+def test_bundled_sample_team_template_extends_the_pinned_platform_template(tmp_path: Path):
+    script = Path(__file__).resolve().parents[2] / "samples" / "shared_templates" / "build.py"
+    built = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "shared")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    template = Path(built.stdout.strip())
+    team = template.parents[1]
+    assert looprun("lock", "templates/payments-bugfix.yaml", cwd=team).returncode == 0
+    ok = looprun("validate", "templates", cwd=team)
+    assert ok.returncode == 0, ok.stdout
+    assert "bugfix.yaml from git+file://" in ok.stdout
+    shown = looprun("explain", "templates/payments-bugfix.yaml", "--format", "json", cwd=team)
+    composed = json.loads(shown.stdout)
+    assert composed["limits"]["max_iterations"] == 8  # the platform's limit
+    assert composed["act"]["constraints"]["paths"]["allow"] == [
+        "payments/**",
+        "tests/**",
+    ]  # the team's own
