@@ -317,3 +317,39 @@ def test_bundled_sample_team_template_extends_the_pinned_platform_template(tmp_p
         "payments/**",
         "tests/**",
     ]  # the team's own
+
+
+def test_subloop_template_pinned_in_the_lock(tmp_path: Path, platform: Platform):
+    team = Team(tmp_path, "bugfix")
+    team.template.write_text(
+        f"looprun: 1\nname: outer\nextends: feature\neach_task:\n  uses: {file_ref(platform)}\n"
+    )
+    locked = team.cli("lock", "templates/team.yaml")
+    assert locked.returncode == 0, locked.stderr
+    ok = team.cli("validate", "templates/team.yaml")
+    assert ok.returncode == 0, ok.stdout
+    assert "base.yaml from git+" in ok.stdout
+
+
+def test_nested_reference_into_another_repository_is_pinned_and_never_rewritten(
+    tmp_path: Path, platform: Platform
+):
+    other = tmp_path / "other"
+    other.mkdir()
+    git("init", "-q", "-b", "main", cwd=other)
+    (other / "obs.yaml").write_text("limits:\n  max_iterations: 5\n")
+    git("add", ".", cwd=other)
+    git("commit", "-q", "-m", "o", cwd=other)
+    git("tag", "o1", cwd=other)
+    nested = f"git+{other.as_uri()}@o1#obs.yaml"
+    platform.commit({"base.yaml": BASE.replace("[limits.yaml]", f"[{nested}]")}, tag="v4")
+    team = Team(tmp_path, file_ref(platform, ref="v4"))
+    assert team.cli("lock", "templates/team.yaml").returncode == 0
+    lock = json.loads((team.dir / "looprun.lock").read_text())
+    assert f"git+{other.as_uri()}@o1" in lock["references"]
+    git("tag", "o2", cwd=other)
+    out = team.cli("update")
+    assert out.returncode == 0, out.stderr
+    assert "written inside a remote template" in out.stdout
+    composed = json.loads(team.cli("explain", "templates/team.yaml", "--format", "json").stdout)
+    assert composed["limits"]["max_iterations"] == 5
