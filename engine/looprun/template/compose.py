@@ -234,7 +234,7 @@ def compose(
             text = read_remote(path)
         except RefError as exc:
             raise TemplateError([Problem(Location(str(path), 1, 1), str(exc))]) from None
-    doc = load_document(path, text)  # type: ignore[arg-type]
+    doc = load_document(path, text)
     if not isinstance(doc.data, dict):
         raise TemplateError(
             [Problem(doc.value_at(()), "expected a mapping of template keys at the top level")]
