@@ -353,3 +353,18 @@ def test_nested_reference_into_another_repository_is_pinned_and_never_rewritten(
     assert "written inside a remote template" in out.stdout
     composed = json.loads(team.cli("explain", "templates/team.yaml", "--format", "json").stdout)
     assert composed["limits"]["max_iterations"] == 5
+
+
+def test_run_refuses_a_moved_tag_before_anything_runs(tmp_path: Path, platform: Platform):
+    team = Team(tmp_path, file_ref(platform))
+    assert team.cli("lock", "templates/team.yaml").returncode == 0
+    platform.commit({"limits.yaml": "limits:\n  max_iterations: 50\n"}, tag="v1")
+    assert team.cli("lock").returncode == 2  # the cache now knows the tag moved
+    script = tmp_path / "script.yaml"
+    script.write_text("turns: []\n")
+    run = team.cli(
+        "run", "templates/team.yaml", "--intent", "fix it", "--model", f"script:{script}"
+    )
+    assert run.returncode == 2
+    assert "templates/team.yaml:3:10" in run.stderr and "the tag moved" in run.stderr
+    assert not (team.dir / ".looprun").exists()  # no run was started
