@@ -54,6 +54,11 @@ COMMANDS: dict[str, Entry] = {
     "init": Entry(
         "looprun.cli.commands.init", "Start a team template that extends a built-in one."
     ),
+    "lock": Entry(
+        "looprun.cli.commands.lock",
+        "Pin the remote references of TEMPLATES (default: those the lock lists) in "
+        "looprun.lock: each one's commit and the sha256 of every file read.",
+    ),
     "observe": Entry(
         "looprun.cli.commands.observe",
         "Parse a report (or a command's output) and print the observation as JSON.",
@@ -81,6 +86,12 @@ COMMANDS: dict[str, Entry] = {
     "test": Entry(
         "looprun.cli.commands.test",
         "Unit-test a template's decisions: given these facts, this rule fires.",
+    ),
+    "update": Entry(
+        "looprun.cli.commands.update",
+        "Move the remote references in the lock's templates forward (REF: only the "
+        "references whose git+URL@REF or URL starts with it): a tag to the newest tag, a "
+        "branch to its new head.",
     ),
     "validate": Entry(
         "looprun.cli.commands.validate",

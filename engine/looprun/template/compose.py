@@ -27,6 +27,8 @@ from looprun.system.resources import builtin_names, builtin_template, templates_
 from looprun.template import deps
 from looprun.template.refine_edits import RefineEditor
 from looprun.template.schema_check import schema_problems
+from looprun.template.sharing.refs import RemoteFile, is_remote
+from looprun.template.sharing.resolver import RefError, resolver_for
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import Document, JsonPath, load_document
 
@@ -36,8 +38,13 @@ _FRAGMENT_OWN = ("looprun", "description", "include")
 MAX_DEPTH = 16
 
 
-def display(path: Path) -> str:
+Source = Path | RemoteFile
+
+
+def display(path: Source) -> str:
     """A path as the user would like to read it: relative to the working directory if inside."""
+    if isinstance(path, RemoteFile):
+        return str(path)
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
@@ -55,6 +62,32 @@ def resolve_ref(ref: str, base_dir: Path) -> Path | None:
         return candidate
     name = ref.removesuffix(".yaml").removesuffix(".yml")
     return builtin_template(name)
+
+
+def resolve_source(ref: str, base: Source, at: Location) -> Source | None:
+    """What ``ref``, written in ``base``, names: a ``git+`` reference pinned by the lock; in
+    a remote file, a path in the same repository at the same commit (else a built-in);
+    locally, ``resolve_ref``. Raises RefError when a remote reference cannot be used."""
+    if is_remote(ref):
+        if isinstance(base, RemoteFile):
+            return base.resolver.pin(ref)
+        return resolver_for(base).pin(ref, local=(at.file, at.line, at.col))
+    if isinstance(base, RemoteFile):
+        try:
+            sibling = base.sibling(ref)
+        except ValueError as exc:
+            raise RefError(str(exc)) from None
+        if base.resolver.kind(sibling) is not None:
+            return sibling
+        return builtin_template(ref.removesuffix(".yaml").removesuffix(".yml"))
+    return resolve_ref(ref, base.parent)
+
+
+def read_remote(target: Source) -> str | None:
+    """The text of a remote file, checked against the lock (None for a local file)."""
+    if not isinstance(target, RemoteFile):
+        return None
+    return str(target.resolver.read(target)[0])
 
 
 def missing_ref_message(ref: str) -> str:
@@ -155,7 +188,7 @@ class _Layer:
                     if p in theirs:
                         mine[p] = theirs[p]
 
-    def document(self, path: Path) -> Document:
+    def document(self, path: Source) -> Document:
         return Document(path, self.data, self.values, self.keys, self.blocks)
 
 
@@ -182,13 +215,26 @@ def _ref_list(doc: Document, key: str, problems: list[Problem]) -> list[tuple[st
     return []
 
 
-def _chain(stack: tuple[Path, ...], last: Path) -> str:
+def _chain(stack: tuple[Source, ...], last: Source) -> str:
     return " -> ".join(display(p) for p in (*stack, last))
 
 
-def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False) -> Document:
-    """Load ``path`` and resolve its ``extends`` and ``include`` into one located document."""
-    doc = load_document(path)
+def compose(
+    path: Source,
+    stack: tuple[Source, ...] = (),
+    *,
+    fragment: bool = False,
+    text: str | None = None,
+) -> Document:
+    """Load ``path`` and resolve its ``extends`` and ``include`` into one located document.
+    A remote file's ``text`` is read (and checked against the lock) by the caller, which
+    knows where the reference was written; without it, it is read here."""
+    if isinstance(path, RemoteFile) and text is None:
+        try:
+            text = read_remote(path)
+        except RefError as exc:
+            raise TemplateError([Problem(Location(str(path), 1, 1), str(exc))]) from None
+    doc = load_document(path, text)
     if not isinstance(doc.data, dict):
         raise TemplateError(
             [Problem(doc.value_at(()), "expected a mapping of template keys at the top level")]
@@ -201,7 +247,12 @@ def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False)
 
     def sub(ref: str, at: JsonPath, kind: str) -> Document | None:
         loc = doc.value_at(at)
-        target = resolve_ref(ref, path.parent)
+        try:
+            target = resolve_source(ref, path, loc)
+            remote_text = read_remote(target) if target is not None else None
+        except RefError as exc:
+            problems.append(Problem(loc, f"{kind}: {exc}"))
+            return None
         if target is None:
             problems.append(Problem(loc, f"{kind}: {missing_ref_message(ref)}"))
             return None
@@ -211,11 +262,11 @@ def compose(path: Path, stack: tuple[Path, ...] = (), *, fragment: bool = False)
         if len(stack) > MAX_DEPTH:
             problems.append(Problem(loc, f"{kind}: nesting deeper than {MAX_DEPTH} levels"))
             return None
-        if target.is_dir():
+        if isinstance(target, Path) and target.is_dir():
             problems.append(Problem(loc, f"{kind}: '{ref}' is a directory, not a template file"))
             return None
         try:
-            return compose(target, stack, fragment=(kind == "include"))
+            return compose(target, stack, fragment=(kind == "include"), text=remote_text)
         except TemplateError as exc:
             problems.extend(exc.problems)
             return None

@@ -13,7 +13,7 @@ from typing import Any
 from looprun.errors import Location, Problem, TemplateError
 from looprun.system.resources import builtin_template
 from looprun.template.build.builder import Builder
-from looprun.template.compose import _all_builtins, compose, display
+from looprun.template.compose import Source, _all_builtins, compose, display
 from looprun.template.model import Template
 from looprun.template.schema_check import schema_problems
 from looprun.template.suggest import did_you_mean
@@ -51,14 +51,16 @@ def load_template(ref: str | Path, given: Mapping[str, Any] | None = None) -> Te
     return _load(path, (), given)
 
 
-def _load(path: Path, outer: tuple[Path, ...], given: Mapping[str, Any] | None = None) -> Template:
+def _load(
+    path: Source, outer: tuple[Source, ...], given: Mapping[str, Any] | None = None
+) -> Template:
     doc = compose(path)
     problems: list[Problem] = []
     problems.extend(schema_problems(doc))
     here = path.resolve()
     chain = (*outer, here)
 
-    def sub_loader(target: Path, at: Location) -> Template:
+    def sub_loader(target: Source, at: Location) -> Template:
         if target.resolve() in chain:
             names = " -> ".join(display(p) for p in (*chain, target.resolve()))
             raise TemplateError([Problem(at, f"each_task.uses cycle: {names}")])

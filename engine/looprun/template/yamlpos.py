@@ -21,8 +21,11 @@ import yaml
 
 from looprun.errors import Location, Problem, TemplateError
 from looprun.template import deps
+from looprun.template.sharing.refs import RemoteFile
 
 JsonPath = tuple[str | int, ...]
+# a local file, or a remote one (``git+URL@REF#PATH``) whose text is given
+SourcePath = Path | RemoteFile
 
 MAX_NODES = 200_000  # guards against alias expansion bombs ("billion laughs")
 
@@ -45,7 +48,7 @@ _Loader.yaml_implicit_resolvers = {
 class Document:
     """A loaded YAML file: plain data and the position of every value and key in it."""
 
-    path: Path
+    path: SourcePath
     data: Any
     values: dict[JsonPath, Location] = field(default_factory=dict, repr=False)
     keys: dict[JsonPath, Location] = field(default_factory=dict, repr=False)
@@ -83,7 +86,7 @@ def _nearest(table: dict[JsonPath, Location], path: JsonPath) -> Location | None
     return None
 
 
-def _loc(path: Path, mark: yaml.Mark | None) -> Location:
+def _loc(path: SourcePath, mark: yaml.Mark | None) -> Location:
     if mark is None:
         return Location(str(path), 1, 1)
     return Location(str(path), mark.line + 1, mark.column + 1)
@@ -120,7 +123,7 @@ def _read(path: Path) -> tuple[str, str]:
     return text.removeprefix("\ufeff"), hashlib.sha256(raw).hexdigest()
 
 
-def load_document(path: Path, text: str | None = None) -> Document:
+def load_document(path: SourcePath, text: str | None = None) -> Document:
     """Parse one YAML file into a Document; every problem is a located TemplateError.
 
     Documents are cached per file identity (path, size, mtime), so a fragment included by
@@ -129,6 +132,8 @@ def load_document(path: Path, text: str | None = None) -> Document:
     """
     if text is not None:
         return _parse(path, text)
+    if isinstance(path, RemoteFile):  # remote text is read, and checked, by the caller
+        raise TemplateError([Problem(Location(str(path), 1, 1), "remote file read without text")])
     try:
         st = path.stat()
         key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
@@ -151,7 +156,7 @@ def load_document(path: Path, text: str | None = None) -> Document:
 _CACHE: dict[tuple[str, int, int, int], tuple[Document, str]] = {}
 
 
-def _parse(path: Path, text: str) -> Document:
+def _parse(path: SourcePath, text: str) -> Document:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -181,7 +186,7 @@ def _parse(path: Path, text: str) -> Document:
 class _Builder:
     """Turns composed nodes into plain data, recording positions and collecting problems."""
 
-    def __init__(self, path: Path, loader: _Loader, text: str):
+    def __init__(self, path: SourcePath, loader: _Loader, text: str):
         self.path = path
         self.lines = text.splitlines()
         self.loader = loader

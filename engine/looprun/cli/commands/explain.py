@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from looprun.cli.validation.validate import provenance
 from looprun.template.explain import explain
 from looprun.template.loader import load_template
+from looprun.template.sharing.resolver import session
 
 
 @click.command("explain")
@@ -20,4 +22,11 @@ from looprun.template.loader import load_template
 )
 def command(template: str, fmt: str) -> None:
     """Show a template after composition, with its refine tree drawn."""
-    click.echo(explain(load_template(template), fmt))
+    with session() as resolvers:
+        loaded = load_template(template)
+    click.echo(explain(loaded, fmt))
+    remote = provenance(resolvers.values())
+    if remote and fmt == "text":  # json and mermaid stay what tools parse
+        click.echo("remote parts:")
+        for line in remote:
+            click.echo(f"  {line}")

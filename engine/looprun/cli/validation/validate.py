@@ -17,6 +17,7 @@ from looprun.cli.validation.files import expand, is_looprun_file
 from looprun.cli.validation.github import annotation, one_line
 from looprun.errors import EXIT_DONE, EXIT_INVALID, Location, Problem
 from looprun.template.deps import recording
+from looprun.template.sharing.resolver import Resolver, session
 
 if TYPE_CHECKING:
     from looprun.template.valid_cache import ValidCache
@@ -74,10 +75,13 @@ def validate(
     bad_files = 0
     count = 0
     for ref in refs:
-        problems = checked(ref, cache)
+        with session() as resolvers:
+            problems = checked(ref, cache)
         if not problems:
             if not quiet:
                 echo(f"{ref}: OK")
+                for line in provenance(resolvers.values()):
+                    echo(f"  {line}")
             continue
         bad_files += 1
         count += len(problems)
@@ -88,6 +92,16 @@ def validate(
     if count and len(refs) > 1:
         echo(f"{count} problem{'s' if count != 1 else ''} in {bad_files} of {len(refs)} files")
     return EXIT_INVALID if count else EXIT_DONE
+
+
+def provenance(resolvers: Iterable[Resolver]) -> list[str]:
+    """Where each remote part of a template came from: file, reference, commit."""
+    return [
+        f"{name} from {part.key} at {part.commit}"
+        for r in resolvers
+        for part in r.parts.values()
+        for name in part.files
+    ]
 
 
 def _order(problem: Problem) -> tuple[str, int, int]:

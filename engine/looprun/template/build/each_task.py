@@ -9,10 +9,11 @@ from pathlib import Path
 from looprun.data.freeze import freeze
 from looprun.errors import TemplateError
 from looprun.template.build.reader import Reader
-from looprun.template.compose import missing_ref_message, resolve_ref
+from looprun.template.compose import missing_ref_message, read_remote, resolve_source
 from looprun.template.expressions import Text
 from looprun.template.model import EachTask, PlanSpec, Template
 from looprun.template.semantic import WITH_NAMES
+from looprun.template.sharing.resolver import RefError, source_of
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath
 
@@ -65,8 +66,14 @@ def _load_sub(r: Reader, ref: str, path: JsonPath) -> Template | None:
     if r.sub_loader is None:
         return None
     loc = r.at(path)
-    target = resolve_ref(ref, Path(loc.file).parent)
-    if target is None or target.is_dir():
+    try:
+        target = resolve_source(ref, source_of(loc.file), loc)
+        if target is not None:
+            read_remote(target)  # a reference the lock does not allow is located here
+    except RefError as exc:
+        r.problem(path, str(exc))
+        return None
+    if target is None or (isinstance(target, Path) and target.is_dir()):
         r.problem(path, missing_ref_message(ref))
         return None
     try:

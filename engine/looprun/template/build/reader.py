@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
@@ -17,13 +16,13 @@ from looprun.template.model import ENGINE_NAMES, Protect, Template
 from looprun.template.numbers import resolve as resolve_numbers
 from looprun.template.schema_check import dotted
 from looprun.template.semantic import CONDITION_ENGINE_NAMES, GOAL_NAMES, name_problems
-from looprun.template.yamlpos import Document, JsonPath
+from looprun.template.yamlpos import Document, JsonPath, SourcePath
 
 _DURATION = re.compile(
     r"^\s*(?=\d)(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$"
 )
 
-SubLoader = Callable[[Path, Location], Template]
+SubLoader = Callable[[SourcePath, Location], Template]
 
 
 def parse_duration(value: Any) -> float | None:
