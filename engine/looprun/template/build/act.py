@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from looprun.template.agents import agent_refusals
+from looprun.template.build.mcp import build_mcp, check_tools
 from looprun.template.build.reader import Reader
 from looprun.template.model import (
     AGENT_CLIS,
@@ -19,7 +20,6 @@ from looprun.template.model import (
     PathRules,
 )
 from looprun.template.semantic import GOAL_NAMES
-from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath
 
 
@@ -41,12 +41,17 @@ def build_act(r: Reader, outer: bool) -> ActSpec | None:
     system = r.text(("act", "system"), r.message_names, "the act system message")
     tools_raw = raw.get("tools")
     tools = BUILTIN_TOOLS
+    mcp = build_mcp(r)
     if isinstance(tools_raw, list):
         tools = tuple(t for t in tools_raw if isinstance(t, str))
-        for i, tool in enumerate(tools_raw):
-            if isinstance(tool, str) and tool not in BUILTIN_TOOLS:
-                hint = did_you_mean(tool, BUILTIN_TOOLS) or f" (tools: {', '.join(BUILTIN_TOOLS)})"
-                r.problem(("act", "tools", i), f"unknown tool '{tool}'{hint}")
+        check_tools(r, tools_raw)
+    elif mcp and "agent" not in raw:
+        r.problem(
+            ("act", "mcp"),
+            "MCP servers are declared, but act.tools is not given: list the tools the model "
+            "may call, built-in and mcp__SERVER__TOOL (globs allowed)",
+            key=True,
+        )
     agent = _agent(r, raw)
     constraints = _constraints(r, tools if agent is None else ("run",))
     if prompt is None:
@@ -58,6 +63,7 @@ def build_act(r: Reader, outer: bool) -> ActSpec | None:
         max_steps=r.get(("act", "max_steps"), int, ActSpec.max_steps),
         constraints=constraints,
         agent=agent,
+        mcp=mcp,
     )
 
 
