@@ -5,8 +5,12 @@ call goes through the policy; a server that misbehaves is an error, never a hang
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -248,3 +252,49 @@ def test_the_npm_filesystem_server(tmp_path: Path) -> None:
     assert not (tmp_path / "work" / "README.md").exists()
     assert "a.txt" in results[4] and "c.txt" in results[4]
     assert "refused by policy (tool.not_enabled)" in results[5]
+
+
+def test_per_tool_caps_count_mcp_calls(tmp_path: Path) -> None:
+    template = yaml.safe_load(_template(["mcp__t__echo"], _server()))
+    template["limits"]["per_tool"] = {"mcp__t__echo": 1}
+    calls = [_call("mcp__t__echo", text="one"), _call("mcp__t__echo", text="two")]
+    proc, summary, events = _run(tmp_path, yaml.safe_dump(template), calls)
+    assert summary is not None, proc.stderr
+    assert summary["outcome"] == "exhausted"
+    assert "per_tool limit for mcp__t__echo reached (1 calls)" in summary["reason"]
+    assert [c["result"] for c in _calls(events)] == ["echo: one"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_streamable_http_server(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        server = {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Probe": "${PROBE}"}}
+        run, summary, events = _run(
+            tmp_path,
+            _template(["mcp__t__echo"], server),
+            [_call("mcp__t__echo", text="over http")],
+            env={"PROBE": "1"},
+        )
+        assert summary is not None, run.stderr
+        assert [c["result"] for c in _calls(events)] == ["echo: over http"]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

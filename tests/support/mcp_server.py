@@ -1,7 +1,8 @@
 """An MCP server built with the official Python SDK (FastMCP, stdio), for the tests: tools
 that behave well, and ones that misbehave the ways a real server can.
 
-``--hang-at-start`` never answers ``initialize``; ``--exit-at-start`` dies before it.
+``--hang-at-start`` never answers ``initialize``; ``--exit-at-start`` dies before it;
+``--http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from pathlib import Path
 
 from mcp.server.fastmcp import FastMCP
 
-server = FastMCP("looprun-test")
+def _port() -> int:
+    return int(sys.argv[sys.argv.index("--http") + 1]) if "--http" in sys.argv else 8000
+
+
+server = FastMCP("looprun-test", host="127.0.0.1", port=_port())
 
 
 @server.tool()
@@ -83,4 +88,4 @@ if __name__ == "__main__":
     if "--exit-at-start" in sys.argv:
         print("cannot start: no configuration", file=sys.stderr)
         sys.exit(1)
-    server.run("stdio")
+    server.run("streamable-http" if "--http" in sys.argv else "stdio")
