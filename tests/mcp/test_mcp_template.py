@@ -105,3 +105,19 @@ def test_servers_without_an_allow_list_are_refused(tmp_path: Path) -> None:
     assert f"{path}:10:3: act.mcp: MCP servers are declared, but act.tools is not given" in (
         out.stdout + out.stderr
     )
+
+
+def test_agent_clis_other_than_claude_code_get_no_servers(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        """\
+        act:
+          prompt: "Task: {{ task.goal }}"
+          agent: {cli: codex, allow_tools: [mcp__fs__read]}
+          mcp:
+            fs: {command: [mcp-server-filesystem, "."]}
+        """,
+    )
+    out = looprun("validate", str(path), cwd=tmp_path)
+    assert out.returncode == 2
+    assert "act.mcp: MCP servers are passed through to claude-code only" in out.stdout + out.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mcp.server.fastmcp import FastMCP
 
+
 def _port() -> int:
     return int(sys.argv[sys.argv.index("--http") + 1]) if "--http" in sys.argv else 8000
 

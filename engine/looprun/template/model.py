@@ -191,19 +191,6 @@ class Constraints:
 
 
 @dataclass(frozen=True)
-class AgentSpec:
-    """An agent CLI run headless for each act turn (``act.agent``)."""
-
-    cli: str
-    model: str = "default"  # in the CLI's own names; "default": resolved like models.act
-    max_turns: int | None = None
-    timeout_s: float = 900.0
-    session: AgentSession = "fresh"
-    allow_tools: tuple[str, ...] = ()  # the CLI's own tool names; () the CLI's defaults
-    location: Location = UNKNOWN
-
-
-@dataclass(frozen=True)
 class McpServerSpec:
     """An MCP server declared in ``act.mcp``: a command run over stdio (inside the run's
     sandbox, like every command) or a streamable-HTTP ``url``. ``env`` and ``headers``
@@ -222,6 +209,22 @@ class McpServerSpec:
     paths: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
     write_paths: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
     location: Location = UNKNOWN
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """An agent CLI run headless for each act turn (``act.agent``)."""
+
+    cli: str
+    model: str = "default"  # in the CLI's own names; "default": resolved like models.act
+    max_turns: int | None = None
+    timeout_s: float = 900.0
+    session: AgentSession = "fresh"
+    allow_tools: tuple[str, ...] = ()  # the CLI's own tool names; () the CLI's defaults
+    location: Location = UNKNOWN
+    # act.mcp, passed through in the CLI's own config (Claude Code: --mcp-config); the
+    # allowed tools are the allow_tools entries named mcp__SERVER__TOOL
+    mcp: Mapping[str, McpServerSpec] = field(default_factory=_empty)
 
 
 @dataclass(frozen=True)

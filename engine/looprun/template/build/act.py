@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from looprun.template.agents import agent_refusals
-from looprun.template.build.mcp import build_mcp, check_tools
+from looprun.template.build.mcp import build_mcp, check_tool_name, check_tools
 from looprun.template.build.reader import Reader
 from looprun.template.model import (
     AGENT_CLIS,
@@ -52,7 +52,7 @@ def build_act(r: Reader, outer: bool) -> ActSpec | None:
             "may call, built-in and mcp__SERVER__TOOL (globs allowed)",
             key=True,
         )
-    agent = _agent(r, raw)
+    agent = _agent(r, raw, mcp)
     constraints = _constraints(r, tools if agent is None else ("run",))
     if prompt is None:
         return None
@@ -67,7 +67,7 @@ def build_act(r: Reader, outer: bool) -> ActSpec | None:
     )
 
 
-def _agent(r: Reader, act: dict[str, Any]) -> AgentSpec | None:
+def _agent(r: Reader, act: dict[str, Any], mcp: Any) -> AgentSpec | None:
     """``act.agent``: an agent CLI for the act turn, refused where the CLI cannot
     enforce what the template declares (see act/agents/support)."""
     raw = r.get(("act", "agent"), dict)
@@ -84,6 +84,22 @@ def _agent(r: Reader, act: dict[str, Any]) -> AgentSpec | None:
                 key=True,
             )
     allow = tuple(t for t in raw.get("allow_tools") or [] if isinstance(t, str))
+    for i, tool in enumerate(allow):
+        check_tool_name(r, (*path, "allow_tools", i), tool, glob=True)
+    if mcp and raw["cli"] != "claude-code":
+        r.problem(
+            ("act", "mcp"),
+            f"MCP servers are passed through to claude-code only; {raw['cli']} would get "
+            "none of them - remove act.mcp or use the built-in tool loop",
+            key=True,
+        )
+    elif mcp and not any(t.startswith("mcp__") for t in allow):
+        r.problem(
+            ("act", "mcp"),
+            "MCP servers are declared, but act.agent.allow_tools names none of their tools "
+            "(mcp__SERVER__TOOL)",
+            key=True,
+        )
     commands = r.get(("act", "constraints", "commands", "allow"), list) or []
     per_tool = r.get(("limits", "per_tool"), dict) or {}
     for refusal in agent_refusals(
@@ -105,6 +121,7 @@ def _agent(r: Reader, act: dict[str, Any]) -> AgentSpec | None:
         session="resume" if raw.get("session") == "resume" else "fresh",
         allow_tools=allow,
         location=r.doc.key_at(path),
+        mcp=mcp if raw["cli"] == "claude-code" else {},
     )
 
 
