@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.support.cli import looprun
+from tests.support.fake_provider import FakeProvider, openai_reply
 from tests.support.git_repos import git_repo
 
 SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
@@ -298,3 +299,32 @@ def test_a_streamable_http_server(tmp_path: Path) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_the_model_is_offered_the_allowed_tools_with_their_own_schemas(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("a\n")
+    git_repo(work)
+    tools = ["read_file", "mcp__t__echo", "mcp__t__big"]
+    (tmp_path / "t.yaml").write_text(_template(tools, _server()))
+    with FakeProvider() as server:
+        server.push(
+            openai_reply(tool_calls=[("mcp__t__echo", {"text": "over the wire"})]),
+            openai_reply("done"),
+        )
+        proc = looprun(
+            str(tmp_path / "t.yaml"), "--intent", "x", "--workdir", str(work),
+            "--model", "openai:gpt-4o-mini", "--base-url", server.openai_url, "--json",
+            cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-0000"},
+        )  # fmt: skip
+        first, second = server.requests[0].json(), server.requests[1].json()
+    assert proc.stdout.strip(), proc.stderr
+    offered = {t["function"]["name"]: t["function"] for t in first["tools"]}
+    assert set(offered) == set(tools)
+    assert offered["mcp__t__echo"]["description"] == "Answer with the text given."
+    schema = offered["mcp__t__big"]["parameters"]
+    assert schema["properties"]["kilobytes"]["type"] == "integer"
+    assert schema["required"] == ["kilobytes"]
+    answered = [m for m in second["messages"] if m["role"] == "tool"]
+    assert answered[0]["content"] == "echo: over the wire"

@@ -155,7 +155,8 @@ def check_tools(r: Reader, tools_raw: list[Any]) -> None:
             hint = did_you_mean(tool, BUILTIN_TOOLS) or f" (tools: {', '.join(BUILTIN_TOOLS)})"
             r.problem(("act", "tools", i), f"unknown tool '{tool}'{hint}")
     servers = declared_servers(r)
-    allowed = {mcp_name(t)[0] for t in tools_raw if isinstance(t, str) and mcp_name(t)}
+    named = (mcp_name(t) for t in tools_raw if isinstance(t, str))
+    allowed = {parts[0] for parts in named if parts is not None}
     for name in servers:
         if isinstance(name, str) and MCP_SERVER_NAME.match(name) and name not in allowed:
             r.problem(
