@@ -328,3 +328,14 @@ def test_the_model_is_offered_the_allowed_tools_with_their_own_schemas(tmp_path:
     assert schema["required"] == ["kilobytes"]
     answered = [m for m in second["messages"] if m["role"] == "tool"]
     assert answered[0]["content"] == "echo: over the wire"
+
+
+def test_a_server_that_hangs_at_start_does_not_outlive_the_run(tmp_path: Path) -> None:
+    marker = f"--marker={uuid.uuid4().hex}"
+    server = _server("--hang-at-start", marker, start_timeout="1s")
+    proc, _summary, _events = _run(
+        tmp_path, _template(["mcp__t__*"], server, sandbox="off"), [], timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr
+    left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert marker not in left

@@ -39,6 +39,7 @@ from mcp import ClientSession, StdioServerParameters, types
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what every provider accepts
 STDERR_TAIL = 2_000
+MAX_DESCRIPTION_CHARS = 2_000
 
 
 def expand(value: str, environ: Mapping[str, str]) -> str:
@@ -61,6 +62,7 @@ class _Server:
     dead: str | None = None  # why it can no longer be called
     stderr: Any = None
     done: Future[None] | None = None
+    finished: threading.Event = field(default_factory=threading.Event)  # transport closed
 
 
 class McpServers:
@@ -151,6 +153,7 @@ class McpServers:
             server.session = None
             if server.dead is None:
                 server.dead = "the server has stopped"
+            server.finished.set()
 
     def _transport(self, server: _Server) -> Any:
         spec = server.spec
@@ -219,11 +222,13 @@ class McpServers:
             if server.stop is not None:
                 self._loop.call_soon_threadsafe(server.stop.set)
         for server in self._servers.values():
-            if server.done is not None:
-                try:
-                    server.done.result(timeout=10)
-                except BaseException:
-                    server.done.cancel()
+            if server.done is None:
+                continue
+            # one that never got as far as waiting for stop (it hung at start) is
+            # cancelled; either way its process is gone before the loop stops
+            if not server.finished.wait(timeout=5 if server.session is not None else 0.1):
+                server.done.cancel()
+                server.finished.wait(timeout=10)
         for item in self._cleanups:
             try:
                 if isinstance(item, httpx.AsyncClient):
@@ -245,7 +250,10 @@ class McpServers:
         out = []
         for model_name, (_server, tool) in self.offered.items():
             params = dict(tool.inputSchema or {"type": "object", "properties": {}})
-            out.append(ToolSpec(model_name, self._redact.text(tool.description or ""), params))
+            about = " ".join((tool.description or "").split())
+            if len(about) > MAX_DESCRIPTION_CHARS:  # a server's text, bounded like any
+                about = about[:MAX_DESCRIPTION_CHARS] + " [...]"
+            out.append(ToolSpec(model_name, self._redact.text(about), params))
         return out
 
     def listed(self, model_name: str) -> bool:
