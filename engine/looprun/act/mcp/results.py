@@ -18,7 +18,8 @@ def mcp_result_text(result: Any) -> str:
         elif kind in ("image", "audio"):
             data = str(getattr(block, "data", "") or "")
             mime = getattr(block, "mimeType", "") or "unknown type"
-            parts.append(f"[{kind} content, {mime}, about {len(data) * 3 // 4} bytes; not shown]")
+            size = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))  # base64
+            parts.append(f"[{kind} content, {mime}, {size} bytes; not shown]")
         elif kind == "resource":
             res = getattr(block, "resource", None)
             text = getattr(res, "text", None)
