@@ -64,6 +64,10 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "and `schema` never import it"
     ),
     # adapters
+    ("looprun.run.session", "looprun.act.mcp.client"): (
+        "the MCP SDK (anyio, pydantic, starlette) is the optional `mcp` extra: loaded only "
+        "when a template declares act.mcp, so every other run starts without it"
+    ),
     ("looprun.remote.ray_cluster", "ray"): (
         "Ray is optional and slow to import: loaded when a Ray executor connects, so "
         "--executor ray can be parsed, and the executor module imported, without it"

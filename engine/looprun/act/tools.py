@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from looprun.act.diffrules import Violation
 from looprun.act.edits import replace_once
 from looprun.act.files import looks_binary, read_capped, walk_files
+from looprun.act.mcp.results import bound_output, mcp_result_text
 from looprun.act.policy import Policy
 from looprun.act.tool_specs import SPECS, check_arguments, invalid_unicode
 from looprun.errors import PolicyViolation, ToolError
@@ -29,9 +30,10 @@ from looprun.models.base import ToolCall, ToolSpec
 from looprun.system.atomic import write_atomic
 from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env, secret_values
 from looprun.system.redact import Redactor
-from looprun.template.model import BUILTIN_TOOLS, Constraints
+from looprun.template.model import BUILTIN_TOOLS, Constraints, mcp_name
 
 if TYPE_CHECKING:
+    from looprun.act.mcp.client import McpServers
     from looprun.sandbox import Sandbox
 
 MAX_LIST_ENTRIES = 500
@@ -68,10 +70,14 @@ class Toolbox:
         env: Mapping[str, str] | None = None,
         sandbox: Sandbox | None = None,
         on_write: Callable[[Sequence[str] | None], None] | None = None,
+        mcp: McpServers | None = None,
     ):
-        unknown = [t for t in tools if t not in BUILTIN_TOOLS]
+        unknown = [t for t in tools if t not in BUILTIN_TOOLS and not mcp_name(t)]
         if unknown:
             raise ValueError(f"unknown tool(s): {', '.join(unknown)}")
+        self.mcp = mcp
+        mcp_tools = tuple(mcp.offered) if mcp is not None else ()
+        tools = [*(t for t in tools if t in BUILTIN_TOOLS), *mcp_tools]
         self.policy = Policy(workdir, constraints)
         self.workdir = self.policy.workdir
         self.constraints = constraints
@@ -89,6 +95,7 @@ class Toolbox:
         secrets = [*secret_values(base_env), *secret_values()]
         self._redactor = Redactor(secrets, marker="[redacted]")
         self._handlers: dict[str, Callable[[Mapping[str, Any]], ToolResult]] = {
+            **{name: self._mcp_handler(name) for name in mcp_tools},
             "read_file": self._read_file,
             "write_file": self._write_file,
             "edit_file": self._edit_file,
@@ -99,13 +106,20 @@ class Toolbox:
         }
 
     def specs(self) -> list[ToolSpec]:
-        return [SPECS[name] for name in self.enabled]
+        mcp = {s.name: s for s in self.mcp.specs()} if self.mcp is not None else {}
+        return [mcp[name] if name in mcp else SPECS[name] for name in self.enabled]
 
     # -- dispatch ----------------------------------------------------------------------
 
     def call(self, call: ToolCall) -> ToolResult:
         """Carry out one tool call; every failure becomes a result, never an exception."""
         available = ", ".join(self.enabled) or "none"
+        if call.name not in self._handlers and self.mcp is not None and self.mcp.listed(call.name):
+            return self._refused(
+                call.name,
+                "tool.not_enabled",
+                f"not allowed here: {call.name!r} (act.tools does not list it)",
+            )
         if call.name not in self._handlers:
             # a slip of the model's (a misspelt or invented name), not an attempt at
             # anything the template forbids: an error it corrects, never a violation
@@ -121,9 +135,9 @@ class Toolbox:
         if call.arguments is None:
             why = call.error or "they were not a JSON object"
             return ToolResult(f"error: the arguments of {call.name} could not be read: {why}", True)
-        problem = check_arguments(SPECS[call.name], call.arguments) or invalid_unicode(
-            call.arguments
-        )
+        problem = (
+            None if call.name not in SPECS else check_arguments(SPECS[call.name], call.arguments)
+        ) or invalid_unicode(call.arguments)
         if problem:
             return ToolResult(f"error: {call.name}: {problem}", True)
         if self.deadline is not None and time.monotonic() >= self.deadline:
@@ -140,8 +154,9 @@ class Toolbox:
         except (ValueError, UnicodeError) as exc:
             result = ToolResult(f"error: {exc}", True)
         finally:
-            if self.on_write is not None and call.name in _WRITERS:
-                file_tool = call.name != "run" and result is not None
+            if self.on_write is not None and (call.name in _WRITERS or mcp_name(call.name)):
+                # an MCP server shares the tree: after its call, look again, like a command
+                file_tool = call.name in _WRITERS and call.name != "run" and result is not None
                 self.on_write(result.changed if file_tool and result else None)
         return self._redacted(result)
 
@@ -286,6 +301,37 @@ class Toolbox:
         if proc.exit_code not in (0, 1):
             raise ToolError(f"search failed: {proc.output.strip()[-500:]}")
         return ToolResult(proc.output.rstrip("\n"))
+
+    # -- MCP tools --------------------------------------------------------------------
+
+    def _mcp_handler(self, name: str) -> Callable[[Mapping[str, Any]], ToolResult]:
+        return lambda args: self._mcp_call(name, args)
+
+    def _mcp_call(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        """One MCP tool call under the same policy: declared path arguments checked like
+        read_file's (``paths``) or write_file's (``write_paths``), the call bounded by the
+        server's timeout and the run's deadline, the result cut like a command's output."""
+        assert self.mcp is not None
+        spec = self.mcp.spec_of(name)
+        tool = name.split("__", 2)[2]
+        for write, declared in ((False, spec.paths), (True, spec.write_paths)):
+            for arg in declared.get(tool, ()):
+                value = args.get(arg)
+                values = value if isinstance(value, list) else [value]
+                for item in values:
+                    if item is None:
+                        continue
+                    if not isinstance(item, str):
+                        raise ToolError(f"argument {arg!r} names a path and must be a string")
+                    self.policy.check_path(item, write=write)
+        timeout = self._remaining(spec.call_timeout_s)
+        if timeout <= 0:
+            raise ToolError("the run's time limit has been reached")
+        result = self.mcp.call(name, args, timeout)
+        text = mcp_result_text(result)
+        return ToolResult(
+            bound_output(text, self.constraints.max_output_bytes), bool(result.isError)
+        )
 
     # -- the honest exit ---------------------------------------------------------------
 

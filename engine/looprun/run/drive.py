@@ -28,7 +28,7 @@ from looprun.run.executors import (
 )
 from looprun.run.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.run.models import ModelEvents, price_warnings, roles_used
-from looprun.run.session import Wiring, assemble
+from looprun.run.session import Session, Wiring, assemble
 from looprun.run.subrun import local_executor
 from looprun.system.crashpoint import crash_point
 from looprun.system.proc import secret_values
@@ -153,6 +153,38 @@ def drive(
         executor=executor,
     )
     session = assemble(template, workdir, journal, act, plan, wiring)
+    try:
+        return _drive(
+            session,
+            workdir,
+            journal,
+            inputs,
+            invocation,
+            as_json=as_json,
+            state=state,
+            approval=approval,
+            events=events,
+            status=status,
+        )
+    finally:
+        session.close()  # the MCP servers stop with the run, however it ends
+
+
+def _drive(
+    session: Session,
+    workdir: Path,
+    journal: RunJournal,
+    inputs: Mapping[str, Any],
+    invocation: Mapping[str, Any],
+    *,
+    as_json: bool,
+    state: LoopState | None,
+    approval: bool | None,
+    events: ModelEvents | None,
+    status: RunStatus | None,
+) -> int:
+    report = err
+    template = session.template
     ports, ws = session.ports, session.workspace
     model = (
         f"model {ports.model.ref}" if ports.model.ref else "no model: its sub-loops run agent CLIs"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.act.agents.actor import AgentActor, AgentActRole
+from looprun.act.mcp import McpStartError
 from looprun.act.policy import Policy
 from looprun.act.tools import Toolbox
 from looprun.checks.holdout import denied_to_model, resolve
@@ -30,6 +31,8 @@ from looprun.run.executor import Executor
 from looprun.run.ports import RealObserver, TtyApprover, check_hidden, run_sandbox
 from looprun.run.stoppable import StoppableActor, StoppableObserver
 from looprun.run.subloops import SubLoops
+from looprun.system.proc import secret_values
+from looprun.system.redact import Redactor
 from looprun.template.model import Constraints, Limits, Template
 from looprun.workspace.tree import Workspace
 
@@ -61,6 +64,7 @@ class Session:
     ports: Ports
     workspace: Workspace
     run: RunInfo
+    close: Callable[[], None] = field(default=lambda: None)  # stops the MCP servers
 
     def engine(
         self,
@@ -107,6 +111,8 @@ def assemble(
     if held_out:
         check_hidden(template, backend)
 
+    servers = _mcp_servers(template, ws.workdir, sandbox, w.report)
+
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
         return Toolbox(
             ws.workdir,
@@ -115,6 +121,7 @@ def assemble(
             deadline=deadline,
             on_write=ws.touched,
             sandbox=sandbox,
+            mcp=servers,
         )
 
     actor = None
@@ -166,7 +173,33 @@ def assemble(
         subloops=_subloops(template, ws, w, tuple(held_out)),
     )
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(ws.workdir))
-    return Session(template, ports, ws, run)
+    return Session(template, ports, ws, run, close=servers.close if servers else _nothing)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _mcp_servers(template: Template, workdir: Path, sandbox: Any, report: Echo) -> Any:
+    """The template's MCP servers, started (in the sandbox, for stdio ones) and listed:
+    before any model call, so one that cannot start stops the run with exit 2."""
+    act = template.act
+    if act is None or not act.mcp or act.agent is not None:
+        return None
+    try:
+        from looprun.act.mcp.client import McpServers
+    except ImportError as exc:
+        raise McpStartError(
+            f"act.mcp needs the MCP SDK ({exc.name} is missing): pip install 'looprun[mcp]'"
+        ) from None
+    servers = McpServers(
+        act.mcp, act.tools, workdir=workdir, sandbox=sandbox, redactor=Redactor(secret_values())
+    )
+    for note in servers.start():
+        report(f"note: {note}")
+    names = ", ".join(servers.offered) or "none"
+    report(f"mcp: {len(act.mcp)} server(s) started; tools offered: {names}")
+    return servers
 
 
 def _context(template: Template) -> ContextBuilder:

@@ -106,12 +106,15 @@ def run_subloop(
                     prefixed(f"note: removed {lock}, left behind by a run that was killed")
             if job.resume and state is None:
                 ws.restore(job.commit)  # redo from the start, never on top of half an edit
-            result = session.engine(
-                inputs=inputs,
-                limits=_limits(template.limits, job.limits),
-                state=state,
-                invocation=invocation,
-            ).run()
+            try:
+                result = session.engine(
+                    inputs=inputs,
+                    limits=_limits(template.limits, job.limits),
+                    state=state,
+                    invocation=invocation,
+                ).run()
+            finally:
+                session.close()  # its MCP servers stop with it
             final = ws.checkpoint(f"{job.run_id}/final") if result.outcome != "error" else None
             return SubloopResult(
                 task_id=job.task_id,

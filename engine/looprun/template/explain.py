@@ -95,6 +95,12 @@ def explain_text(template: Template, indent: str = "") -> str:
                     else ""
                 )
             )
+        for name, server in act.mcp.items():
+            where = server.url or " ".join(server.command)
+            allowed = [t for t in act.tools if t.startswith(f"mcp__{name}__")]
+            add(f"{indent}  mcp server {name}: {where}; tools: {', '.join(allowed) or 'none'}")
+            for tool, args in {**server.paths, **server.write_paths}.items():
+                add(f"{indent}    {tool}: path arguments {', '.join(args)}")
         add(
             f"{indent}  paths: allow {', '.join(c.paths.allow)}"
             + (f"; deny {', '.join(c.paths.deny)}" if c.paths.deny else "")

@@ -58,6 +58,20 @@ ENGINE_NAMES: frozenset[str] = frozenset(
     }
 )
 
+# MCP tools reach the model as ``mcp__SERVER__TOOL`` (the naming Claude Code's
+# --allowedTools uses); act.tools allows them by that name, the TOOL part a glob.
+MCP_PREFIX = "mcp__"
+MCP_SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*$")  # no "__"
+
+
+def mcp_name(name: str) -> tuple[str, str] | None:
+    """``(server, tool)`` of an ``mcp__SERVER__TOOL`` name, or None for any other."""
+    if not name.startswith(MCP_PREFIX):
+        return None
+    server, sep, tool = name[len(MCP_PREFIX) :].partition("__")
+    return (server, tool) if sep and server and tool else None
+
+
 UNKNOWN = Location("<unknown>")
 DEFAULT_MAX_REPEATS = 3  # no-progress detection is on unless a template turns it off
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -177,6 +191,27 @@ class Constraints:
 
 
 @dataclass(frozen=True)
+class McpServerSpec:
+    """An MCP server declared in ``act.mcp``: a command run over stdio (inside the run's
+    sandbox, like every command) or a streamable-HTTP ``url``. ``env`` and ``headers``
+    values are literal, or ``${VAR}``: taken from looprun's environment at start.
+    ``paths``/``write_paths`` name, per tool, the arguments that are workdir paths: the
+    engine checks them against ``act.constraints.paths`` before the call is made."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=_empty)
+    headers: Mapping[str, str] = field(default_factory=_empty)
+    cwd: str | None = None  # workdir-relative
+    start_timeout_s: float = 30.0
+    call_timeout_s: float = 120.0
+    paths: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
+    write_paths: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
+    location: Location = UNKNOWN
+
+
+@dataclass(frozen=True)
 class AgentSpec:
     """An agent CLI run headless for each act turn (``act.agent``)."""
 
@@ -187,6 +222,9 @@ class AgentSpec:
     session: AgentSession = "fresh"
     allow_tools: tuple[str, ...] = ()  # the CLI's own tool names; () the CLI's defaults
     location: Location = UNKNOWN
+    # act.mcp, passed through in the CLI's own config (Claude Code: --mcp-config); the
+    # allowed tools are the allow_tools entries named mcp__SERVER__TOOL
+    mcp: Mapping[str, McpServerSpec] = field(default_factory=_empty)
 
 
 @dataclass(frozen=True)
@@ -199,6 +237,7 @@ class ActSpec:
     max_steps: int = 25
     constraints: Constraints = Constraints()
     agent: AgentSpec | None = None
+    mcp: Mapping[str, McpServerSpec] = field(default_factory=_empty)
 
 
 @dataclass(frozen=True)

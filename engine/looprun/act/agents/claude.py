@@ -11,11 +11,14 @@ as ``subtype: success`` with ``is_error: true`` and ``api_error_status: 401``.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from looprun.act.agents.base import Parsed, Turn, as_int, http_error, json_lines
 from looprun.template.agents import claude_bash_rule
+from looprun.template.model import McpServerSpec
 
 # Claude Code's file tools; with no allow_tools these are what it gets (no Bash unless the
 # template declares command patterns).
@@ -31,7 +34,8 @@ class ClaudeCode:
     servers = ("https://api.anthropic.com",)
 
     def command(self, program: str, turn: Turn) -> list[str]:
-        tools = list(turn.spec.allow_tools or DEFAULT_TOOLS)
+        mcp_allowed = [t for t in turn.spec.allow_tools if t.startswith("mcp__")]
+        tools = [t for t in turn.spec.allow_tools if t not in mcp_allowed] or list(DEFAULT_TOOLS)
         rules = [r for p in turn.constraints.commands if (r := claude_bash_rule(p))]
         if rules and "Bash" not in tools:
             tools.append("Bash")
@@ -46,11 +50,20 @@ class ClaudeCode:
             "--tools",
             ",".join(tools),
             "--allowedTools",
-            ",".join([t for t in tools if t != "Bash"] + rules),
+            ",".join([t for t in tools if t != "Bash"] + rules + mcp_allowed),
             "--setting-sources",
             "",
             "--strict-mcp-config",
         ]
+        if turn.spec.mcp:
+            # the template's servers, and nothing the repository or the user configured;
+            # their tools may be used only as allow_tools names them (print mode denies
+            # the rest). ${VAR} stays as written: Claude Code expands it from the
+            # environment (see ``environment``), so no secret is written to the run record.
+            config = turn.home / "looprun-mcp.json"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_text(json.dumps(mcp_config(turn.spec.mcp), indent=2))
+            cmd += ["--mcp-config", str(config)]
         if turn.spec.max_turns is not None:
             cmd += ["--max-turns", str(turn.spec.max_turns)]
         if turn.model:
@@ -64,7 +77,9 @@ class ClaudeCode:
         return [*cmd, "--", turn.prompt]
 
     def environment(self, turn: Turn, env: Mapping[str, str]) -> dict[str, str]:
+        wanted = {v for server in turn.spec.mcp.values() for v in mcp_variables(server)}
         return {
+            **{k: env[k] for k in sorted(wanted) if k in env},
             "HOME": str(turn.home),
             "CLAUDE_CONFIG_DIR": str(turn.home / ".claude"),
             "CLAUDE_CODE_MAX_RETRIES": "2",
@@ -132,6 +147,28 @@ class ClaudeCode:
             if x
         )[:500]
         return out
+
+
+def mcp_config(servers: Mapping[str, McpServerSpec]) -> dict[str, Any]:
+    """``act.mcp`` in Claude Code's ``--mcp-config`` format (``mcpServers``)."""
+    out: dict[str, Any] = {}
+    for name, s in servers.items():
+        if s.url is not None:
+            out[name] = {"type": "http", "url": s.url, "headers": dict(s.headers)}
+        else:
+            out[name] = {
+                "type": "stdio",
+                "command": s.command[0],
+                "args": list(s.command[1:]),
+                "env": dict(s.env),
+            }
+    return {"mcpServers": out}
+
+
+def mcp_variables(server: McpServerSpec) -> set[str]:
+    """The ``${VAR}`` names a server's env and headers read from the environment."""
+    values = [*server.env.values(), *server.headers.values()]
+    return {m.group(1) for v in values for m in re.finditer(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", v)}
 
 
 def _denial(denial: Mapping[str, Any]) -> str:

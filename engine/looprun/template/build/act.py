@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from looprun.template.agents import agent_refusals
+from looprun.template.build.mcp import build_mcp, check_tool_name, check_tools
 from looprun.template.build.reader import Reader
 from looprun.template.model import (
     AGENT_CLIS,
@@ -19,7 +20,6 @@ from looprun.template.model import (
     PathRules,
 )
 from looprun.template.semantic import GOAL_NAMES
-from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath
 
 
@@ -41,13 +41,18 @@ def build_act(r: Reader, outer: bool) -> ActSpec | None:
     system = r.text(("act", "system"), r.message_names, "the act system message")
     tools_raw = raw.get("tools")
     tools = BUILTIN_TOOLS
+    mcp = build_mcp(r)
     if isinstance(tools_raw, list):
         tools = tuple(t for t in tools_raw if isinstance(t, str))
-        for i, tool in enumerate(tools_raw):
-            if isinstance(tool, str) and tool not in BUILTIN_TOOLS:
-                hint = did_you_mean(tool, BUILTIN_TOOLS) or f" (tools: {', '.join(BUILTIN_TOOLS)})"
-                r.problem(("act", "tools", i), f"unknown tool '{tool}'{hint}")
-    agent = _agent(r, raw)
+        check_tools(r, tools_raw)
+    elif mcp and "agent" not in raw:
+        r.problem(
+            ("act", "mcp"),
+            "MCP servers are declared, but act.tools is not given: list the tools the model "
+            "may call, built-in and mcp__SERVER__TOOL (globs allowed)",
+            key=True,
+        )
+    agent = _agent(r, raw, mcp)
     constraints = _constraints(r, tools if agent is None else ("run",))
     if prompt is None:
         return None
@@ -58,10 +63,11 @@ def build_act(r: Reader, outer: bool) -> ActSpec | None:
         max_steps=r.get(("act", "max_steps"), int, ActSpec.max_steps),
         constraints=constraints,
         agent=agent,
+        mcp=mcp,
     )
 
 
-def _agent(r: Reader, act: dict[str, Any]) -> AgentSpec | None:
+def _agent(r: Reader, act: dict[str, Any], mcp: Any) -> AgentSpec | None:
     """``act.agent``: an agent CLI for the act turn, refused where the CLI cannot
     enforce what the template declares (see act/agents/support)."""
     raw = r.get(("act", "agent"), dict)
@@ -78,6 +84,22 @@ def _agent(r: Reader, act: dict[str, Any]) -> AgentSpec | None:
                 key=True,
             )
     allow = tuple(t for t in raw.get("allow_tools") or [] if isinstance(t, str))
+    for i, tool in enumerate(allow):
+        check_tool_name(r, (*path, "allow_tools", i), tool, glob=True)
+    if mcp and raw["cli"] != "claude-code":
+        r.problem(
+            ("act", "mcp"),
+            f"MCP servers are passed through to claude-code only; {raw['cli']} would get "
+            "none of them - remove act.mcp or use the built-in tool loop",
+            key=True,
+        )
+    elif mcp and not any(t.startswith("mcp__") for t in allow):
+        r.problem(
+            ("act", "mcp"),
+            "MCP servers are declared, but act.agent.allow_tools names none of their tools "
+            "(mcp__SERVER__TOOL)",
+            key=True,
+        )
     commands = r.get(("act", "constraints", "commands", "allow"), list) or []
     per_tool = r.get(("limits", "per_tool"), dict) or {}
     for refusal in agent_refusals(
@@ -99,6 +121,7 @@ def _agent(r: Reader, act: dict[str, Any]) -> AgentSpec | None:
         session="resume" if raw.get("session") == "resume" else "fresh",
         allow_tools=allow,
         location=r.doc.key_at(path),
+        mcp=mcp if raw["cli"] == "claude-code" else {},
     )
 
 

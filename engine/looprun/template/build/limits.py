@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from looprun.data.freeze import freeze
+from looprun.template.build.mcp import check_tool_name
 from looprun.template.build.reader import Reader
-from looprun.template.model import BUILTIN_TOOLS, Limits
+from looprun.template.model import BUILTIN_TOOLS, Limits, mcp_name
 from looprun.template.suggest import did_you_mean
 
 
@@ -12,7 +13,12 @@ def build_limits(r: Reader) -> Limits:
     per_tool_raw = r.get(("limits", "per_tool"), dict) or {}
     per_tool = {}
     for tool, n in per_tool_raw.items():
-        if tool not in BUILTIN_TOOLS:
+        if isinstance(tool, str) and check_tool_name(
+            r, ("limits", "per_tool", tool), tool, glob=False
+        ):
+            if mcp_name(tool) and isinstance(n, int) and not isinstance(n, bool):
+                per_tool[tool] = n
+        elif tool not in BUILTIN_TOOLS:
             hint = did_you_mean(tool, BUILTIN_TOOLS) or f" (tools: {', '.join(BUILTIN_TOOLS)})"
             r.problem(("limits", "per_tool", tool), f"unknown tool '{tool}'{hint}", key=True)
         elif isinstance(n, int) and not isinstance(n, bool):
