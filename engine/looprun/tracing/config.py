@@ -67,9 +67,7 @@ def installed() -> bool:
         return False
 
 
-def trace_config(
-    env: Mapping[str, str], *, flag: bool, warn: Any = None
-) -> TraceConfig | None:
+def trace_config(env: Mapping[str, str], *, flag: bool, warn: Any = None) -> TraceConfig | None:
     """The run's tracing, or None when it is not traced.
 
     ``--otel`` (``flag``) without the extra is a usage error; an endpoint in the
@@ -83,14 +81,13 @@ def trace_config(
     if not wanted or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None
     if not installed():
-        message = (
-            "OpenTelemetry traces need the otel extra: pip install 'looprun[otel]'"
-        )
+        message = "OpenTelemetry traces need the otel extra: pip install 'looprun[otel]'"
         if flag:
             raise UsageError("--otel: " + message)
         if warn is not None:
-            warn("warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but the run is not traced: "
-                 + message)
+            warn(
+                "warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but the run is not traced: " + message
+            )
         return None
     return TraceConfig(
         endpoint=traces_endpoint(env),

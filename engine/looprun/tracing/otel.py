@@ -134,8 +134,14 @@ class RunTrace:
             self._iteration = self._child(self._task, "iteration", {"looprun.span": "iteration"})
         return self._iteration
 
-    def _child(self, parent: Span, name: str, attributes: Mapping[str, Any],
-               kind: SpanKind = SpanKind.INTERNAL, start: int | None = None) -> Span:  # fmt: skip
+    def _child(
+        self,
+        parent: Span,
+        name: str,
+        attributes: Mapping[str, Any],
+        kind: SpanKind = SpanKind.INTERNAL,
+        start: int | None = None,
+    ) -> Span:
         return self._tracer.start_span(
             name,
             context=trace.set_span_in_context(parent),
@@ -144,8 +150,9 @@ class RunTrace:
             start_time=self._now if start is None else start,
         )
 
-    def _step(self, name: str, attributes: Mapping[str, Any], kind: SpanKind,
-              error: str = "") -> None:  # fmt: skip
+    def _step(
+        self, name: str, attributes: Mapping[str, Any], kind: SpanKind, error: str = ""
+    ) -> None:
         """A span for a step that just ended and began where the last one ended."""
         now = time.time_ns()
         span = self._child(self._current(), name, attributes, kind)
@@ -253,13 +260,15 @@ class RunTrace:
         n = int(data.get("iteration") or 0)
         decision = data.get("decision") or {}
         span.update_name(f"iteration {n}")
-        span.set_attributes({
-            "looprun.iteration": n,
-            "looprun.task": task,
-            "looprun.exit_ok": bool(data.get("exit_ok")),
-            "looprun.decision": str(decision.get("action") or ""),
-            "looprun.rule": str(decision.get("rule") or ""),
-        })  # fmt: skip
+        span.set_attributes(
+            {
+                "looprun.iteration": n,
+                "looprun.task": task,
+                "looprun.exit_ok": bool(data.get("exit_ok")),
+                "looprun.decision": str(decision.get("action") or ""),
+                "looprun.rule": str(decision.get("rule") or ""),
+            }
+        )
         if self._task is not None and not self._task_id:
             self._task_id = task
             self._task.update_name(f"task {task}")
@@ -271,12 +280,14 @@ class RunTrace:
     def _on_run_finished(self, data: Mapping[str, Any]) -> None:
         outcome = str(data.get("outcome") or "")
         code = str(data.get("code") or "")
-        self.root.set_attributes({
-            "looprun.outcome": outcome,
-            "looprun.reason": self._text(str(data.get("reason") or ""))[:1000],
-            "looprun.exit_code": EXIT_CODES.get(outcome, 1),
-            "looprun.iterations": int(data.get("iterations") or 0),
-        })  # fmt: skip
+        self.root.set_attributes(
+            {
+                "looprun.outcome": outcome,
+                "looprun.reason": self._text(str(data.get("reason") or ""))[:1000],
+                "looprun.exit_code": EXIT_CODES.get(outcome, 1),
+                "looprun.iterations": int(data.get("iterations") or 0),
+            }
+        )
         if outcome != "done":
             self.root.set_attribute("error.type", code or outcome)
             self.root.set_status(Status(StatusCode.ERROR))
@@ -357,8 +368,9 @@ class TracedObserver:
     def __init__(self, inner: Any, trace_: RunTrace):
         self._inner, self._trace = inner, trace_
 
-    def observe(self, spec: Any, context: Mapping[str, Any], *, deadline: float | None,
-                base: str) -> Any:  # fmt: skip
+    def observe(
+        self, spec: Any, context: Mapping[str, Any], *, deadline: float | None, base: str
+    ) -> Any:
         start = time.time_ns()
         try:
             observation = self._inner.observe(spec, context, deadline=deadline, base=base)
