@@ -273,3 +273,78 @@ def test_sub_loops_are_child_spans_of_the_outer_iteration_in_one_trace(tmp_path:
 
     # each sub-loop's tool call sits in its own run's span tree, not in the outer one's
     assert {workflow_of(w).span_id for w in writes} == {r.span_id for r in inner}
+
+
+def test_a_run_that_stops_short_is_an_error_span_with_its_reason(tmp_path: Path) -> None:
+    work, script = _invoice(tmp_path)
+    with otlp_receiver() as got:
+        proc = looprun(
+            *scripted_run("bugfix", intent="x", workdir=work, script=script),
+            "--max-iterations",
+            "1",
+            cwd=work,
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": got.url},
+        )
+    assert proc.returncode == 3, proc.stderr
+    (root,) = got.named("invoke_workflow ")
+    a = attrs(root)
+    assert (a["looprun.outcome"], a["looprun.exit_code"]) == ("exhausted", 3)
+    assert a["error.type"] == "max_iterations"
+    assert root.status.code == root.status.STATUS_CODE_ERROR
+    assert "max_iterations" in a["looprun.reason"]
+    # the open task ended with the run
+    assert [s.name for s in got.named("task ")] == ["task reproduce"]
+
+
+def test_a_collector_that_is_down_changes_nothing_but_a_warning(tmp_path: Path) -> None:
+    work, script = _invoice(tmp_path)
+    proc = looprun(
+        *scripted_run("bugfix", intent="x", workdir=work, script=script),
+        cwd=work,
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"},  # the discard port
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+HIDE_OTEL = """\
+import importlib.abc, runpy, sys
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "opentelemetry" or name.startswith("opentelemetry."):
+            raise ModuleNotFoundError(name)
+        return None
+sys.meta_path.insert(0, Hide())
+sys.argv = ["looprun", *sys.argv[1:]]
+runpy.run_module("looprun", run_name="__main__")
+"""
+
+
+def _without_the_extra(
+    tmp: Path, *args: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI in an interpreter where the otel extra cannot be imported."""
+    work, script = _invoice(tmp)
+    run = scripted_run("bugfix", intent="x", workdir=work, script=script)
+    return subprocess.run(
+        [sys.executable, "-c", HIDE_OTEL, *run, *args],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=cli_env(env),
+        timeout=120,
+    )
+
+
+def test_otel_without_the_extra_is_a_usage_error(tmp_path: Path) -> None:
+    proc = _without_the_extra(tmp_path, "--otel", env={})
+    assert proc.returncode == 2, proc.stderr
+    assert "looprun[otel]" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "invoice" / ".looprun" / "runs").exists()  # nothing started
+
+
+def test_an_endpoint_without_the_extra_warns_and_runs(tmp_path: Path) -> None:
+    proc = _without_the_extra(tmp_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    assert proc.returncode == 0, proc.stderr
+    assert "not traced" in proc.stderr

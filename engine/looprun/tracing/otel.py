@@ -36,6 +36,8 @@ from looprun.tracing.config import TraceConfig
 
 SCOPE = "looprun"
 _PROPAGATOR = TraceContextTextMapPropagator()
+# A collector that is down costs a run at most this per export, never its outcome.
+EXPORT_TIMEOUT_S = 5.0
 _providers: dict[str, TracerProvider] = {}
 _providers_lock = threading.Lock()
 
@@ -47,7 +49,8 @@ def _provider(endpoint: str) -> TracerProvider:
         if provider is None:
             provider = TracerProvider(resource=Resource.create({"service.name": "looprun"}))
             # headers (an auth token) and timeouts come from the standard variables
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+            exporter = OTLPSpanExporter(endpoint=endpoint, timeout=EXPORT_TIMEOUT_S)
+            provider.add_span_processor(BatchSpanProcessor(exporter))
             _providers[endpoint] = provider
         return provider
 
@@ -119,7 +122,7 @@ class RunTrace:
             if not self._closed:
                 self._end_all(time.time_ns())
                 self._closed = True
-        _provider(self.config.endpoint).force_flush(10_000)
+        _provider(self.config.endpoint).force_flush(int(EXPORT_TIMEOUT_S * 1000))
 
     # -- spans ------------------------------------------------------------------------------
 
