@@ -5,6 +5,7 @@ the caller's TRACEPARENT, one trace across sub-loops, and no canary secret in an
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from otlp_receiver import attrs, otlp_receiver
 from tests.support.cli import cli_env, looprun, scripted_run
+from tests.support.fake_agent_cli import install
 from tests.support.git_repos import git_repo
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
@@ -348,3 +350,36 @@ def test_an_endpoint_without_the_extra_warns_and_runs(tmp_path: Path) -> None:
     proc = _without_the_extra(tmp_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
     assert proc.returncode == 0, proc.stderr
     assert "not traced" in proc.stderr
+
+
+def test_an_agent_cli_turn_is_an_invoke_agent_span(tmp_path: Path) -> None:
+    work, _script = _invoice(tmp_path)
+    bindir = tmp_path / "bin"
+    install(bindir, "claude")
+    template = SAMPLES / "agents" / "bugfix-claude-code.yaml"
+    with otlp_receiver() as got:
+        proc = looprun(
+            str(template),
+            "--intent",
+            "division by zero",
+            "--max-iterations",
+            "1",
+            cwd=work,
+            env={
+                "PATH": os.pathsep.join(
+                    (str(bindir), str(Path(sys.executable).parent), os.environ["PATH"])
+                ),
+                "FAKE_AGENT_MODE": "usage:4000/1500",
+                "ANTHROPIC_API_KEY": ENV_SECRET,
+                "LOOPRUN_SANDBOX_BACKENDS": "",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": got.url,
+            },
+        )
+    assert proc.returncode == 3, proc.stderr
+    (turn,) = got.named("invoke_agent ")
+    assert turn.name == "invoke_agent claude-code"
+    a = attrs(turn)
+    assert a["gen_ai.operation.name"] == "invoke_agent"
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (4000, 1500)
+    assert got.by_id()[turn.parent_span_id].name == "iteration 1"
+    assert ENV_SECRET.encode() not in b"".join(got.bodies)
