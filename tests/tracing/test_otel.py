@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -383,3 +384,33 @@ def test_an_agent_cli_turn_is_an_invoke_agent_span(tmp_path: Path) -> None:
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (4000, 1500)
     assert got.by_id()[turn.parent_span_id].name == "iteration 1"
     assert ENV_SECRET.encode() not in b"".join(got.bodies)
+
+
+def test_a_resumed_run_is_traced_with_otel(tmp_path: Path) -> None:
+    work, script = _invoice(tmp_path)
+    args = scripted_run("bugfix", intent="x", workdir=work, script=script)
+    killed = subprocess.run(
+        [sys.executable, "-m", "looprun", *args],
+        cwd=work,
+        env=cli_env({"LOOPRUN_CRASH_AT": "before:event:iteration@2"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,  # the crash point kills its process group, not the tests'
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (run_dir,) = (work / ".looprun" / "runs").iterdir()
+    with otlp_receiver() as got:
+        proc = looprun(
+            "resume",
+            run_dir.name,
+            "--otel",
+            cwd=work,
+            env={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": got.url + "/v1/traces"},
+        )
+    assert proc.returncode == 0, proc.stderr
+    (root,) = got.named("invoke_workflow ")
+    a = attrs(root)
+    assert root.name == "invoke_workflow bugfix"
+    assert a["looprun.resumed"] is True and a["looprun.outcome"] == "done"
+    assert [s.name for s in got.named("iteration ")] == ["iteration 2", "iteration 3"]
