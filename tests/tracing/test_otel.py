@@ -414,3 +414,32 @@ def test_a_resumed_run_is_traced_with_otel(tmp_path: Path) -> None:
     assert root.name == "invoke_workflow bugfix"
     assert a["looprun.resumed"] is True and a["looprun.outcome"] == "done"
     assert [s.name for s in got.named("iteration ")] == ["iteration 2", "iteration 3"]
+
+
+def test_an_interrupted_run_still_exports_its_spans_as_not_finished(tmp_path: Path) -> None:
+    work, script = _invoice(tmp_path)
+    turns = yaml.safe_load(script.read_text())
+    turns[0]["delay_s"] = 60  # the first model call waits: the run is stopped during it
+    script.write_text(yaml.safe_dump(turns))
+    with otlp_receiver() as got:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "looprun",
+             *scripted_run("bugfix", intent="x", workdir=work, script=script)],
+            cwd=work,
+            env=cli_env({"OTEL_EXPORTER_OTLP_ENDPOINT": got.url}),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("plan:"):
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130, rest
+    (root,) = got.named("invoke_workflow ")
+    assert attrs(root)["error.type"] == "not_finished"
+    assert root.status.code == root.status.STATUS_CODE_ERROR
+    assert len(got.named("execute_tool ")) == 5  # the baseline's observers

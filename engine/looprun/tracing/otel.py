@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -94,6 +94,19 @@ class RunTrace:
         self._iteration: Span | None = None
         self._started = False  # the baseline or a resume is behind: work is in iterations
         self._closed = False
+        self._handlers: dict[str, Callable[[Mapping[str, Any]], None]] = {
+            "run_started": self._on_run_started,
+            "resumed": self._on_resumed,
+            "baseline": self._on_baseline,
+            "plan": self._on_plan,
+            "tool_call": self._on_tool_call,
+            "policy_violation": self._on_policy_violation,
+            "agent_turn": self._on_agent_turn,
+            "limit": self._on_limit,
+            "task_done": self._on_task_done,
+            "iteration": self._on_iteration,
+            "run_finished": self._on_run_finished,
+        }
 
     # -- the wrapped ports ------------------------------------------------------------------
 
@@ -119,7 +132,9 @@ class RunTrace:
     def close(self) -> None:
         """End what is still open (a run that stopped on an error) and send the spans."""
         with self._lock:
-            if not self._closed:
+            if not self._closed:  # no run_finished: interrupted, or stopped by an error
+                self.root.set_attribute("error.type", "not_finished")
+                self.root.set_status(Status(StatusCode.ERROR))
                 self._end_all(time.time_ns())
                 self._closed = True
         _provider(self.config.endpoint).force_flush(int(EXPORT_TIMEOUT_S * 1000))
@@ -188,7 +203,7 @@ class RunTrace:
         with self._lock:
             if self._closed:
                 return
-            handler = getattr(self, f"_on_{kind}", None)  # events without a span pass by
+            handler = self._handlers.get(kind)  # events without a span pass by
             if handler is not None:
                 handler(data)
 
