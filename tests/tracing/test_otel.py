@@ -443,3 +443,50 @@ def test_an_interrupted_run_still_exports_its_spans_as_not_finished(tmp_path: Pa
     assert attrs(root)["error.type"] == "not_finished"
     assert root.status.code == root.status.STATUS_CODE_ERROR
     assert len(got.named("execute_tool ")) == 5  # the baseline's observers
+
+
+def test_two_levels_of_sub_loops_keep_one_trace(tmp_path: Path) -> None:
+    work = tmp_path / "proj"
+    work.mkdir()
+    (work / "readme.txt").write_text("hi\n")
+    git_repo(work)
+    (tmp_path / "edit.yaml").write_text(INNER)
+    (tmp_path / "mid.yaml").write_text(OUTER.replace("name: pair", "name: mid"))
+    top = OUTER.replace("name: pair", "name: top").replace("./edit.yaml", "./mid.yaml")
+    (tmp_path / "top.yaml").write_text(top)
+    script = tmp_path / "script.yaml"
+    script.write_text(
+        yaml.safe_dump(
+            {
+                "tasks": {
+                    m: {"tasks": {t: [
+                        {"tool_calls": [{"name": "write_file", "arguments": {
+                            "path": f"{m}_{t}.txt", "content": f"{m} {t}\n"}}]},
+                        {"text": "done"}] for t in ("left", "right")}}
+                    for m in ("left", "right")
+                }
+            }
+        )
+    )  # fmt: skip
+    with otlp_receiver() as got:
+        proc = looprun(
+            *scripted_run(str(tmp_path / "top.yaml"), intent="x", workdir=work, script=script),
+            cwd=work,
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": got.url},
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert len({s.trace_id for s in got.spans}) == 1
+    ids = got.by_id()
+    (top_span,) = got.named("invoke_workflow top")
+    mids = got.named("invoke_workflow mid")
+    edits = got.named("invoke_workflow edit")
+    assert (len(mids), len(edits)) == (2, 4)
+
+    def workflow_above(span: object) -> object:
+        span = ids[span.parent_span_id]  # type: ignore[attr-defined]
+        while not span.name.startswith("invoke_workflow "):  # type: ignore[attr-defined]
+            span = ids[span.parent_span_id]  # type: ignore[attr-defined]
+        return span
+
+    assert all(workflow_above(m) is top_span for m in mids)
+    assert {workflow_above(e).span_id for e in edits} == {m.span_id for m in mids}
