@@ -35,6 +35,7 @@ LAYERS = (
     "act",  # adapter: tools, policy, agent CLIs
     "journal",  # adapter: the run record, bundles, sealed refs
     "report",  # md / html / json from a run's record
+    "tracing",  # adapter: OpenTelemetry spans from what the ports record (opt-in)
     "run",  # the composition root
     "remote",  # Ray, on top of run/
     "cli",  # argv, environment, terminal, one module per subcommand
@@ -67,6 +68,10 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("looprun.run.session", "looprun.act.mcp.client"): (
         "the MCP SDK (anyio, pydantic, starlette) is the optional `mcp` extra: loaded only "
         "when a template declares act.mcp, so every other run starts without it"
+    ),
+    ("looprun.tracing.config", "looprun.tracing.otel"): (
+        "OpenTelemetry is an optional extra: loaded only when a run is traced (--otel or "
+        "OTEL_EXPORTER_OTLP_ENDPOINT); tests/tracing checks an untraced run never imports it"
     ),
     ("looprun.remote.ray_cluster", "ray"): (
         "Ray is optional and slow to import: loaded when a Ray executor connects, so "

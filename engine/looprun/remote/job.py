@@ -48,6 +48,8 @@ class RemoteJob:
     resume: bool = False
     depth: int = 1
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # the trace the sub-loop's spans join: endpoint, W3C traceparent, content opt-in
+    trace: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -78,6 +80,7 @@ class RemoteJob:
             secret_names=secret_names(job.model, job.plan_model),
             resume=job.resume,
             depth=job.depth,
+            trace=dict(job.trace),
         )
 
     @classmethod

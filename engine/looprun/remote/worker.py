@@ -148,6 +148,7 @@ def _run(
         limits=dict(job.limits),
         resume=job.resume,
         depth=job.depth,
+        trace=dict(job.trace),
     )
     try:
         result = run_subloop(local, stop, report, after_save=lambda: publish("step"))

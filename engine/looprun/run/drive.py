@@ -141,6 +141,7 @@ def drive(
     events: ModelEvents | None = None,
     status: RunStatus | None = None,
     executor: ExecutorFactory = local_executor,
+    trace: Any = None,
 ) -> int:
     report = err
     wiring = Wiring(
@@ -151,6 +152,7 @@ def drive(
         prices=_prices(events),
         inputs=inputs,
         executor=executor,
+        trace=trace,
     )
     session = assemble(template, workdir, journal, act, plan, wiring)
     try:

@@ -42,6 +42,7 @@ class SubloopJob:
     cli_models: Mapping[str, str | None] = field(default_factory=dict)  # passed down
     sandbox: str | None = None  # the command line's --sandbox, passed down
     held_out: tuple[str, ...] = ()  # the outer loops' held-out tests, hidden here too
+    trace: Mapping[str, Any] = field(default_factory=dict)  # TraceConfig; empty: untraced
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ recorded (checked against the command line) deciding what runs."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from looprun.errors import UsageError
 from looprun.journal import recorded, sealed
@@ -28,6 +29,7 @@ from looprun.run.runner import (
 )
 from looprun.run.subrun import local_executor
 from looprun.run.workdir import workdir_of
+from looprun.tracing.config import open_trace
 from looprun.workspace.lock import RunLock
 
 
@@ -40,6 +42,7 @@ def resume_from_cli(
     as_json: bool,
     choices: ResumeChoices | None = None,
     remote: RemoteExecutors | None = None,
+    trace: Any = None,
 ) -> int:
     """``looprun resume RUN_ID``: continue from the last completed step, or write down
     what a kill left unwritten at the end (the summary, the ``--commit`` commit).
@@ -126,23 +129,29 @@ def resume_from_cli(
         act, plan, _ = resolve_models(
             template, models.get("act"), models.get("plan"), invocation.get("base_url"), events
         )
-        return drive(
-            template,
-            wd,
-            journal,
-            inputs,
-            invocation,
-            act,
-            plan,
-            as_json=as_json,
-            state=state,
-            approval=approval,
-            events=events,
-            status=status,
-            # sub-loops may resume elsewhere than they started; only an outer loop has any
-            executor=(
-                executor_factory(invocation, remote)
-                if template.each_task is not None
-                else local_executor
-            ),
-        )
+        traced = None if trace is None else open_trace(trace, journal.redact, template.name)
+        try:
+            return drive(
+                template,
+                wd,
+                journal,
+                inputs,
+                invocation,
+                act,
+                plan,
+                as_json=as_json,
+                state=state,
+                approval=approval,
+                events=events,
+                status=status,
+                trace=traced,
+                # sub-loops may resume elsewhere than they started; only an outer loop has any
+                executor=(
+                    executor_factory(invocation, remote)
+                    if template.each_task is not None
+                    else local_executor
+                ),
+            )
+        finally:
+            if traced is not None:
+                traced.close()

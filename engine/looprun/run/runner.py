@@ -34,6 +34,7 @@ from looprun.sandbox import pick
 from looprun.template.loader import load_template
 from looprun.template.model import Template
 from looprun.template.valid_cache import file_digest
+from looprun.tracing.config import open_trace
 from looprun.workspace.commit import current_branch
 from looprun.workspace.lock import RunLock
 from looprun.workspace.tree import Workspace
@@ -184,21 +185,28 @@ def _start(
         "template_sha256": file_digest(template.source),
     }
     save_invocation(journal, repository(workdir), invocation)
+    config = options.get("trace")
+    trace = None if config is None else open_trace(config, journal.redact, template.name)
     with journal:
-        return drive(
-            template,
-            workdir,
-            journal,
-            inputs,
-            invocation,
-            act,
-            plan,
-            as_json=bool(options.get("as_json")),
-            state=None,
-            approval=None,
-            events=events,
-            executor=executor,
-        )
+        try:
+            return drive(
+                template,
+                workdir,
+                journal,
+                inputs,
+                invocation,
+                act,
+                plan,
+                as_json=bool(options.get("as_json")),
+                state=None,
+                approval=None,
+                events=events,
+                executor=executor,
+                trace=trace,
+            )
+        finally:
+            if trace is not None:
+                trace.close()
 
 
 def repository(workdir: Path) -> Any:

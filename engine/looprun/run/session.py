@@ -54,6 +54,7 @@ class Wiring:
     executor: ExecutorFactory | None = None  # where an outer loop's sub-loops run
     script_key: tuple[tuple[str, int], ...] = ()  # a scripted model's place in the tree
     stop: threading.Event | None = None  # set when the outer loop stops this sub-loop
+    trace: Any = None  # the run's spans (looprun.tracing.otel.RunTrace), when traced
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,10 @@ def assemble(
         pinned=journal.dir / "pinned",
         holdouts=holdouts,
     )
+    journal_port: Any = journal
+    if w.trace is not None:  # the spans are made from what these ports record
+        journal_port = w.trace.journal(journal)
+        observer = w.trace.observer(observer)
     if w.stop is not None:
         observer = StoppableObserver(observer, w.stop)
         actor = None if actor is None else StoppableActor(actor, w.stop)
@@ -164,7 +169,7 @@ def assemble(
         workspace=ws,
         guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
         observer=observer,
-        journal=journal,
+        journal=journal_port,
         context=_context(template),
         approver=TtyApprover() if w.interactive else NoApprover(),
         report=w.report,
@@ -221,6 +226,14 @@ def _subloops(
         raise ValueError("an outer loop is assembled without an executor for its sub-loops")
 
     def subloops(loop: Loop) -> SubLoops:
-        return SubLoops(loop, ws, executor, held_out=held_out, script_key=w.script_key, stop=w.stop)
+        return SubLoops(
+            loop,
+            ws,
+            executor,
+            held_out=held_out,
+            script_key=w.script_key,
+            stop=w.stop,
+            trace=w.trace,
+        )
 
     return subloops

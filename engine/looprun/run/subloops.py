@@ -61,6 +61,7 @@ class SubLoops:
         held_out: tuple[str, ...] = (),
         script_key: tuple[tuple[str, int], ...] = (),
         stop: threading.Event | None = None,
+        trace: Any = None,
     ):
         """``held_out``: tests no sub-loop's command may read; ``script_key``: this loop's
         place in a scripted model's tree; ``stop``: set when this loop, itself a
@@ -68,6 +69,7 @@ class SubLoops:
         self.e, self.ws = loop, workspace
         self.executor_factory = executor_factory
         self.held_out, self.script_key, self.parent_stop = held_out, script_key, stop
+        self.trace = trace  # a traced run's sub-loops are its iteration's child spans
         assert loop.template.each_task is not None
         self.each = loop.template.each_task
         self.book = SubloopRecords(Path(loop.run_info.dir), workspace, self._report)
@@ -280,6 +282,7 @@ class SubLoops:
             base_url=self._base_url(),
             limits=share,
             resume=resume,
+            trace={} if self.trace is None else self.trace.carrier(),
         )
         self.book.set(
             task.id,

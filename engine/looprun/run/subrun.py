@@ -25,6 +25,7 @@ from looprun.run.models import NO_MODEL, ModelEvents, agent_role, needs_http_mod
 from looprun.run.session import Wiring, assemble
 from looprun.run.stoppable import StoppableModel
 from looprun.template.loader import load_template
+from looprun.tracing.config import TraceConfig, open_trace
 
 
 def local_executor(parallel: int, report: Report) -> LocalExecutor:
@@ -89,6 +90,10 @@ def run_subloop(
                 state = LoopState.from_dict(raw)
                 state.stop = None
             inputs = _typed_inputs(template, job.inputs)
+            trace = None
+            if job.trace:  # a child of the outer loop's iteration, in the same trace
+                config = TraceConfig.from_dict(job.trace)
+                trace = open_trace(config, opened.redact, template.name)
             wiring = Wiring(
                 report=prefixed,
                 base=job.commit,
@@ -98,6 +103,7 @@ def run_subloop(
                 executor=local_executor,
                 script_key=job.script_key,
                 stop=stop,
+                trace=trace,
             )
             session = assemble(template, Path(job.workdir), journal, model, plan_model, wiring)
             ws = session.workspace
@@ -115,6 +121,8 @@ def run_subloop(
                 ).run()
             finally:
                 session.close()  # its MCP servers stop with it
+                if trace is not None:
+                    trace.close()
             final = ws.checkpoint(f"{job.run_id}/final") if result.outcome != "error" else None
             return SubloopResult(
                 task_id=job.task_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from looprun.journal.bundle import import_bundle
 from looprun.journal.recorded import ResumeChoices, vet_bundled
 from looprun.run.resume import resume_from_cli
 from looprun.run.runner import resolve_ref
+from looprun.tracing.config import trace_config
 
 
 @click.command("resume")
@@ -55,6 +57,11 @@ from looprun.run.runner import resolve_ref
 )
 @click.option("--commit", is_flag=True, help="With --bundle: commit when done, as the run asked.")
 @click.option("--no-verify", is_flag=True, help="With --bundle --commit: skip the commit hooks.")
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Export OpenTelemetry traces of the resumed run (see looprun run --otel).",
+)
 def command(
     run_id: str | None,
     workdir: str,
@@ -69,6 +76,7 @@ def command(
     base_url: str | None,
     commit: bool,
     no_verify: bool,
+    otel: bool,
 ) -> None:
     """Continue a run after a crash, a kill or an approval pause, from its last step."""
     named = None  # a bundle's template is in the run.json it vetted
@@ -106,5 +114,6 @@ def command(
             as_json=as_json,
             choices=ResumeChoices(named, sandbox, base_url, executor, sync_remote),
             remote=ray_executors,
+            trace=trace_config(os.environ, flag=otel, warn=lambda x: click.echo(x, err=True)),
         )
     )

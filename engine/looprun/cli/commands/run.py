@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -9,6 +10,7 @@ import click
 
 from looprun.cli.executors import ray_executors
 from looprun.run.runner import run_from_cli
+from looprun.tracing.config import trace_config
 
 
 @click.command("run", context_settings={"ignore_unknown_options": False})
@@ -70,6 +72,12 @@ from looprun.run.runner import run_from_cli
     help="With --executor ray: the git remote workers fetch from and push to "
     "(default: this repository, for workers on this file system).",
 )
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Export OpenTelemetry traces over OTLP/HTTP (the OTEL_EXPORTER_OTLP_* variables; "
+    "on by default when OTEL_EXPORTER_OTLP_ENDPOINT is set; needs looprun[otel]).",
+)
 def command(**options: Any) -> None:
     """Run a loop template until its exit conditions hold or a limit stops it.
 
@@ -81,4 +89,6 @@ def command(**options: Any) -> None:
     2 invalid template or usage, 1 runtime error,
     130 interrupted (Ctrl-C or SIGTERM; `looprun resume` continues it).
     """
+    warn = lambda line: click.echo(line, err=True)  # noqa: E731
+    options["trace"] = trace_config(os.environ, flag=options.pop("otel"), warn=warn)
     sys.exit(run_from_cli(remote=ray_executors, **options))

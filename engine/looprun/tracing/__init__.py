@@ -1,0 +1,1 @@
+"""Opt-in OpenTelemetry traces of a run, built from what its ports record."""
