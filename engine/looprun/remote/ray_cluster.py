@@ -45,7 +45,24 @@ def connect(address: str | None, num_cpus: int | None = None) -> Any:
             ray.init(**options)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"--executor ray: cannot reach the cluster: {exc}") from exc
+    _messages_to_stderr(ray)
     return ray
+
+
+def _messages_to_stderr(ray: Any) -> None:
+    """Ray prints the cluster's error messages (``(raylet) A worker died ...``) to the
+    driver's stdout whatever ``log_to_driver`` says; stdout is the run's (``--json``
+    holds the summary alone), so they go to stderr with the progress lines."""
+    module = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(module, "print_to_stdstream", None)
+    if original is None or getattr(original, "looprun_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original(dict(data, is_err=True), ignore_prefix)
+
+    to_stderr.looprun_stderr = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = to_stderr  # type: ignore[union-attr]
 
 
 def _is_loopback(address: str) -> bool:
