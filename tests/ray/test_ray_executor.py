@@ -170,6 +170,10 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
     assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # iteration 1 played once
     events = [json.loads(x) for x in (sub / "journal.jsonl").read_text().splitlines()]
     assert [e["iteration"] for e in events if e["event"] == "resumed"] == [1]
+    # each step says which worker ran it: the killed one, then its replacement
+    killed = int(worker.rsplit("pid", 1)[1])
+    ran = {e["iteration"]: (e["host"], e["pid"]) for e in events if e["event"] == "iteration"}
+    assert ran[1][1] == killed and ran[2][1] != killed and ran[2] == ran[3], ran
     assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
     assert summary["outcome"] == "done"
 
