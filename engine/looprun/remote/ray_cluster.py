@@ -112,6 +112,15 @@ def board_class(ray: Any) -> Any:
     return _BOARDS[id(ray)]
 
 
+def new_board(ray: Any) -> Any:
+    """A ``Board`` on the driver's own node: it shares the driver's fate, so losing a
+    worker node never takes the progress lines or the stop flag with it."""
+    here = ray.get_runtime_context().get_node_id()
+    strategies = ray.util.scheduling_strategies
+    strategy = strategies.NodeAffinitySchedulingStrategy(node_id=here, soft=False)
+    return board_class(ray).options(scheduling_strategy=strategy).remote()
+
+
 def task_function(ray: Any) -> Any:
     """The Ray task running one job: its progress goes to the ``board``, and it stops
     when the board says so. No retries by Ray: looprun decides about a lost worker."""
