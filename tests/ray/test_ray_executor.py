@@ -151,6 +151,7 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
         "--json",
         cwd=work,
         text=True,
+        stdout=subprocess.PIPE,
     )
     lines: list[str] = []
     worker = _wait_for(proc, r"\[one\] worker \w+ on \S+ pid \d+", lines, 300)
@@ -161,14 +162,20 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
     _wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, "".join(lines) + err
-    summary = json.loads(out) if out else None
+    assert out.lstrip().startswith("{"), out  # --json: stdout holds the summary alone
+    assert "(raylet) A worker died" in "".join(lines) + err  # Ray's word, on stderr
+    summary = json.loads(out)
     run_dir = next((work / ".looprun" / "runs").iterdir())
     sub = run_dir / "subloops" / "one-1"
     assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # iteration 1 played once
     events = [json.loads(x) for x in (sub / "journal.jsonl").read_text().splitlines()]
     assert [e["iteration"] for e in events if e["event"] == "resumed"] == [1]
+    # each step says which worker ran it: the killed one, then its replacement
+    killed = int(worker.rsplit("pid", 1)[1])
+    ran = {e["iteration"]: (e["host"], e["pid"]) for e in events if e["event"] == "iteration"}
+    assert ran[1][1] == killed and ran[2][1] != killed and ran[2] == ran[3], ran
     assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
-    assert summary is None or summary["outcome"] == "done"
+    assert summary["outcome"] == "done"
 
 
 def test_ctrl_c_stops_the_outer_run_and_its_workers_within_ten_seconds(

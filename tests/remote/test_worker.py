@@ -15,16 +15,19 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from remote_helpers import bare_remote, make_job, project, step_turns, write_script
 from tests.support.cli import cli_env
 
 from looprun.remote.gitsync import Remote, extract_commit, sync_ref
-from looprun.remote.worker import run_remote_job
+from looprun.remote.job import JobRefused
+from looprun.remote.worker import check_base_url, run_remote_job
 from looprun.workspace.git import Git
 
 WORKER = """
 import json, sys
-from looprun.remote.worker import run_remote_job
+from looprun.remote.job import JobRefused
+from looprun.remote.worker import check_base_url, run_remote_job
 result = run_remote_job(open(sys.argv[1]).read(), lambda line: print(line, flush=True))
 print("RESULT " + json.dumps(result), flush=True)
 """
@@ -149,3 +152,35 @@ def test_secrets_travel_neither_in_the_job_nor_in_the_pushed_journal(
     ).stdout
     assert sentinel.encode() not in everything
     assert b"OPENAI_API_KEY" not in everything or b"secret_names" not in everything
+
+
+def test_a_worker_names_the_model_servers_it_sends_keys_to_itself(tmp_path: Path) -> None:
+    own = {"LOOPRUN_CONFIG": "", "LOOPRUN_RAY_ALLOWED_BASE_URLS": "http://10.0.0.5:8000/v1/, "}
+    check_base_url(None, own)  # the worker's own configuration decides
+    check_base_url("https://api.openai.com/v1/", own)
+    check_base_url("http://10.0.0.5:8000/v1", own)
+    with pytest.raises(JobRefused, match="LOOPRUN_RAY_ALLOWED_BASE_URLS"):
+        check_base_url("http://10.0.0.5:8001/v1", own)
+    config = tmp_path / "config.yaml"
+    config.write_text("base_url: http://127.0.0.1:11434/v1\n")
+    check_base_url("http://127.0.0.1:11434/v1", {"LOOPRUN_CONFIG": str(config)})
+    with pytest.raises(JobRefused, match="does not use"):
+        check_base_url("http://127.0.0.1:11434/v1", {"LOOPRUN_CONFIG": ""})
+
+
+def test_a_job_for_a_foreign_server_or_an_unhonoured_sandbox_claims_nothing(
+    tmp_path: Path, monkeypatch
+) -> None:
+    work = project(tmp_path)
+    url = bare_remote(tmp_path, work)
+    script = write_script(tmp_path / "script.yaml", step_turns())
+    job = make_job(work, url, script)
+    models = dict(job.models) | {"base_url": "http://127.0.0.1:9/v1"}
+    foreign = run_remote_job(replace(job, models=models).to_json(), lambda line: None)
+    assert foreign["code"] == "job_refused" and "does not use" in foreign["reason"]
+    monkeypatch.setenv("LOOPRUN_SANDBOX_BACKENDS", "")
+    unconfined = run_remote_job(replace(job, sandbox="required").to_json(), lambda line: None)
+    assert unconfined["code"] == "job_refused" and "cannot be honoured" in unconfined["reason"]
+    lease = Remote(Git(work), url).lease(job.run_id)
+    assert lease is not None and lease.execution == "-"
+    assert not (tmp_path / "a.txt").exists()

@@ -33,14 +33,17 @@ def looprun(
     )
 
 
-def start_looprun(*args: str, cwd: Path, text: bool = False) -> subprocess.Popen:
+def start_looprun(
+    *args: str, cwd: Path, text: bool = False, stdout: int = subprocess.DEVNULL
+) -> subprocess.Popen:
     """Start the CLI in the background, in a process group of its own (as a shell starts
-    a foreground job), so a test can signal the whole group; stderr is piped."""
+    a foreground job), so a test can signal the whole group; stderr is piped (and stdout,
+    with ``stdout=subprocess.PIPE``)."""
     return subprocess.Popen(
         [sys.executable, "-m", "looprun", *args],
         cwd=cwd,
         env=cli_env(),
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,
         stderr=subprocess.PIPE,
         text=text,
         start_new_session=True,

@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import stat
 import time
 from collections.abc import Mapping
@@ -113,6 +114,10 @@ def _write_durably(fh: Any, text: str) -> None:
     fh.flush()
     os.fsync(fh.fileno())
 
+
+# The events that say where they ran: a run's start or resumption, and each step.
+_WHERE = frozenset({"run_started", "resumed", "iteration"})
+_HOST = socket.gethostname()
 
 class RunJournal:
     """The files of one run. Implements the loop's Journal port."""
@@ -204,6 +209,8 @@ class RunJournal:
             "event": kind,
             **data,
         }
+        if kind in _WHERE:  # on a cluster, which node and process ran this step
+            record |= {"host": _HOST, "pid": os.getpid()}
         crash_point(f"before:event:{kind}")
         self._append(self._events, record, f"event:{kind}")
 

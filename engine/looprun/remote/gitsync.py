@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from looprun.errors import LooprunError, UsageError
+from looprun.journal import gc
 from looprun.workspace.git import EMPTY_TREE, Git
 
-SYNC_PREFIX = "refs/looprun-sync/"
+SYNC_PREFIX = gc.SYNC_PREFIX  # pruned by `looprun gc`
 _TOKEN = re.compile(r"^token: (\S+)$", re.MULTILINE)
 _EXECUTION = re.compile(r"^execution: (\S+)$", re.MULTILINE)
 

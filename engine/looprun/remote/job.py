@@ -4,7 +4,8 @@ and never a secret.
 A ``RemoteJob`` names the template (a built-in name, a path inside the repository at the
 start commit, or a shared path with its digest), the inputs, the budget share, the model
 references, the *names* of the environment variables the worker must have for them, the
-git remote and the start commit, and the execution token that fences this attempt.
+git remote and the start commit, the sandbox mode the command line asked for, and the
+execution token that fences this attempt.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class RemoteJob:
     secret_names: tuple[str, ...] = ()
     resume: bool = False
     depth: int = 1
+    sandbox: str | None = None  # --sandbox: a worker that cannot honour ``required`` refuses
     extra: Mapping[str, Any] = field(default_factory=dict)
     # the trace the sub-loop's spans join: endpoint, W3C traceparent, content opt-in
     trace: Mapping[str, Any] = field(default_factory=dict)
@@ -81,6 +83,7 @@ class RemoteJob:
             resume=job.resume,
             depth=job.depth,
             trace=dict(job.trace),
+            sandbox=job.sandbox,
         )
 
     @classmethod

@@ -45,7 +45,24 @@ def connect(address: str | None, num_cpus: int | None = None) -> Any:
             ray.init(**options)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"--executor ray: cannot reach the cluster: {exc}") from exc
+    _messages_to_stderr(ray)
     return ray
+
+
+def _messages_to_stderr(ray: Any) -> None:
+    """Ray prints the cluster's error messages (``(raylet) A worker died ...``) to the
+    driver's stdout whatever ``log_to_driver`` says; stdout is the run's (``--json``
+    holds the summary alone), so they go to stderr with the progress lines."""
+    module = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(module, "print_to_stdstream", None)
+    if original is None or getattr(original, "looprun_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original(dict(data, is_err=True), ignore_prefix)
+
+    to_stderr.looprun_stderr = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = to_stderr  # type: ignore[union-attr]
 
 
 def _is_loopback(address: str) -> bool:
@@ -93,6 +110,15 @@ def board_class(ray: Any) -> Any:
     if id(ray) not in _BOARDS:
         _BOARDS[id(ray)] = ray.remote(num_cpus=0, max_restarts=0)(Board)
     return _BOARDS[id(ray)]
+
+
+def new_board(ray: Any) -> Any:
+    """A ``Board`` on the driver's own node: it shares the driver's fate, so losing a
+    worker node never takes the progress lines or the stop flag with it."""
+    here = ray.get_runtime_context().get_node_id()
+    strategies = ray.util.scheduling_strategies
+    strategy = strategies.NodeAffinitySchedulingStrategy(node_id=here, soft=False)
+    return board_class(ray).options(scheduling_strategy=strategy).remote()
 
 
 def task_function(ray: Any) -> Any:

@@ -35,7 +35,7 @@ from looprun.remote.gitsync import (
     sync_ref,
 )
 from looprun.remote.job import RemoteJob
-from looprun.remote.ray_cluster import NEEDS_RAY, board_class, connect, task_function
+from looprun.remote.ray_cluster import NEEDS_RAY, connect, new_board, task_function
 from looprun.remote.worker import result_from_dict
 from looprun.run.executor import Report, SubloopJob, SubloopResult
 from looprun.workspace.tree import Workspace
@@ -109,7 +109,7 @@ class RayExecutor:
         self.settings = settings or RaySettings()
         self._report = report
         self._ray = connect(self.settings.address, self.settings.num_cpus)
-        self._board = board_class(self._ray).remote()
+        self._board = new_board(self._ray)
         self._fn = task_function(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
         self._lock = threading.Lock()
@@ -138,7 +138,10 @@ class RayExecutor:
     def stop(self) -> None:
         """Cooperative stop, then, after the grace period, force-cancel what still runs."""
         self._stopping.set()
-        self._ray.get(self._board.stop.remote())
+        try:  # the board tells workers at once; without it, the force-cancel still stops them
+            self._ray.get(self._board.stop.remote(), timeout=self.settings.grace_s)
+        except Exception as exc:  # the actor is gone (its node lost) or slow: never fatal
+            self._report(f"note: the stop flag could not be set ({type(exc).__name__})")
         deadline = time.monotonic() + self.settings.grace_s
         while time.monotonic() < deadline and self._open():
             time.sleep(_TICK_S)

@@ -1,7 +1,10 @@
 """What a remote worker does with one job, whatever runs it (Ray today).
 
-1. Refuse a job from another looprun version, or one whose model keys are not in this
-   worker's own environment (secrets never travel with the job).
+1. Refuse a job from another looprun version, one whose model keys are not in this
+   worker's own environment (secrets never travel with the job), one naming a model
+   server this worker does not know (its keys go only where its own configuration or
+   ``LOOPRUN_RAY_ALLOWED_BASE_URLS`` says), and one asking for ``--sandbox required``
+   where no OS sandbox works.
 2. Claim the lease for the job's execution token; an execution that loses the claim
    (a duplicate of the same attempt, or an attempt the outer loop already replaced) does
    nothing and reports ``superseded``.
@@ -21,12 +24,14 @@ import socket
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from looprun.errors import LooprunError
+from looprun.models import anthropic, openai
+from looprun.models.config import load_config
 from looprun.remote.gitsync import (
     Lease,
     LeaseLost,
@@ -38,6 +43,7 @@ from looprun.remote.gitsync import (
 from looprun.remote.job import JobRefused, RemoteJob, locate_template
 from looprun.run.executor import Stopped, SubloopJob, SubloopResult
 from looprun.run.subrun import run_subloop
+from looprun.sandbox import MODES, SandboxUnavailable, pick
 from looprun.system.proc import kill_groups
 from looprun.workspace.git import Git
 
@@ -65,6 +71,8 @@ def run_remote_job(
         missing = [n for n in job.secret_names if not os.environ.get(n)]
         if missing:
             raise JobRefused(f"this worker's environment has no {', '.join(missing)}")
+        check_base_url(job.models.get("base_url"))
+        check_sandbox(job.sandbox)
     except JobRefused as exc:
         return base | _plain(job, "error", str(exc), code="job_refused")
     scratch = Path(tempfile.mkdtemp(prefix="looprun-worker-", dir=scratch_root))
@@ -149,6 +157,7 @@ def _run(
         resume=job.resume,
         depth=job.depth,
         trace=dict(job.trace),
+        sandbox=job.sandbox,
     )
     try:
         result = run_subloop(local, stop, report, after_save=lambda: publish("step"))
@@ -164,6 +173,53 @@ def _run(
         return _usage(_plain(job, "superseded", str(exc)), result)
     lease: Lease = state["lease"]
     return asdict(result) | {"lease": lease.sha, "run_dir": ""}
+
+
+ALLOWED_BASE_URLS = "LOOPRUN_RAY_ALLOWED_BASE_URLS"
+
+
+def allowed_base_urls(env: Mapping[str, str] | None = None) -> set[str]:
+    """The model servers this worker sends its keys to: the providers' own, the one its
+    environment and config file name, and those listed in ``LOOPRUN_RAY_ALLOWED_BASE_URLS``
+    (comma-separated). A driver's job never adds one: on a shared cluster any driver
+    could otherwise collect the nodes' keys."""
+    env = os.environ if env is None else env
+    urls = {openai.DEFAULT_BASE_URL, anthropic.DEFAULT_BASE_URL, env.get("LOOPRUN_BASE_URL", "")}
+    try:
+        config = load_config(env=env)
+    except LooprunError:
+        config = None
+    if config is not None:
+        urls |= {config.base_url or "", config.anthropic_base_url or ""}
+    urls |= set(env.get(ALLOWED_BASE_URLS, "").split(","))
+    return {_norm(u) for u in urls if u.strip()}
+
+
+def _norm(url: str) -> str:
+    return url.strip().rstrip("/")
+
+
+def check_base_url(url: str | None, env: Mapping[str, str] | None = None) -> None:
+    """Refuse a job whose ``--base-url`` this worker does not hold (see above)."""
+    if url and _norm(url) not in allowed_base_urls(env):
+        raise JobRefused(
+            f"the job names the model server {url}, which this worker does not use: "
+            f"list it in {ALLOWED_BASE_URLS} (or LOOPRUN_BASE_URL, or the config file's "
+            "base_url) on the worker's node"
+        )
+
+
+def check_sandbox(mode: str | None) -> None:
+    """Refuse ``--sandbox required`` where no OS sandbox works (never run it unconfined)."""
+    if mode is None:
+        return
+    if mode not in MODES:
+        raise JobRefused(f"the job asks for --sandbox {mode}: expected one of {', '.join(MODES)}")
+    if mode == "required":
+        try:
+            pick(mode, lambda _line: None)
+        except SandboxUnavailable as exc:
+            raise JobRefused(f"--sandbox required cannot be honoured here: {exc}") from exc
 
 
 def _plain(job: RemoteJob, outcome: str, reason: str, code: str = "") -> dict[str, Any]:
