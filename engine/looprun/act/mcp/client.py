@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -34,7 +35,6 @@ from looprun.models.base import ToolSpec
 from looprun.system.proc import scrubbed_env
 from looprun.system.redact import Redactor
 from looprun.template.model import McpServerSpec
-from mcp import ClientSession, StdioServerParameters, types
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what every provider accepts
