@@ -3,6 +3,44 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
+
+import yaml
+from tests.remote.remote_helpers import STEPS, step_turns
+from tests.support.git_repos import git_repo
+
+# an outer loop of one task whose sub-loop is ./steps.yaml (three steps, one file each)
+ONE = """\
+looprun: 1
+name: one
+inputs:
+  intent: {type: string, required: true}
+plan:
+  mode: static
+  tasks:
+    - {id: one, goal: "write a, b and c"}
+each_task:
+  uses: ./steps.yaml
+  with: {intent: "{{ task.goal }}"}
+  isolation: worktree
+  parallel: 1
+exit: ["subloops.all_done"]
+refine:
+  - else: {escalate: "the sub-loop did not finish"}
+limits: {max_iterations: 1}
+"""
+
+
+def one_task_project(tmp: Path, delay_s: float = 0.0) -> tuple[Path, Path]:
+    """A git project holding ONE and its sub-loop, and the script that plays the steps."""
+    work = tmp / "proj"
+    work.mkdir()
+    (work / "steps.yaml").write_text(STEPS)
+    (work / "one.yaml").write_text(ONE)
+    git_repo(work)
+    script = tmp / "script.yaml"
+    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns(delay_s)}}))
+    return work, script
 
 
 def busy_workers() -> list[str]:

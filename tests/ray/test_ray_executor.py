@@ -15,42 +15,16 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
-from ray_helpers import busy_workers
-from tests.remote.remote_helpers import STEPS, step_turns
+from ray_helpers import busy_workers, one_task_project
+from tests.remote.remote_helpers import step_turns
 from tests.support.cli import cli_env, looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
-ONE = """\
-looprun: 1
-name: one
-inputs:
-  intent: {type: string, required: true}
-plan:
-  mode: static
-  tasks:
-    - {id: one, goal: "write a, b and c"}
-each_task:
-  uses: ./steps.yaml
-  with: {intent: "{{ task.goal }}"}
-  isolation: worktree
-  parallel: 1
-exit: ["subloops.all_done"]
-refine:
-  - else: {escalate: "the sub-loop did not finish"}
-limits: {max_iterations: 1}
-"""
 
 
 def _one(tmp: Path, delay_s: float) -> tuple[Path, Path]:
-    work = tmp / "proj"
-    work.mkdir()
-    (work / "steps.yaml").write_text(STEPS)
-    (work / "one.yaml").write_text(ONE)
-    git_repo(work)
-    script = tmp / "script.yaml"
-    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns(delay_s)}}))
-    return work, script
+    return one_task_project(tmp, delay_s)
 
 
 def _shapes(tmp: Path, name: str) -> Path:

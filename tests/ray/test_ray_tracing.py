@@ -6,46 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from tests.remote.remote_helpers import STEPS, step_turns
+from ray_helpers import one_task_project
 from tests.support.cli import looprun, scripted_run
-from tests.support.git_repos import git_repo
 from tests.tracing.otlp_receiver import attrs, otlp_receiver
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
-ONE = """\
-looprun: 1
-name: one
-inputs:
-  intent: {type: string, required: true}
-plan:
-  mode: static
-  tasks:
-    - {id: one, goal: "write a, b and c"}
-each_task:
-  uses: ./steps.yaml
-  with: {intent: "{{ task.goal }}"}
-  isolation: worktree
-  parallel: 1
-exit: ["subloops.all_done"]
-refine:
-  - else: {escalate: "the sub-loop did not finish"}
-limits: {max_iterations: 1}
-"""
 
 
 def test_a_ray_sub_loop_is_a_child_span_in_the_callers_trace(
     tmp_path: Path, ray_address: str
 ) -> None:
-    work = tmp_path / "proj"
-    work.mkdir()
-    (work / "steps.yaml").write_text(STEPS)
-    (work / "one.yaml").write_text(ONE)
-    git_repo(work)
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns(0.0)}}))
+    work, script = one_task_project(tmp_path)
     with otlp_receiver() as got:
         proc = looprun(
             *scripted_run("one.yaml", intent="x", workdir=work, script=script),

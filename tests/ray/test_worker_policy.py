@@ -18,33 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-from tests.remote.remote_helpers import STEPS, step_turns
+from ray_helpers import one_task_project
 from tests.support.cli import cli_env, looprun, scripted_run
 from tests.support.fake_provider import FakeProvider
-from tests.support.git_repos import git_repo
 
 WORKER_KEY = "sk-worker-sentinel-7f03a9e1"
 ALLOWED = "http://127.0.0.1:9/v1"  # the operator's own server (never called here)
-ONE = """\
-looprun: 1
-name: one
-inputs:
-  intent: {type: string, required: true}
-plan:
-  mode: static
-  tasks:
-    - {id: one, goal: "write a, b and c"}
-each_task:
-  uses: ./steps.yaml
-  with: {intent: "{{ task.goal }}"}
-  isolation: worktree
-  parallel: 1
-exit: ["subloops.all_done"]
-refine:
-  - else: {escalate: "the sub-loop did not finish"}
-limits: {max_iterations: 1}
-"""
 
 
 def _free_port() -> int:
@@ -113,14 +92,7 @@ def locked_down_address() -> Iterator[str]:
 
 
 def _project(tmp: Path) -> tuple[Path, Path]:
-    work = tmp / "proj"
-    work.mkdir()
-    (work / "steps.yaml").write_text(STEPS)
-    (work / "one.yaml").write_text(ONE)
-    git_repo(work)
-    script = tmp / "script.yaml"
-    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))
-    return work, script
+    return one_task_project(tmp)
 
 
 def _results(work: Path) -> str:

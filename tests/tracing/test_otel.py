@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from otlp_receiver import attrs, otlp_receiver
+from tests.subloops.subloop_templates import INNER, OUTER
 from tests.support.cli import cli_env, looprun, scripted_run
 from tests.support.fake_agent_cli import install
 from tests.support.git_repos import git_repo
@@ -183,47 +184,6 @@ def test_an_untraced_run_never_imports_opentelemetry(tmp_path: Path) -> None:
     assert code_ == 0, out.stderr
     assert loaded == []
 
-
-INNER = """\
-looprun: 1
-name: edit
-inputs:
-  intent: {type: string, required: true}
-plan: {mode: none}
-act:
-  prompt: "{{ intent }}"
-  tools: [write_file]
-  max_steps: 4
-observe:
-  diff: {parser: git_diff}
-exit: ["diff.lines > 0"]
-refine:
-  - else: {escalate: "no change"}
-limits: {max_iterations: 2}
-"""
-
-OUTER = """\
-looprun: 1
-name: pair
-inputs:
-  intent: {type: string, required: true}
-plan:
-  mode: static
-  tasks:
-    - {id: left, goal: "write the left file"}
-    - {id: right, goal: "write the right file"}
-each_task:
-  uses: ./edit.yaml
-  with: {intent: "{{ task.goal }}"}
-  isolation: worktree
-  parallel: 2
-exit: ["subloops.all_done"]
-refine:
-  - if: subloops.failed
-    then: {escalate: "{{ subloops.failed }} sub-loop(s) did not finish"}
-  - else: {escalate: "unexpected"}
-limits: {max_iterations: 1}
-"""
 
 
 def test_sub_loops_are_child_spans_of_the_outer_iteration_in_one_trace(tmp_path: Path) -> None:

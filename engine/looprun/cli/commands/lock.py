@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 
 from looprun.errors import EXIT_INVALID, Location, Problem, TemplateError
-from looprun.template.loader import load_template
 from looprun.template.sharing import lockfile
-from looprun.template.sharing.resolver import Resolver, session
+from looprun.template.sharing.load import load_all
+from looprun.template.sharing.resolver import Resolver
 
 
 @click.command("lock")
@@ -36,13 +36,7 @@ def command(templates: tuple[str, ...], refresh: tuple[str, ...]) -> None:
         raise TemplateError(
             [Problem(Location(str(root / lockfile.NAME)), "no templates to lock: name them")]
         )
-    problems: list[Problem] = []
-    with session(resolver):
-        for name in names:
-            try:
-                load_template(name)
-            except TemplateError as exc:
-                problems.extend(exc.problems)
+    problems = load_all(resolver, names)
     if problems:
         for p in problems:
             click.echo(str(p), err=True)

@@ -11,21 +11,10 @@ import click
 
 from looprun.errors import EXIT_INVALID, Location, Problem, TemplateError
 from looprun.system.atomic import write_atomic
-from looprun.template.loader import load_template
 from looprun.template.sharing import lockfile
 from looprun.template.sharing.gitcache import GitError
-from looprun.template.sharing.resolver import Resolver, Use, session
-
-
-def _load_all(resolver: Resolver, names: list[str]) -> list[Problem]:
-    problems: list[Problem] = []
-    with session(resolver):
-        for name in names:
-            try:
-                load_template(name)
-            except TemplateError as exc:
-                problems.extend(exc.problems)
-    return problems
+from looprun.template.sharing.load import load_all
+from looprun.template.sharing.resolver import Resolver, Use
 
 
 def _rewrite(use: Use, old: str, new: str) -> tuple[Path, str, str] | None:
@@ -60,7 +49,7 @@ def command(ref: str | None) -> None:
         k for k in lock.references if ref is None or k.startswith(ref) or k[4:].startswith(ref)
     )
     first = Resolver(root, locking=True, refresh=chosen)
-    problems = _load_all(first, names)
+    problems = load_all(first, names)
     edits: list[tuple[Path, str, str]] = []
     renamed: dict[str, str] = {}
     for key in sorted(chosen & set(first.used)):
@@ -92,7 +81,7 @@ def command(ref: str | None) -> None:
     for path, _, new in edits:
         write_atomic(path, new)
     second = Resolver(root, locking=True, refresh=chosen | frozenset(renamed.values()))
-    problems = _load_all(second, names)
+    problems = load_all(second, names)
     if problems:
         for path, old, _ in edits:  # back as it was: the lock and the templates agree
             write_atomic(path, old)
