@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening
 from looprun.observe.registry import empty_facts, get_parser
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
+from looprun.system.crashpoint import crash_point
 from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env
 from looprun.system.redact import Redactor, secret_values
 
@@ -214,6 +216,9 @@ def run_observer(
             facts=freeze(empty_facts(parser)),
         )
     command = spec.run.render(context) if spec.run is not None else None
+    if command is not None and spec.select:
+        # a narrow stage: test node ids, data quoted one by one (checked by the engine)
+        command = command.rstrip() + " " + " ".join(shlex.quote(i) for i in spec.select)
     file = Path(spec.file.render(context).strip()) if spec.file is not None else None
     if spec.pin_config is not None and command is not None:
         try:
@@ -241,7 +246,7 @@ def run_observer(
             deadline=deadline,
             sandbox=sandbox,
         )
-    return observe_command(
+    obs = observe_command(
         spec.parser,
         workdir=workdir,
         command=command,
@@ -257,6 +262,9 @@ def run_observer(
         sandbox=sandbox,
         isolated=spec.pin_config is not None,
     )
+    if spec.select:
+        crash_point("observe.narrow")  # test-only: a kill between a narrow stage and its verdict
+    return obs
 
 
 def _held_out(

@@ -23,7 +23,7 @@ from looprun.loop.core import Loop, RunInfo
 from looprun.loop.facts import unobserved
 from looprun.loop.feedback import ATTEMPTS_KEPT, attempt_line, compose, observer_blocks
 from looprun.loop.finish import done_reason, finish
-from looprun.loop.observe_step import ObserveStep
+from looprun.loop.observe_step import ObserveStep, narrowed
 from looprun.loop.outcome import RunResult, Stop
 from looprun.loop.plan import PlanError, PlannedTask
 from looprun.loop.policy_step import NOTHING_FOUND, policy
@@ -34,6 +34,7 @@ from looprun.loop.records import Step, record_iteration
 from looprun.loop.refine import Decision, check_exit, judge
 from looprun.loop.start import start
 from looprun.loop.state import LoopState
+from looprun.observe.base import Observation
 from looprun.template.model import Limits, Template
 
 __all__ = ["Engine", "RunInfo", "run_loop", "with_iterations"]
@@ -119,6 +120,37 @@ class Engine:
         else:
             observations = self.observing.observe(self._context(task, {}))
         found = policy(lp, turn.refusals, task)
+        judged = self._judge(task, acted, observations, found, cap)
+        if judged[-1].kind == "done" and narrowed(observations):
+            # done is decided on whole runs only: a narrow stage never ends a task
+            observations = self.observing.observe(self._context(task, {}), whole=True)
+            judged = self._judge(task, acted, observations, found, cap)
+        exit_values, progress, feedback, decision = judged
+        specs = lp.template.observe
+        missing = (cannot_run(name, specs[name], obs) for name, obs in observations.items())
+        unrunnable = next((why for why in missing if why), "") or self.act.cannot_run(n)
+        return Step(
+            turn,
+            observations,
+            exit_values,
+            found,
+            decision,
+            feedback,
+            progress,
+            unrunnable,
+            self.observing.edit,
+        )
+
+    def _judge(
+        self,
+        task: PlannedTask,
+        acted: Any,
+        observations: Mapping[str, Observation],
+        found: Any,
+        cap: Stop | None,
+    ) -> tuple[Any, Any, str, Decision]:
+        """Exit conditions, progress, feedback and the refine decision on one observation."""
+        lp, st, turn = self.loop, self.loop.state, acted.turn
         facts = {
             **self._context(task, {k: o.to_facts() for k, o in observations.items()}),
             "policy": found.facts(),
@@ -142,20 +174,7 @@ class Engine:
             # loses the record of what the refine tree would have done
             decision = Decision("retry", feedback, rule=f"(not judged: {exc})")
         decision = self.act.settle(decision, found)
-        specs = lp.template.observe
-        missing = (cannot_run(name, specs[name], obs) for name, obs in observations.items())
-        unrunnable = next((why for why in missing if why), "") or self.act.cannot_run(n)
-        return Step(
-            turn,
-            observations,
-            exit_values,
-            found,
-            decision,
-            feedback,
-            progress,
-            unrunnable,
-            self.observing.edit,
-        )
+        return exit_values, progress, feedback, decision
 
     def _conclude(self, task: PlannedTask, step: Step, duration_s: float) -> Stop | None:
         """Checkpoint, record and apply one iteration's decision; a Stop ends the run."""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from looprun.data.freeze import freeze, thaw
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
 from looprun.loop.baseline import only_new_findings
@@ -47,9 +48,13 @@ class ObserveStep:
         if paths:
             self.loop.ports.workspace.exclude(paths)
 
-    def observe(self, ctx: dict[str, Any], *, bounded: bool = True) -> dict[str, Observation]:
+    def observe(
+        self, ctx: dict[str, Any], *, bounded: bool = True, whole: bool = False
+    ) -> dict[str, Observation]:
         """``ctx`` holds the engine names as they stand before this iteration's decision;
-        each observer's fresh facts are added to it for the observers declared below."""
+        each observer's fresh facts are added to it for the observers declared below.
+        A staged observer runs its narrow selection first unless ``whole`` (or at the
+        baseline, which is always whole)."""
         lp, st = self.loop, self.loop.state
         left = caps.remaining_time(lp.limits, lp.spent()) if bounded else None
         deadline = None if left is None else lp.ports.clock.monotonic() + left
@@ -61,7 +66,20 @@ class ObserveStep:
         out: dict[str, Observation] = {}
         for name, spec in specs.items():
             try:
+                ids = () if whole or st.baseline is None else self.selection(name, spec)
+                passed: tuple[str, ...] = ()  # a narrow selection that passed first
+                if ids:
+                    narrow, before = self.narrow_run(name, spec, ids, ctx, deadline, before)
+                    if narrow is not None:
+                        out[name] = narrow
+                        if st.baseline is not None:
+                            out[name] = only_new_findings(narrow, st.baseline.get(name), spec)
+                        ctx[name] = out[name].to_facts()
+                        continue
+                    passed = ids
                 out[name] = lp.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
+                if spec.narrow:
+                    out[name] = staged(out[name], "whole", passed)
             except LooprunError as exc:
                 out[name] = replace(unobserved(spec, str(exc)), ran=True)
             except BaseException:
@@ -76,6 +94,50 @@ class ObserveStep:
                 out[name] = only_new_findings(out[name], st.baseline.get(name), spec)
             ctx[name] = out[name].to_facts()
         return out
+
+    def selection(self, name: str, spec: ObserverSpec) -> tuple[str, ...]:
+        """The node ids a staged observer runs first: from its ``narrow`` sources, in
+        order, without repeats; empty (run whole) when there are none or too many."""
+        if not spec.narrow:
+            return ()
+        st, ids = self.loop.state, []
+        for source in spec.narrow:
+            if source == "last_failing":
+                ids += _strings((st.last_facts.get(name) or {}).get("failing"))
+            elif source == "task_failing":
+                for done in st.done_facts.values():
+                    base = (done.get("baseline") or {}).get(name) or {}
+                    ids += _strings(base.get("newly_failing"))
+            elif source == "changed_tests" and st.current:
+                ws = self.loop.ports.workspace
+                ids += [
+                    c.path
+                    for c in ws.file_changes(st.current, ws.snapshot())
+                    if c.status != "D" and _is_test_file(c.path)
+                ]
+        picked = list(dict.fromkeys(i for i in ids if _node_id(i)))
+        return tuple(picked) if len(picked) <= _MAX_SELECTED else ()
+
+    def narrow_run(
+        self,
+        name: str,
+        spec: ObserverSpec,
+        ids: tuple[str, ...],
+        ctx: Mapping[str, Any],
+        deadline: float | None,
+        before: str,
+    ) -> tuple[Observation | None, str]:
+        """The narrow stage: its observation when it failed the way tests fail (feedback
+        for the model), None when the whole command must run (it passed, or it could not
+        run as a selection: an id gone, a collection error)."""
+        lp = self.loop
+        narrow = replace(spec, select=ids)
+        obs = lp.ports.observer.observe(narrow, ctx, deadline=deadline, base=lp.state.base)
+        obs, before = self.edits_by(name, spec, obs, before)
+        usable = obs.ran and not obs.error and obs.exit_code not in spec.cannot_run_exit
+        if obs.ok or not usable or self.edit:
+            return None, before
+        return staged(obs, "narrow", ids), before
 
     def again(self, name: str, spec: ObserverSpec, ctx: Mapping[str, Any]) -> Observation | None:
         """One more run of one observer on the same tree (None: it could not run)."""
@@ -120,6 +182,48 @@ class ObserveStep:
         if not self.edit:
             self.edit = why
         return replace(obs, ok=False, error=why, feedback=f"{why}\n{obs.feedback}"), before
+
+
+_MAX_SELECTED = 200  # more ids than this: the narrow run would not be narrow
+
+
+def staged(obs: Observation, stage: str, ids: tuple[str, ...]) -> Observation:
+    """``stage`` (narrow | whole) and ``selected`` among a staged observer's facts: the
+    iteration's record says which ran (a whole run with ids selected: the narrow run of
+    those passed first), and a narrow run's missing tests never count as vanished."""
+    facts = {**thaw(obs.facts), "stage": stage, "selected": list(ids)}
+    return replace(obs, facts=freeze(facts))
+
+
+def narrowed(observations: Mapping[str, Observation]) -> bool:
+    """Whether any observation is a narrow stage's (which can never decide done)."""
+    return any(o.facts.get("stage") == "narrow" for o in observations.values())
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, (list, tuple)) else []
+
+
+def _is_test_file(path: str) -> bool:
+    base = path.rsplit("/", 1)[-1]
+    return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
+
+
+def _node_id(text: str) -> bool:
+    """A pytest node id of a file in the tree (``tests/test_x.py::test_a[p]``): a relative
+    path without ``..`` that cannot be read as an option. Anything else (a model-named
+    id like ``-p evil``, an absolute path) is never passed to the command."""
+    path = text.split("::", 1)[0]
+    parts = path.split("/")
+    return (
+        path.endswith(".py")
+        and not path.startswith(("-", "/", "~"))
+        and ".." not in parts
+        and "\\" not in path
+        and all(p and not p.startswith("-") for p in parts)
+        and "\n" not in text
+        and "\x00" not in text
+    )
 
 
 def _is_cache(path: str) -> bool:

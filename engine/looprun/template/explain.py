@@ -138,6 +138,11 @@ def explain_text(template: Template, indent: str = "") -> str:
             if obs.when is not None:
                 line += f" [when {obs.when.source}]"
             add(line)
+            if obs.narrow:
+                add(
+                    f"{indent}    staged: first {' + '.join(obs.narrow)}, the whole command "
+                    "when that passes (done only on a whole run)"
+                )
     add(f"{indent}exit (all must hold on fresh observations):")
     for cond in template.exit:
         add(f"{indent}  - {cond.source}")

@@ -274,6 +274,15 @@ class ObserverSpec:
     # a held-out check: its result decides like any observer's, but the model only ever
     # learns that it failed (see checks/holdout.py)
     holdout: HoldoutSpec | None = None
+    # staged: where the narrow selection run first comes from (NARROW_SOURCES, in order);
+    # the whole command runs when the selection is empty or passes
+    narrow: tuple[str, ...] = ()
+    # the node ids one narrow run appends to the command: set by the engine, never by YAML
+    select: tuple[str, ...] = ()
+
+
+# where a staged observer's narrow selection comes from
+NARROW_SOURCES: tuple[str, ...] = ("last_failing", "task_failing", "changed_tests")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from looprun.observe.registry import option_problems, parser_names
 from looprun.template import deps
 from looprun.template.build.reader import Reader
 from looprun.template.holdout import dest_problem as holdout_dest_problem
-from looprun.template.model import ENGINE_NAMES, HoldoutSpec, ObserverSpec
+from looprun.template.model import ENGINE_NAMES, NARROW_SOURCES, HoldoutSpec, ObserverSpec
 from looprun.template.semantic import (
     CONDITION_ENGINE_NAMES,
     HOLDOUT_SOURCE_NAMES,
@@ -73,8 +73,44 @@ def build_observers(r: Reader) -> dict[str, ObserverSpec]:
             ),
             pin_config=_pin_config(r, path, spec, run),
             holdout=_holdout(r, (*path, "holdout")),
+            narrow=_narrow(r, path, spec, parser),
         )
     return out
+
+
+def _narrow(r: Reader, path: JsonPath, spec: Mapping[str, Any], parser: object) -> tuple[str, ...]:
+    """``narrow: [last_failing, ...]``: test node ids appended to a pytest command, so
+    only an observer with a command whose report names its tests (junit) can be staged."""
+    raw = spec.get("narrow")
+    if raw is None:
+        return ()
+    where = (*path, "narrow")
+    if not isinstance(raw, list) or not raw:
+        r.problem(where, f"narrow must be a non-empty list of: {', '.join(NARROW_SOURCES)}")
+        return ()
+    out: list[str] = []
+    for i, item in enumerate(raw):
+        if item not in NARROW_SOURCES:
+            hint = did_you_mean(str(item), list(NARROW_SOURCES)) or (
+                f" (known: {', '.join(NARROW_SOURCES)})"
+            )
+            r.problem((*where, i), f"unknown narrow selection '{item}'{hint}")
+        elif item not in out:
+            out.append(item)
+    if spec.get("run") is None or parser != "junit":
+        r.problem(
+            where,
+            "narrow appends test node ids to the observer's command: it needs `run` "
+            "(a pytest command) and `parser: junit`",
+            key=True,
+        )
+    if spec.get("holdout") is not None:
+        r.problem(
+            where,
+            "a held-out check always runs whole: narrow cannot be used with holdout",
+            key=True,
+        )
+    return tuple(out)
 
 
 def _holdout(r: Reader, path: JsonPath) -> HoldoutSpec | None:

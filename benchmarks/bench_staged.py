@@ -1,0 +1,183 @@
+"""Time to done with staged checks against the whole suite every iteration.
+
+The package is ``more-itertools`` 10.5.0, fetched as its source distribution (pure
+Python; 663 pytest tests that run offline with plain pytest), with a bug planted in
+``ilen``. A scripted model writes a reproducing test, errs twice, then fixes the code.
+The same ``bugfix`` template runs twice per round, interleaved, each in a fresh process
+on a fresh git repository: as shipped (the Python pack's ``tests`` observer is staged)
+and with ``narrow`` removed (the whole suite runs after every turn). Prints the median
+wall time to done of each and the ratio (goal: staged <= 0.5x whole).
+
+    python benchmarks/bench_staged.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+PACKAGE, VERSION = "more-itertools", "10.5.0"
+CODE = "more_itertools/more.py"
+RIGHT = "    return sum(compress(repeat(1), zip(iterable)))\n"
+BUG = "    return max(0, sum(compress(repeat(1), zip(iterable))) - 1)\n"
+WRONG = (
+    "    return max(1, sum(compress(repeat(1), zip(iterable))))\n",  # wrong for empty input
+    "    return sum(compress(repeat(1), zip(iterable))) or 1\n",  # still wrong for it
+)
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+NEW_TEST = "tests/test_ilen_bug.py"
+REPRO = (
+    "from more_itertools import ilen\n\n\n"
+    "def test_ilen_counts_every_item():\n"
+    "    assert ilen(iter([1, 2, 3])) == 3\n"
+)
+
+
+def fetch(where: Path) -> Path:
+    """The sdist, downloaded with pip and unpacked."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"{PACKAGE}=={VERSION}",
+            "-d",
+            str(where),
+        ],
+        check=True,
+    )
+    (archive,) = where.glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(where, filter="data")
+    (tree,) = [p for p in where.iterdir() if p.is_dir()]
+    return tree
+
+
+def project(sdist: Path, into: Path) -> Path:
+    """A fresh repository holding the sdist with the bug planted."""
+    work = into / "pkg"
+    shutil.copytree(sdist, work)
+    code = work / CODE
+    text = code.read_text()
+    assert RIGHT in text
+    code.write_text(text.replace(RIGHT, BUG))
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(
+            ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args],
+            cwd=work,
+            check=True,
+            capture_output=True,
+        )
+    return work
+
+
+def script(into: Path) -> Path:
+    def edit(old: str, new: str, said: str) -> list[dict[str, object]]:
+        call = {"name": "edit_file", "arguments": {"path": CODE, "old": old, "new": new}}
+        return [{"tool_calls": [call]}, {"text": said}]
+
+    write = {"name": "write_file", "arguments": {"path": NEW_TEST, "content": REPRO}}
+    turns = [
+        {"tool_calls": [write]},
+        {"text": "The new test fails."},
+        *edit(BUG, WRONG[0], "Fixed ilen."),
+        *edit(WRONG[0], WRONG[1], "Fixed ilen again."),
+        *edit(WRONG[1], RIGHT, "Fixed ilen for good."),
+    ]
+    path = into / "script.yaml"
+    path.write_text(yaml.safe_dump(turns, sort_keys=False))
+    return path
+
+
+def whole_templates(into: Path) -> Path:
+    """The built-in templates with the Python pack's `narrow` line removed."""
+    copy = into / "templates"
+    shutil.copytree(TEMPLATES, copy)
+    pack = copy / "observers" / "python.yaml"
+    lines = pack.read_text().splitlines(keepends=True)
+    kept = [ln for ln in lines if not ln.lstrip().startswith("narrow:")]
+    assert len(kept) == len(lines) - 1
+    pack.write_text("".join(kept))
+    return copy / "bugfix.yaml"
+
+
+def one(template: Path, sdist: Path) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = project(sdist, Path(tmp))
+        model = script(Path(tmp))
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "looprun",
+                "run",
+                str(template),
+                "--workdir",
+                str(work),
+                "--intent",
+                "ilen() counts one item too few.",
+                "--model",
+                f"script:{model}",
+                "--set",
+                "lint=false",
+                "--set",
+                "strict=true",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        took = time.perf_counter() - t0
+        summary = json.loads(proc.stdout or "{}")
+        if summary.get("outcome") != "done" or summary.get("iterations") != 4:
+            raise SystemExit(f"not done in 4 iterations: {proc.stdout}\n{proc.stderr[-3000:]}")
+        return took
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        sdist = fetch(Path(tmp) / "sdist")
+        count = (
+            subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"],
+                cwd=sdist,
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        whole = whole_templates(Path(tmp))
+        staged = TEMPLATES / "bugfix.yaml"
+        times: dict[str, list[float]] = {"staged": [], "whole": []}
+        for _ in range(args.rounds):
+            times["staged"].append(one(staged, sdist))
+            times["whole"].append(one(whole, sdist))
+    s, w = statistics.median(times["staged"]), statistics.median(times["whole"])
+    print(f"{PACKAGE} {VERSION}: {count}; scripted model erring twice, done at iteration 4")
+    print(f"time to done, staged checks       : {s:.2f} s (median of {args.rounds})")
+    print(f"time to done, whole suite each run: {w:.2f} s (median of {args.rounds}, baseline)")
+    print(f"ratio staged / whole: {s / w:.2f}x (goal <= 0.5x)")
+
+
+if __name__ == "__main__":
+    main()

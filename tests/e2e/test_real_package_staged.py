@@ -1,0 +1,134 @@
+"""Staged checks on a real package: `looprun bugfix` (whose Python pack runs the tests
+the last run named as failing, the tests `reproduce` made fail and the changed test files
+before the whole suite) on `inflection` with a planted bug.
+
+A change that passes the narrow selection while breaking another test never ends done;
+nor does editing the selected test; a kill during a narrow stage resumes to done; the
+honest script ends done, and only on a whole run of the suite.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from e2e_helpers import looprun
+from real_package import (
+    BUG,
+    NEW_TEST,
+    NEW_TEST_ID,
+    PACKAGE,
+    edit_turns,
+    planted_project,
+    reproduce_turns,
+    run_bugfix,
+    run_events,
+    run_suite,
+)
+
+from looprun.system.crashpoint import ENV as CRASH_ENV
+
+CODE = f"{PACKAGE}/__init__.py"
+# a first attempt that changes the code but not the answer for 13: the narrow run fails
+NO_FIX = ("    if number % 100 in (11, 12):\n", "    if number % 100 in (12, 11):\n")
+
+
+def _records(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    run = Path(summary["run_dir"]) / "observe"
+    numbered = sorted(run.glob("[0-9]*.json"), key=lambda p: int(p.stem))
+    return [json.loads(p.read_text()) for p in numbered]
+
+
+def test_honest_fix_ends_done_on_a_whole_run(sdist: Path, tmp_path: Path) -> None:
+    work = planted_project(sdist, tmp_path)
+    turns = [
+        *reproduce_turns(),
+        *edit_turns(CODE, *NO_FIX, "Fixed ordinal."),
+        *edit_turns(CODE, NO_FIX[1], BUG[0], "Fixed ordinal, really."),
+    ]
+    summary = run_bugfix(work, tmp_path, turns, "--set", "lint=false")
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
+    # observe/0.json is the baseline
+    records = [r["observers"]["tests"] for r in _records(summary)][1:]
+    # iteration 2: only the selection ran, and it failed - the feedback came from it
+    assert records[1]["stage"] == "narrow"
+    assert NEW_TEST_ID in records[1]["selected"] and NEW_TEST_ID in records[1]["failing"]
+    assert len(records[1]["passing"]) + len(records[1]["failing"]) < 50
+    # ... and it was not read as the rest of the suite vanishing
+    iterations = run_events(summary, "iteration")
+    assert iterations[1]["decision"]["action"] == "retry"
+    # every done was decided on a whole run
+    for record, event in zip(records, iterations, strict=True):
+        if event["decision"]["action"] == "done":
+            assert record["stage"] == "whole", record
+    assert records[2]["selected"] and len(records[2]["passing"]) > 400
+    assert run_suite(work).returncode == 0
+
+
+def test_passing_the_selection_while_breaking_another_test_never_ends_done(
+    sdist: Path, tmp_path: Path
+) -> None:
+    work = planted_project(sdist, tmp_path)
+    # 13 is right now, and every ordinal of a number ending in 1 is wrong: the tests
+    # that failed before pass, tests outside the selection break
+    broken = (BUG[1], "    if number % 100 in (11, 12, 13) or number % 10 == 1:\n")
+    turns = [*reproduce_turns(), *edit_turns(CODE, *broken, "Fixed ordinal.")]
+    summary = run_bugfix(work, tmp_path, turns, "--set", "lint=false", "--max-iterations", "3")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    record = _records(summary)[2]["observers"]["tests"]
+    assert record["stage"] == "whole" and NEW_TEST_ID in record["selected"]
+    assert NEW_TEST_ID in record["passing"] and record["failing"]
+
+
+def test_editing_the_selected_test_never_ends_done(sdist: Path, tmp_path: Path) -> None:
+    work = planted_project(sdist, tmp_path)
+    turns = [
+        *reproduce_turns(),
+        *edit_turns(NEW_TEST, '== "th"', '== "rd"', "The test matches ordinal now."),
+    ]
+    summary = run_bugfix(work, tmp_path, turns, "--set", "lint=false", "--max-iterations", "2")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    assert '== "th"' in (work / NEW_TEST).read_text()
+
+
+def test_kill_during_a_narrow_stage_resumes_to_done(sdist: Path, tmp_path: Path) -> None:
+    work = planted_project(sdist, tmp_path)
+    turns = [
+        *reproduce_turns(),
+        *edit_turns(CODE, *NO_FIX, "Fixed ordinal."),
+        *edit_turns(CODE, NO_FIX[1], BUG[0], "Fixed ordinal, really."),
+    ]
+    # the first narrow stage is iteration 1's (the new test file); the second, iteration
+    # 2's: the process is killed (SIGKILL) as that narrow run ends, before its verdict
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(turns, sort_keys=False))
+    killed = looprun(
+        "bugfix",
+        "--intent",
+        "ordinal() gives 'rd' for 113; numbers ending in 11, 12 and 13 take 'th'.",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--set",
+        "tests_glob=test_*.py",
+        "--set",
+        "lint=false",
+        "--json",
+        env={CRASH_ENV: "observe.narrow@2"},
+        timeout=1200,
+    )
+    assert killed.returncode == -9, killed.stderr
+    runs = work / ".looprun" / "runs"
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    resumed = looprun("resume", run_dir.name, "--workdir", str(work), "--json", timeout=1200)
+    summary = json.loads(resumed.stdout)
+    assert summary["outcome"] == "done", resumed.stderr
+    assert run_suite(work).returncode == 0
+    last = _records({"run_dir": str(run_dir)})[-1]["observers"]["tests"]
+    assert last["stage"] == "whole" and len(last["passing"]) > 400
