@@ -174,9 +174,7 @@ def test_a_server_that_hangs_or_crashes_mid_run_is_a_tool_error(tmp_path: Path) 
         _call("mcp__t__echo", text="after the crash"),
     ]
     started = time.monotonic()
-    proc, summary, events = _run(
-        tmp_path, _template(["mcp__t__*"], _server(timeout="2s")), calls
-    )
+    proc, summary, events = _run(tmp_path, _template(["mcp__t__*"], _server(timeout="2s")), calls)
     assert summary is not None, proc.stderr
     assert time.monotonic() - started < 60
     got = _calls(events)

@@ -114,8 +114,16 @@ def test_a_run_is_one_trace_under_the_callers_span(tmp_path: Path) -> None:
     observers = [
         s for s in got.named("execute_tool ") if attrs(s)["gen_ai.tool.type"] != "function"
     ]
-    # five observers at the baseline (under the run) and in each of three iterations
-    assert len(observers) == 20
+    # five observers at the baseline (under the run) and each of them in every iteration; a
+    # staged observer adds its narrow run, and a narrow result that would end a task reruns
+    # every check whole, so an iteration may hold more than five
+    five = ["cov", "diff", "holdout", "lint", "tests"]
+    for n in (1, 2, 3):
+        ran = {
+            attrs(o)["gen_ai.tool.name"] for o in observers if parent(o).name == f"iteration {n}"
+        }
+        assert sorted(ran) == five
+    assert len(observers) > 20
     baseline = [o for o in observers if parent(o) is root]
     assert sorted(attrs(o)["gen_ai.tool.name"] for o in baseline) == [
         "cov",
@@ -183,7 +191,6 @@ def test_an_untraced_run_never_imports_opentelemetry(tmp_path: Path) -> None:
     code_, loaded = json.loads(out.stdout.splitlines()[-1])
     assert code_ == 0, out.stderr
     assert loaded == []
-
 
 
 def test_sub_loops_are_child_spans_of_the_outer_iteration_in_one_trace(tmp_path: Path) -> None:

@@ -119,6 +119,7 @@ def _write_durably(fh: Any, text: str) -> None:
 _WHERE = frozenset({"run_started", "resumed", "iteration"})
 _HOST = socket.gethostname()
 
+
 class RunJournal:
     """The files of one run. Implements the loop's Journal port."""
 

@@ -136,8 +136,11 @@ def check_tool_name(r: Reader, path: JsonPath, name: str, *, glob: bool) -> bool
         hint = did_you_mean(server, known) or (
             f" (declared: {', '.join(known)})" if known else " (act.mcp declares none)"
         )
-        r.problem(path, f"{name!r} names MCP server '{server}', which act.mcp does not declare"
-                  f"{hint}", key=not glob)
+        r.problem(
+            path,
+            f"{name!r} names MCP server '{server}', which act.mcp does not declare{hint}",
+            key=not glob,
+        )
         return True
     if glob and not _TOOL_GLOB.match(tool):
         r.problem(path, f"{name!r}: the tool part may hold name characters and * ? [ ] only")
