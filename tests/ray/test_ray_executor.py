@@ -137,7 +137,7 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, "".join(lines) + err
     assert out.lstrip().startswith("{"), out  # --json: stdout holds the summary alone
-    assert "(raylet)" not in out  # Ray's notice of the dead worker, when it prints one, is on stderr
+    assert "(raylet)" not in out  # Ray's dead-worker notice, when it prints one, is on stderr
     summary = json.loads(out)
     run_dir = next((work / ".looprun" / "runs").iterdir())
     sub = run_dir / "subloops" / "one-1"
