@@ -13,8 +13,8 @@ from tests.support.agent_server import AgentScript, call, say
 from tests.support.fake_provider import FakeProvider
 from tests.support.git_repos import git_repo
 from tests.support.invoice_bug import journal_of, run_sample
+from tests.support.mcp_command import server_command
 
-SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
 SECRET = "sk-ant-loopback-secret-mcp-51c2"
 
 
@@ -37,7 +37,7 @@ def test_claude_code_calls_an_allowed_mcp_tool_and_is_denied_the_others(
                 "max_turns": 5,
                 "allow_tools": ["Read", "mcp__t__write_note", "mcp__t__echo"],
             },
-            "mcp": {"t": {"command": [sys.executable, str(SERVER)]}},
+            "mcp": {"t": {"command": server_command()}},
         },
         "observe": {"note": {"run": "test -f notes/b.txt", "parser": "exit_code"}},
         "exit": ["note.ok"],

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_helpers import git_init, journal_events, looprun, summary_of
+from e2e_helpers import git_init, journal_events, looprun, run_dirs, summary_of
 from real_package import BUG, edit_turns, planted_project, write_call
 
 CHECK = "python -m pytest -q -p no:cacheprovider test_inflection.py"
@@ -19,15 +19,21 @@ CODE = "inflection/__init__.py"
 FIX = edit_turns(CODE, BUG[1], BUG[0], "Fixed: 13 takes 'th'.")
 
 
+def _call(
+    work: Path, turns: list[dict[str, Any]], *extra: str, check: str = CHECK, **kw: Any
+) -> Any:
+    script = work.parent / "script.yaml"
+    script.write_text(yaml.safe_dump(turns, sort_keys=False))
+    return looprun(
+        "--until", check, "--intent", INTENT, "--workdir", str(work),
+        "--model", f"script:{script}", "--json", *extra, timeout=600, **kw,
+    )  # fmt: skip
+
+
 def _until(
     work: Path, turns: list[dict[str, Any]], *extra: str, check: str = CHECK
 ) -> tuple[dict[str, Any], Any]:
-    script = work.parent / "script.yaml"
-    script.write_text(yaml.safe_dump(turns, sort_keys=False))
-    proc = looprun(
-        "--until", check, "--intent", INTENT, "--workdir", str(work),
-        "--model", f"script:{script}", "--json", *extra, timeout=600,
-    )  # fmt: skip
+    proc = _call(work, turns, *extra, check=check)
     summary = summary_of(proc)
     assert proc.returncode == summary["exit_code"], proc.stderr
     return summary, proc
@@ -186,3 +192,28 @@ def test_under_a_required_sandbox(sdist: Path, tmp_path: Path) -> None:
     if summary["exit_code"] == 2 and "sandbox" in proc.stderr:
         pytest.skip(f"bubblewrap cannot run here: {proc.stderr.strip()[-300:]}")
     assert summary["outcome"] == "done", proc.stderr
+
+
+def test_a_rewritten_kept_template_is_refused_on_resume(sdist: Path, tmp_path: Path) -> None:
+    """The kept template is a file in the workdir that a command could rewrite (to a check
+    that passes whatever the code does): resume refuses it, and goes on only with the one
+    the run recorded, restored, to the same verdict."""
+    work = planted_project(sdist, tmp_path)
+    killed = _call(work, [{"text": "looking"}, *FIX], env={"LOOPRUN_CRASH_AT": "after:state"})
+    assert killed.returncode == -9, killed.stderr
+    (kept,) = (work / ".looprun" / "until").glob("*.yaml")
+    honest = kept.read_text()
+    forged = yaml.safe_load(honest)
+    forged["inputs"]["check"]["default"] = "true"
+    kept.write_text(yaml.safe_dump(forged, sort_keys=False))
+    (run_dir,) = run_dirs(work)
+    refused = looprun("resume", run_dir.name, "--workdir", str(work), "--json", timeout=600)
+    assert refused.returncode == 2, refused.stderr
+    assert "the template changed since run" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert BUG[1] in (work / CODE).read_text()  # nothing ran on the forged check
+    kept.write_text(honest)
+    resumed = looprun("resume", run_dir.name, "--workdir", str(work), "--json", timeout=600)
+    summary = summary_of(resumed)
+    assert summary["outcome"] == "done", resumed.stderr
+    assert BUG[0] in (work / CODE).read_text()

@@ -4,14 +4,12 @@ servers again, and the model's next call reaches them."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import yaml
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
-
-SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
+from tests.support.mcp_command import server_command
 
 
 def test_a_resumed_run_starts_its_servers_again(tmp_path: Path) -> None:
@@ -29,7 +27,7 @@ def test_a_resumed_run_starts_its_servers_again(tmp_path: Path) -> None:
             "constraints": {"approve": {"paths": ["b.txt"]}},
             "mcp": {
                 "t": {
-                    "command": [sys.executable, str(SERVER)],
+                    "command": server_command(),
                     "write_paths": {"write_note": ["path"]},
                 }
             },

@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,8 +21,7 @@ import yaml
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider, openai_reply
 from tests.support.git_repos import git_repo
-
-SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
+from tests.support.mcp_command import server_command
 
 
 def _template(tools: list[str], server: dict[str, Any], *, sandbox: str = "auto") -> str:
@@ -50,7 +48,7 @@ def _template(tools: list[str], server: dict[str, Any], *, sandbox: str = "auto"
 
 
 def _server(*extra: str, **fields: Any) -> dict[str, Any]:
-    return {"command": [sys.executable, str(SERVER), *extra], **fields}
+    return {"command": server_command(*extra), **fields}
 
 
 def _run(
@@ -273,7 +271,7 @@ def _free_port() -> int:
 def test_a_streamable_http_server(tmp_path: Path) -> None:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", str(port)],
+        server_command("--http", str(port)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

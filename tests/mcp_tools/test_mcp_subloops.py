@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import yaml
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
+from tests.support.mcp_command import server_command
 
-SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
 MARKER = f"--marker={uuid.uuid4().hex}"  # this test's servers, among any others running
 
 INNER = {
@@ -26,7 +25,7 @@ INNER = {
         "max_steps": 4,
         "mcp": {
             "t": {
-                "command": [sys.executable, str(SERVER), MARKER],
+                "command": server_command(MARKER),
                 "write_paths": {"write_note": ["path"]},
             }
         },
