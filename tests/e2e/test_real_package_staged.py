@@ -60,10 +60,11 @@ def test_honest_fix_ends_done_on_a_whole_run(sdist: Path, tmp_path: Path) -> Non
     # ... and it was not read as the rest of the suite vanishing
     iterations = run_events(summary, "iteration")
     assert iterations[1]["decision"]["action"] == "retry"
-    # every done was decided on a whole run
-    for record, event in zip(records, iterations, strict=True):
-        if event["decision"]["action"] == "done":
-            assert record["stage"] == "whole", record
+    # reproduce ended on its narrow run, as the fix task follows it; the run's done was
+    # decided on a whole run
+    assert [e["decision"]["action"] for e in iterations] == ["done", "retry", "done"]
+    assert records[0]["stage"] == "narrow" and records[0]["selected"] == [NEW_TEST]
+    assert records[2]["stage"] == "whole"
     assert records[2]["selected"] and len(records[2]["passing"]) > 400
     assert run_suite(work).returncode == 0
 
@@ -132,3 +133,41 @@ def test_kill_during_a_narrow_stage_resumes_to_done(sdist: Path, tmp_path: Path)
     assert run_suite(work).returncode == 0
     last = _records({"run_dir": str(run_dir)})[-1]["observers"]["tests"]
     assert last["stage"] == "whole" and len(last["passing"]) > 400
+
+
+LAST_TASK = """\
+looprun: 1
+name: reproduce-only
+inputs:
+  intent: {type: string, required: true}
+act:
+  prompt: "{{ intent }}"
+  tools: [write_file, read_file]
+observe:
+  tests:
+    run: "python -m pytest -q -p no:cacheprovider --junitxml={{ run.artifacts }}/junit.xml"
+    parser: junit
+    file: "{{ run.artifacts }}/junit.xml"
+    narrow: [changed_tests]
+exit: ["baseline.tests.newly_failing | length > 0"]
+limits: {max_iterations: 2}
+"""
+
+
+def test_the_last_task_never_ends_on_a_narrow_run(sdist: Path, tmp_path: Path) -> None:
+    """One task: the narrow run of the new test would end it, and so the run; the whole
+    suite runs again on the same tree and the done is decided on that."""
+    work = planted_project(sdist, tmp_path)
+    template = tmp_path / "reproduce-only.yaml"
+    template.write_text(LAST_TASK)
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(reproduce_turns(), sort_keys=False))
+    proc = looprun(
+        str(template), "--intent", "ordinal(113) is wrong", "--workdir", str(work),
+        "--model", f"script:{script}", "--json", timeout=600,
+    )  # fmt: skip
+    summary = json.loads(proc.stdout)
+    assert (summary["outcome"], summary["iterations"]) == ("done", 1), proc.stderr
+    record = _records(summary)[1]["observers"]["tests"]
+    assert record["stage"] == "whole" and record["selected"] == []
+    assert NEW_TEST_ID in record["failing"] and len(record["passing"]) > 400

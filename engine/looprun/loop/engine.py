@@ -121,8 +121,9 @@ class Engine:
             observations = self.observing.observe(self._context(task, {}))
         found = policy(lp, turn.refusals, task)
         judged = self._judge(task, acted, observations, found, cap)
-        if judged[-1].kind == "done" and narrowed(observations):
-            # done is decided on whole runs only: a narrow stage never ends a task
+        if judged[-1].kind == "done" and narrowed(observations) and not self._one_follows():
+            # the run's done is decided on whole runs only: a narrow stage may end a task
+            # that another follows, never the last (the whole suite runs before the end)
             observations = self.observing.observe(self._context(task, {}), whole=True)
             judged = self._judge(task, acted, observations, found, cap)
         exit_values, progress, feedback, decision = judged
@@ -140,6 +141,13 @@ class Engine:
             unrunnable,
             self.observing.edit,
         )
+
+    def _one_follows(self) -> bool:
+        """Whether a static plan has a task after the current one: one whose own done
+        (or a later one's) is decided on whole runs before the run can end done."""
+        lp = self.loop
+        tasks = lp.state.tasks or []
+        return lp.template.plan.mode != "model" and lp.state.task_index + 1 < len(tasks)
 
     def _judge(
         self,
