@@ -144,10 +144,12 @@ class Engine:
 
     def _one_follows(self) -> bool:
         """Whether a static plan has a task after the current one: one whose own done
-        (or a later one's) is decided on whole runs before the run can end done."""
+        (or a later one's) is decided on whole runs before the run can end done. Never
+        for sub-loops: their act step ends every task at once on a done."""
         lp = self.loop
         tasks = lp.state.tasks or []
-        return lp.template.plan.mode != "model" and lp.state.task_index + 1 < len(tasks)
+        static = lp.template.plan.mode != "model" and lp.template.each_task is None
+        return static and lp.state.task_index + 1 < len(tasks)
 
     def _judge(
         self,
