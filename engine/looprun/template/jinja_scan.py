@@ -3,10 +3,10 @@
 Loading a template must find every mistake in its expressions, but turning each one into
 Python (Jinja's code generation and ``compile``) is most of what loading costs, and a
 validation never runs the code. For the common shapes (output, ``if``, a plain ``for``,
-any expression) this walk answers the two questions code generation answers at load time:
-can it fail (an unknown filter or test), and which names are read from the context
-(``jinja2.meta.find_undeclared_variables``). Any other shape returns None, and the caller
-takes Jinja's own path, so the answers are always Jinja's.
+a top-level ``set``, any expression) this walk answers the two questions code generation
+answers at load time: can it fail (an unknown filter or test), and which names are read
+from the context (``jinja2.meta.find_undeclared_variables``). Any other shape returns
+None, and the caller takes Jinja's own path, so the answers are always Jinja's.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ class _Walk:
         self.filters = env.filters
         self.tests = env.tests
         self.names: set[str] = set()
+        # names a top-level ``{% set %}`` binds: a for body, analysed after the whole
+        # template, sees them wherever they are set
+        self.root_stores: frozenset[str] = frozenset()
 
     def node(self, node: nodes.Node, bound: frozenset[str]) -> None:
         if isinstance(node, nodes.Name):
@@ -86,7 +89,7 @@ class _Walk:
                 raise _Unsure
             names.add(target.name)
         self.node(node.iter, bound)
-        inner = bound | names | {"loop"}
+        inner = bound | names | self.root_stores | {"loop"}
         for child in node.body:
             self.node(child, inner)
 
@@ -96,9 +99,24 @@ def undeclared_names(node: nodes.Node, env: Environment) -> frozenset[str] | Non
     them (``self`` and ``env``'s globals excluded), when its code is sure to generate in
     ``env``; None when this walk cannot tell, and Jinja itself must be asked."""
     walk = _Walk(env)
+    body = node.body if isinstance(node, nodes.Template) else [node]
     try:
-        for child in node.body if isinstance(node, nodes.Template) else (node,):
-            walk.node(child, frozenset({"self"}))
+        walk.root_stores = frozenset(_root_store(n) for n in body if isinstance(n, nodes.Assign))
+        bound = frozenset({"self"})
+        for child in body:
+            if isinstance(child, nodes.Assign):  # the value is read before the name is set
+                walk.node(child.node, bound)
+                bound |= {_root_store(child)}
+            else:
+                walk.node(child, bound)
     except _Unsure:
         return None
     return frozenset(walk.names.difference(env.globals))
+
+
+def _root_store(node: nodes.Assign) -> str:
+    """The name a top-level ``{% set name = ... %}`` binds (a plain name only)."""
+    target = node.target
+    if not isinstance(target, nodes.Name) or target.ctx != "store" or target.name in _SPECIAL:
+        raise _Unsure
+    return target.name
