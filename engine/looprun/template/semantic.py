@@ -14,7 +14,7 @@ from typing import Any
 from looprun.data.taskgraph import find_cycle
 from looprun.errors import Location
 from looprun.observe.base import COMMON_FACTS
-from looprun.observe.registry import get_parser, parser_facts
+from looprun.observe.registry import declared_empty_facts, get_parser, parser_facts
 from looprun.template.expressions import Condition, NameUse
 from looprun.template.holdout import scalar_facts
 from looprun.template.model import ENGINE_NAMES, Rule, TaskSpec
@@ -43,8 +43,8 @@ INPUT_CHECKS: dict[str, Callable[[Any], bool]] = {
 def _sealed_away(parser: str | None) -> frozenset[str]:
     """The facts a held-out observation drops: ``items`` and the parser's facts whose
     values are not numbers or booleans (``failing``, ``failure_types``)."""
-    empty: Any = None
-    if parser:
+    empty: Any = declared_empty_facts(parser) if parser else None
+    if parser and empty is None:
         try:
             empty = getattr(get_parser(parser), "empty_facts", None)
         except Exception:  # an unknown parser is reported on its own
