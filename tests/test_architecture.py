@@ -59,7 +59,17 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "the Ray executor's modules load only when a run asks for --executor ray: a plain "
         "`looprun run` starts without them (tests/cli/test_plain_run_imports.py)"
     ),
+    # data/
+    ("looprun.data.globs", "pathspec"): (
+        "globs are matched only when a run or a parser filters paths: loading or validating "
+        "a template (which imports the expression language, and so this module) never does"
+    ),
     # template/, observe/, checks/
+    ("looprun.observe.registry", "importlib.metadata"): (
+        "plugin parsers are looked up only for a name that is not built in: a template "
+        "naming built-in parsers validates and runs without importing importlib.metadata "
+        "(and the email package it loads)"
+    ),
     ("looprun.template.schema_check", "jsonschema"): (
         "the validator loads only when a template is validated: `looprun --help`, `runs` "
         "and `schema` never import it"

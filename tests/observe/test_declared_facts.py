@@ -11,7 +11,13 @@ import pytest
 
 from looprun.checks.runner import observe_command
 from looprun.observe.base import COMMON_FACTS
-from looprun.observe.registry import parser_facts
+from looprun.observe.registry import (
+    BUILTIN,
+    declared_empty_facts,
+    empty_facts,
+    get_parser,
+    parser_facts,
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +72,25 @@ def test_observed_facts_are_declared(
     assert declared is not None
     shown = set(obs.to_facts())
     assert shown - COMMON_FACTS - declared == set()
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_a_built_in_parsers_declared_empty_facts_are_its_own(name: str) -> None:
+    # validation reads the declared ones so as not to import the parser's module
+    assert dict(declared_empty_facts(name) or {}) == empty_facts(get_parser(name))
+    assert declared_empty_facts(name) is not None
+
+
+def test_a_template_of_built_in_parsers_loads_without_parser_modules_or_plugins() -> None:
+    probe = (
+        "import sys\n"
+        "from looprun.system.resources import builtin_template\n"
+        "from looprun.template.loader import load_template\n"
+        "load_template(builtin_template('bugfix'))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('looprun.observe.junit', "
+        "'junitparser', 'importlib.metadata', 'pathspec', 'jsonschema'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"

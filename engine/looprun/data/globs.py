@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-import pathspec
-
 
 def matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     """A test of one path against the globs (a path matches when any glob does)."""
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(globs).match_file
 
 

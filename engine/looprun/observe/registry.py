@@ -1,7 +1,9 @@
 """Parser registry: built-in parsers by name, third-party ones via entry points.
 
-Fact names come from ``declared_facts``, so validating a template never imports parser
-modules. Third-party parsers register in the ``looprun.parsers`` entry-point group.
+Fact names and empty facts come from ``declared_facts``, so validating a template never
+imports parser modules. Third-party parsers register in the ``looprun.parsers``
+entry-point group, read (``importlib.metadata``, slow to import) only when a name is not
+a built-in one.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from functools import cache
-from importlib.metadata import entry_points
+from types import MappingProxyType
 from typing import Any
 
 from looprun.errors import LooprunError
@@ -37,17 +39,43 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
 }
 
 
+# name -> the facts it gives before parsing anything (each parser's own ``empty_facts``)
+_EMPTY: dict[str, Mapping[str, Any]] = {
+    "junit": declared_facts.JUNIT,
+    "sarif": declared_facts.SARIF,
+    "coverage": declared_facts.COVERAGE,
+    "git_diff": declared_facts.GIT_DIFF,
+    "exit_code": declared_facts.EXIT_CODE,
+    "regex": declared_facts.REGEX,
+    "json": MappingProxyType({}),
+    "diagnostics": declared_facts.DIAGNOSTICS,
+}
+
+
 class UnknownParser(LooprunError):
     """A template or plugin names a parser that is not registered."""
 
 
 @cache
 def _entry_points() -> dict[str, object]:
+    from importlib.metadata import entry_points
+
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def parser_names() -> list[str]:
     return sorted(set(BUILTIN) | set(_entry_points()))
+
+
+def is_parser(name: str) -> bool:
+    """A built-in parser's name, or an installed plugin's (plugins are looked up only
+    for a name that is not built in)."""
+    return name in BUILTIN or name in _entry_points()
+
+
+def declared_empty_facts(name: str) -> Mapping[str, Any] | None:
+    """A built-in parser's empty facts, without importing it; None for any other name."""
+    return _EMPTY.get(name)
 
 
 def parser_facts(name: str, options: object = None) -> frozenset[str] | None:

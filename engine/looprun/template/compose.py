@@ -107,6 +107,24 @@ def _all_builtins() -> list[str]:
     return sorted(names)
 
 
+def _tables(doc: Document) -> tuple[dict[JsonPath, Location], ...]:
+    return (doc.values, doc.keys, doc.blocks)
+
+
+class _Under:
+    """A document's located paths by each path above them (itself included), in the
+    document's order: what a merge takes with a value, found without scanning."""
+
+    def __init__(self, doc: Document) -> None:
+        self.tables: list[dict[JsonPath, list[JsonPath]]] = []
+        for table in _tables(doc):
+            under: dict[JsonPath, list[JsonPath]] = {}
+            for p in table:
+                for i in range(1, len(p) + 1):
+                    under.setdefault(p[:i], []).append(p)
+            self.tables.append(under)
+
+
 @dataclass
 class _Layer:
     """Mutable merge state: data plus the location of every value and key."""
@@ -128,30 +146,37 @@ class _Layer:
         body = {k: v for k, v in doc.data.items() if k not in skip}
         if () in doc.values:
             self.values[()] = doc.values[()]
-        self._merge_map(self.data, body, (), doc)
+        self._merge_map(self.data, body, (), doc, _Under(doc))
 
     def _merge_map(
-        self, dst: dict[str, Any], src: dict[str, Any], path: JsonPath, doc: Document
+        self, dst: dict[str, Any], src: dict[str, Any], path: JsonPath, doc: Document, under: _Under
     ) -> None:
+        # The tables hold a location only for a path the data holds, so a key the data
+        # lacks has nothing located under it to forget.
         for key, value in src.items():
             child = (*path, key)
             if value is None:
-                dst.pop(key, None)
-                self._forget(child)
+                if key in dst:
+                    del dst[key]
+                    self._forget(child)
                 continue
             if child == ("refine",) and isinstance(value, dict) and not self.keep_edits:
                 self._edit_refine(value, doc)
                 continue
             if isinstance(value, dict):
                 if not isinstance(dst.get(key), dict):
+                    if key in dst:
+                        self._forget(child)
                     dst[key] = {}
-                    self._forget(child)
-                self._take(child, doc, subtree=False)
-                self._merge_map(dst[key], value, child, doc)
+                self._take(child, doc)
+                self._merge_map(dst[key], value, child, doc, under)
                 continue
+            if key in dst:
+                self._forget(child)
             dst[key] = copy.deepcopy(value)
-            self._forget(child)
-            self._take(child, doc, subtree=True)
+            for mine, theirs, paths in zip(self._tables(), _tables(doc), under.tables, strict=True):
+                for p in paths.get(child, ()):
+                    mine[p] = theirs[p]
 
     def _edit_refine(self, edits: dict[str, Any], doc: Document) -> None:
         mine = (self.values, self.keys, self.blocks)
@@ -168,25 +193,20 @@ class _Layer:
         if ("refine",) in doc.keys:
             self.keys[("refine",)] = doc.keys[("refine",)]
 
+    def _tables(self) -> tuple[dict[JsonPath, Location], ...]:
+        return (self.values, self.keys, self.blocks)
+
     def _forget(self, prefix: JsonPath) -> None:
         n = len(prefix)
-        for table in (self.values, self.keys, self.blocks):
+        for table in self._tables():
             for p in [p for p in table if p[:n] == prefix]:
                 del table[p]
 
-    def _take(self, prefix: JsonPath, doc: Document, *, subtree: bool) -> None:
-        n = len(prefix)
-        for mine, theirs in (
-            (self.values, doc.values),
-            (self.keys, doc.keys),
-            (self.blocks, doc.blocks),
-        ):
-            if subtree:
-                mine.update({p: loc for p, loc in theirs.items() if p[:n] == prefix})
-            else:
-                for p in (prefix,):
-                    if p in theirs:
-                        mine[p] = theirs[p]
+    def _take(self, path: JsonPath, doc: Document) -> None:
+        """The locations of ``path`` itself (not of what is under it)."""
+        for mine, theirs in zip(self._tables(), _tables(doc), strict=True):
+            if path in theirs:
+                mine[path] = theirs[path]
 
     def document(self, path: Source) -> Document:
         return Document(path, self.data, self.values, self.keys, self.blocks)

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
+from jinja2.parser import Parser
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from looprun.data.globs import matcher, matching
 from looprun.errors import ExpressionError, Location, Problem, TemplateError
+from looprun.template.jinja_scan import undeclared_names
 
 
 def without(items: Iterable[Any] | None, *others: Iterable[Any] | None) -> list[Any]:
@@ -243,8 +245,10 @@ class NameUse:
     attributes: frozenset[tuple[str, str]]
 
 
-def _name_use(ast: nodes.Template) -> NameUse:
-    names = frozenset(meta.find_undeclared_variables(ast))
+def _name_use(ast: nodes.Template, names: frozenset[str] | None = None) -> NameUse:
+    """What ``ast`` reads; ``names`` when the undeclared names are known already."""
+    if names is None:
+        names = frozenset(meta.find_undeclared_variables(ast))
     attrs: set[tuple[str, str]] = set()
     for node in ast.find_all(nodes.Getattr):
         if isinstance(node.node, nodes.Name) and node.node.name in names:
@@ -260,6 +264,32 @@ def _name_use(ast: nodes.Template) -> NameUse:
     return NameUse(names - set(ENV.globals), frozenset(attrs))
 
 
+class _Deferred:
+    """Code generated on first use, shared by every copy of the value holding it (a
+    compiled text is placed at many locations). Generating Python for each expression is
+    most of what loading a template costs; a validation runs none of them and a run only
+    some. Only an expression whose generation cannot fail is deferred (see jinja_scan),
+    so every load-time error is still raised at load."""
+
+    __slots__ = ("_code", "_make")
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._code: Any = None
+
+    def __call__(self) -> Any:
+        code = self._code
+        if code is None:
+            code = self._code = self._make()
+        return code
+
+
+def _ready(code: Any) -> _Deferred:
+    deferred = _Deferred(lambda: code)
+    deferred._code = code
+    return deferred
+
+
 def _syntax_problem(location: Location, kind: str, exc: TemplateSyntaxError) -> TemplateError:
     # Jinja's lineno is relative to the expression; for one-line sources it is 1.
     return TemplateError([Problem(location, f"invalid {kind}: {exc.message}")])
@@ -272,12 +302,14 @@ class Condition:
     source: str
     location: Location
     use: NameUse
-    _fn: Callable[..., Any] = field(repr=False, compare=False)
+    _fn: _Deferred = field(repr=False, compare=False)
+    # True/False when the condition is a constant (``true``, ``1``, ``'x'``), else None
+    constant: bool | None = None
 
     def evaluate(self, context: Mapping[str, Any]) -> bool:
         """Evaluate against plain-data facts; any undefined name is an error, never False."""
         try:
-            return bool(self._fn(**context))
+            return bool(self._fn()(**context))
         except UndefinedError as exc:
             raise ExpressionError(f"{self.location} `{self.source}`", str(exc)) from None
         except SecurityError as exc:
@@ -301,11 +333,12 @@ class Text:
     location: Location
     use: NameUse
     shell: bool = False
-    _template: Any = field(repr=False, compare=False, default=None)
+    _template: _Deferred | None = field(repr=False, compare=False, default=None)
 
     def render(self, context: Mapping[str, Any]) -> str:
         try:
-            return self._template.render(**context)
+            assert self._template is not None, "a Text is made by compile_text"
+            return self._template().render(**context)
         except UndefinedError as exc:
             raise ExpressionError(f"{self.location}", f"in template: {exc}") from None
         except SecurityError as exc:
@@ -368,17 +401,49 @@ def compile_condition(source: str, location: Location, *, untrusted: bool = Fals
     text = str(source).strip()
     if not text:
         raise TemplateError([Problem(location, "condition is empty")])
+    env = UNTRUSTED_ENV if untrusted else ENV
     try:
-        env = UNTRUSTED_ENV if untrusted else ENV
-        fn = env.compile_expression(text, undefined_to_none=False)
-        ast = ENV.parse("{{ (" + text + ") }}")
+        expr = _parse_expression(env, text)
     except TemplateSyntaxError as exc:
         raise _syntax_problem(location, "condition", exc) from None
+    names = undeclared_names(expr, env)
+    if names is None:
+        try:  # a shape only Jinja's code generator can judge: compile it now
+            fn = _ready(env.compile_expression(text, undefined_to_none=False))
+        except TemplateSyntaxError as exc:
+            raise _syntax_problem(location, "condition", exc) from None
+    else:
+        fn = _Deferred(lambda: env.compile_expression(text, undefined_to_none=False))
+    # as ``{{ (text) }}`` parses: a whole expression parses the same inside parentheses
+    ast = nodes.Template([nodes.Output([expr], lineno=1)], lineno=1)
     if untrusted:
         problem = _untrusted_problem(text, ast)
         if problem:
             raise TemplateError([Problem(location, problem)])
-    return Condition(text, location, _name_use(ast), fn)
+    if names is None or env is not ENV:
+        names = undeclared_names(ast, ENV)
+    if names is None:
+        ast.set_environment(ENV)
+    return Condition(text, location, _name_use(ast, names), fn, _constant(ast))
+
+
+def _parse_expression(env: ImmutableSandboxedEnvironment, text: str) -> nodes.Expr:
+    """``text`` parsed as ``compile_expression`` parses it (one expression, nothing
+    after), raising the same TemplateSyntaxError."""
+    parser = Parser(env, text, state="variable")
+    expr = parser.parse_expression()
+    if not parser.stream.eos:
+        raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno)
+    return expr
+
+
+def _constant(ast: nodes.Template) -> bool | None:
+    output = ast.body[0]
+    if isinstance(output, nodes.Output) and len(output.nodes) == 1:
+        node = output.nodes[0]
+        if isinstance(node, nodes.Const):
+            return bool(node.value)
+    return None
 
 
 def _scan_quotes(data: str, state: str) -> str:
@@ -420,7 +485,11 @@ def compile_text(source: str, location: Location, *, shell: bool = False) -> Tex
     env = SHELL_ENV if shell else ENV
     try:
         ast = env.parse(source)
-        template = env.from_string(source)
+        names = undeclared_names(ast, env)
+        if names is None:  # a shape only Jinja's code generator can judge: compile it now
+            template = _ready(env.from_string(source))
+        else:
+            template = _Deferred(lambda: env.from_string(source))
     except TemplateSyntaxError as exc:
         raise _syntax_problem(location, "template", exc) from None
     if shell and _substitution_in_quotes(env, source) is not None:
@@ -434,7 +503,7 @@ def compile_text(source: str, location: Location, *, shell: bool = False) -> Tex
                 )
             ]
         )
-    return Text(source, location, _name_use(ast), shell, template)
+    return Text(source, location, _name_use(ast, names), shell, template)
 
 
 def shell_text(text: Text) -> Text:

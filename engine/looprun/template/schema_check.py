@@ -1,6 +1,7 @@
 """JSON Schema validation with every error located and phrased for a person.
 
-``jsonschema`` is slow to import, so it is imported here, on first validation only.
+``jsonschema`` is slow to import, so it is imported here, on the first document that
+``schema_fast`` does not find valid (whose errors jsonschema then phrases).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from looprun.errors import Problem
 from looprun.system.resources import schema_path
+from looprun.template.schema_fast import Check, compile_validity
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import Document, JsonPath
 
@@ -75,6 +77,11 @@ def value_problem(path: JsonPath, value: Any) -> str | None:
     if next(Draft202012Validator(schema).iter_errors(value), None) is None:
         return None
     return f"expected {expected(node)}, got {show(value)}"
+
+
+@cache
+def _fast_validity() -> Check | None:
+    return compile_validity(composed_schema(template_schema()))
 
 
 @cache
@@ -243,6 +250,9 @@ def _explain(error: Any, doc: Document) -> Iterator[Problem]:
 
 def schema_problems(doc: Document) -> list[Problem]:
     """Every schema violation in a composed document, located and phrased for people."""
+    fast = _fast_validity()
+    if fast is not None and fast(doc.data):  # jsonschema would find nothing
+        return []
     problems: list[Problem] = []
     errors = sorted(
         _validator().iter_errors(doc.data), key=lambda e: [str(p) for p in e.absolute_path]

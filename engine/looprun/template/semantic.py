@@ -11,13 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jinja2 import nodes
-
 from looprun.data.taskgraph import find_cycle
 from looprun.errors import Location
 from looprun.observe.base import COMMON_FACTS
-from looprun.observe.registry import get_parser, parser_facts
-from looprun.template.expressions import ENV, Condition, NameUse
+from looprun.observe.registry import declared_empty_facts, get_parser, parser_facts
+from looprun.template.expressions import Condition, NameUse
 from looprun.template.holdout import scalar_facts
 from looprun.template.model import ENGINE_NAMES, Rule, TaskSpec
 from looprun.template.suggest import did_you_mean
@@ -45,8 +43,8 @@ INPUT_CHECKS: dict[str, Callable[[Any], bool]] = {
 def _sealed_away(parser: str | None) -> frozenset[str]:
     """The facts a held-out observation drops: ``items`` and the parser's facts whose
     values are not numbers or booleans (``failing``, ``failure_types``)."""
-    empty: Any = None
-    if parser:
+    empty: Any = declared_empty_facts(parser) if parser else None
+    if parser and empty is None:
         try:
             empty = getattr(get_parser(parser), "empty_facts", None)
         except Exception:  # an unknown parser is reported on its own
@@ -104,16 +102,7 @@ def name_problems(
 
 def const_truth(cond: Condition) -> bool | None:
     """True/False if a condition is a constant (``true``, ``1``, ``'x'``), else None."""
-    try:
-        ast = ENV.parse("{{ (" + cond.source + ") }}")
-    except Exception:
-        return None
-    output = ast.body[0]
-    if isinstance(output, nodes.Output) and len(output.nodes) == 1:
-        node = output.nodes[0]
-        if isinstance(node, nodes.Const):
-            return bool(node.value)
-    return None
+    return cond.constant
 
 
 class RuleOrder:

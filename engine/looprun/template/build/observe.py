@@ -9,7 +9,7 @@ from typing import Any
 
 from looprun.data.freeze import freeze
 from looprun.observe.registry import BUILTIN as BUILTIN_PARSERS
-from looprun.observe.registry import option_problems, parser_names
+from looprun.observe.registry import is_parser, option_problems, parser_names
 from looprun.template import deps
 from looprun.template.build.reader import Reader
 from looprun.template.holdout import dest_problem as holdout_dest_problem
@@ -25,7 +25,6 @@ from looprun.template.yamlpos import JsonPath
 
 def build_observers(r: Reader) -> dict[str, ObserverSpec]:
     out: dict[str, ObserverSpec] = {}
-    known_parsers = parser_names()
     earlier: set[str] = set()
     for name, spec in r.observers.items():
         path: JsonPath = ("observe", name)
@@ -36,7 +35,8 @@ def build_observers(r: Reader) -> dict[str, ObserverSpec]:
         parser = spec.get("parser")
         if isinstance(parser, str) and parser not in BUILTIN_PARSERS:
             deps.volatile()  # a plugin's parser: valid only while it is installed
-        if isinstance(parser, str) and parser not in known_parsers:
+        if isinstance(parser, str) and not is_parser(parser):
+            known_parsers = parser_names()
             hint = did_you_mean(parser, known_parsers) or f" (known: {', '.join(known_parsers)})"
             r.problem((*path, "parser"), f"unknown parser '{parser}'{hint}")
         if (
