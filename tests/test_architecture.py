@@ -59,6 +59,16 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "the Ray executor's modules load only when a run asks for --executor ray: a plain "
         "`looprun run` starts without them (tests/cli/test_plain_run_imports.py)"
     ),
+    ("looprun.run.drive", "looprun.report"): (
+        "the report (its HTML template, Jinja2's environment) loads only when a run in "
+        "GitHub Actions appends it to GITHUB_STEP_SUMMARY: a plain run starts without it "
+        "(tests/cli/test_plain_run_imports.py)"
+    ),
+    ("looprun.run.session", "looprun.act.agents.actor"): (
+        "the agent CLIs' adapters (five command lines and output parsers) load only when "
+        "the template's act names an agent CLI: a plain run starts without them "
+        "(tests/cli/test_plain_run_imports.py)"
+    ),
     # template/, observe/, checks/
     ("looprun.template.schema_check", "jsonschema"): (
         "the validator loads only when a template is validated: `looprun --help`, `runs` "

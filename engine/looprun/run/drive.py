@@ -22,7 +22,6 @@ from looprun.loop.state import LoopState
 from looprun.loop.verdict import left_failing, where_it_stands
 from looprun.models.base import Model
 from looprun.models.pricing import PriceTable
-from looprun.report import build_report, render
 from looprun.run.executors import (
     ExecutorFactory,
 )
@@ -244,6 +243,7 @@ def _step_summary(run_dir: Path) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
+    from looprun.report import build_report, render  # heavy: only when a summary is written
 
     try:
         text = render(build_report(run_dir), "md")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from looprun.act.agents.actor import AgentActor, AgentActRole
+from looprun.act.agent_role import AgentActRole
 from looprun.act.mcp import McpStartError
 from looprun.act.policy import Policy
 from looprun.act.tools import Toolbox
@@ -128,6 +128,8 @@ def assemble(
     actor = None
     agent = template.act.agent if template.act is not None else None
     if agent is not None:
+        from looprun.act.agents.actor import AgentActor  # the CLIs' adapters: only for one
+
         actor = AgentActor(
             agent,
             constraints,
