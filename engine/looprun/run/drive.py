@@ -34,6 +34,7 @@ from looprun.system.proc import secret_values
 from looprun.system.redact import Redactor
 from looprun.template.model import Template
 from looprun.workspace.commit import CommitRefused, commit_message, commit_paths
+from looprun.workspace.tree import Workspace
 
 
 def err(line: str) -> None:
@@ -141,9 +142,11 @@ def drive(
     status: RunStatus | None = None,
     executor: ExecutorFactory = local_executor,
     trace: Any = None,
+    workspace: Workspace | None = None,
 ) -> int:
     report = err
     wiring = Wiring(
+        workspace=workspace,
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,

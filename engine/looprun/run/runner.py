@@ -198,7 +198,9 @@ def _start(
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "template_sha256": file_digest(template.source),
     }
-    save_invocation(journal, repository(workdir), invocation)
+    # opened once: the invocation is sealed in its repository, then the run works in it
+    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", watched=True)
+    save_invocation(journal, ws.git, invocation)
     config = options.get("trace")
     trace = None if config is None else open_trace(config, journal.redact, template.name)
     with journal:
@@ -217,6 +219,7 @@ def _start(
                 events=events,
                 executor=executor,
                 trace=trace,
+                workspace=ws,
             )
         finally:
             if trace is not None:
