@@ -1,6 +1,7 @@
 """A plain run imports only what its template uses: no Ray executor (no ``--executor
-ray``), no agent CLI adapters (no ``act.agent``), no report (not in GitHub Actions), and
-no schema validator once the template is known to have loaded cleanly unchanged. Checked
+ray``), no agent CLI adapters (no ``act.agent``), no HTTP client (a scripted model), no
+report (not in GitHub Actions), and no schema validator once the template is known to
+have loaded cleanly unchanged. Checked
 in a fresh interpreter after a real run, in a real git repository, to its end."""
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def _modules(proc: subprocess.CompletedProcess[str], repo: Path) -> list[str]:
     return loaded
 
 
-HEAVY = ("looprun.remote", "ray", "looprun.act.agents", "looprun.report", "jsonschema")
+HEAVY = ("looprun.remote", "ray", "looprun.act.agents", "looprun.report", "httpx", "jsonschema")
 
 
 def test_a_plain_run_imports_only_what_its_template_uses(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_a_plain_run_imports_only_what_its_template_uses(tmp_path: Path) -> None
     template.write_text(TEMPLATE, encoding="utf-8")
     first = _modules(_run(tmp_path, repo, template), repo)
     assert "jsonschema" in first  # a template the cache does not know is validated
-    assert not [m for m in first if m.startswith(HEAVY[:4])]
+    assert not [m for m in first if m.startswith(HEAVY[:5])]
     (repo / "notes.txt").unlink()
     again = _modules(_run(tmp_path, repo, template), repo)
     assert not [m for m in again if m == "ray" or m.startswith(tuple(h + "." for h in HEAVY))]
