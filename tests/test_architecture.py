@@ -49,6 +49,12 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     # loop/
     ("looprun.loop.plan", "jsonschema"): "a model's plan is validated only when a model "
     "plans; the interpreter does not load the validator otherwise (see FORBIDDEN below)",
+    # models/
+    ("looprun.models.registry", "looprun.models.hosted"): (
+        "the HTTP client (httpx, with http.client, idna and pygments: some 0.1 s) loads only "
+        "when a model is reached over HTTP: a run of scripted models or of an agent CLI "
+        "starts without it (tests/cli/test_plain_run_imports.py)"
+    ),
     # cli/
     ("looprun.cli.validation.validate", "looprun.cli.validation.check"): (
         "the template language (PyYAML, Jinja2; some 0.4 s) loads only when a file is "
@@ -58,6 +64,16 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("looprun.cli.executors", "looprun.remote.ray_executor"): (
         "the Ray executor's modules load only when a run asks for --executor ray: a plain "
         "`looprun run` starts without them (tests/cli/test_plain_run_imports.py)"
+    ),
+    ("looprun.run.drive", "looprun.report"): (
+        "the report (its HTML template, Jinja2's environment) loads only when a run in "
+        "GitHub Actions appends it to GITHUB_STEP_SUMMARY: a plain run starts without it "
+        "(tests/cli/test_plain_run_imports.py)"
+    ),
+    ("looprun.run.session", "looprun.act.agents.actor"): (
+        "the agent CLIs' adapters (five command lines and output parsers) load only when "
+        "the template's act names an agent CLI: a plain run starts without them "
+        "(tests/cli/test_plain_run_imports.py)"
     ),
     # data/
     ("looprun.data.globs", "pathspec"): (

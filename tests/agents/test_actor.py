@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from tests.support.fake_agent_cli import install
 
-from looprun.act.agents.actor import AgentActor, agent_model
+from looprun.act.agent_role import agent_model
+from looprun.act.agents.actor import AgentActor
 from looprun.errors import LooprunError, UsageError
 from looprun.loop.ports import AgentRequest
 from looprun.template.model import AgentSpec, Constraints

@@ -1,9 +1,13 @@
-"""A plain run (no ``--executor ray``) starts without the Ray executor's modules: checked
+"""A plain run imports only what its template uses: no Ray executor (no ``--executor
+ray``), no agent CLI adapters (no ``act.agent``), no HTTP client (a scripted model), no
+report (not in GitHub Actions), and no schema validator once the template is known to
+have loaded cleanly unchanged. Checked
 in a fresh interpreter after a real run, in a real git repository, to its end."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,14 +60,13 @@ def _repo(root: Path) -> Path:
     return repo
 
 
-def test_a_plain_run_does_not_import_the_ray_executor(tmp_path: Path) -> None:
-    repo = _repo(tmp_path)
-    template = tmp_path / "plain.yaml"
-    template.write_text(TEMPLATE, encoding="utf-8")
+def _run(tmp_path: Path, repo: Path, template: Path) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "script.json"
     turn = {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hi\n"}}
     script.write_text(json.dumps([{"tool_calls": [turn]}, {"text": "ok"}]), encoding="utf-8")
-    proc = subprocess.run(
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env["LOOPRUN_CACHE_DIR"] = str(tmp_path / "cache")
+    return subprocess.run(
         [
             *(sys.executable, "-c", DRIVER, str(template), "--intent", "write a note"),
             *("--workdir", str(repo), "--model", f"script:{script}", "--json"),
@@ -71,10 +74,45 @@ def test_a_plain_run_does_not_import_the_ray_executor(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
+
+
+def _modules(proc: subprocess.CompletedProcess[str], repo: Path) -> list[str]:
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["code"] == 0, proc.stderr[-2000:]
     assert (repo / "notes.txt").read_text(encoding="utf-8") == "hi\n"  # the run did its work
-    loaded = result["modules"]
+    loaded: list[str] = result["modules"]
     assert "looprun.run.runner" in loaded  # the run's own code did load
-    assert not [m for m in loaded if m.startswith(("looprun.remote", "ray"))]
+    return loaded
+
+
+HEAVY = ("looprun.remote", "ray", "looprun.act.agents", "looprun.report", "httpx", "jsonschema")
+
+
+def test_a_plain_run_imports_only_what_its_template_uses(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    template = tmp_path / "plain.yaml"
+    template.write_text(TEMPLATE, encoding="utf-8")
+    first = _modules(_run(tmp_path, repo, template), repo)
+    assert "jsonschema" in first  # a template the cache does not know is validated
+    assert not [m for m in first if m.startswith(HEAVY[:5])]
+    (repo / "notes.txt").unlink()
+    again = _modules(_run(tmp_path, repo, template), repo)
+    assert not [m for m in again if m == "ray" or m.startswith(tuple(h + "." for h in HEAVY))]
+    assert not [m for m in again if m in HEAVY]
+
+
+def test_a_changed_template_is_validated_again(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    template = tmp_path / "plain.yaml"
+    template.write_text(TEMPLATE, encoding="utf-8")
+    _modules(_run(tmp_path, repo, template), repo)  # now known as loaded cleanly
+    (repo / "notes.txt").unlink()
+    # a key only the schema refuses (the template's builder would not look at it)
+    template.write_text(TEMPLATE.replace("max_steps: 4", "max_step: 4"), encoding="utf-8")
+    proc = _run(tmp_path, repo, template)
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["code"] == 2
+    assert f"{template}:9:3: " in proc.stderr and "max_step" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (repo / "notes.txt").exists()  # nothing ran

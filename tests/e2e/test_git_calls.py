@@ -111,3 +111,18 @@ def test_an_iteration_that_wrote_a_file_starts_no_git_process(tmp_path: Path) ->
         served = [subcommand(line) for line in run if "--stdin" in line.split()]
         assert served.count("diff-tree") == 2, run
         assert not any("looprun checkpoint" in line for line in run), run
+
+
+def test_a_run_starts_with_what_the_in_process_snapshot_cannot_answer(tmp_path: Path) -> None:
+    """Start-up asks git only what it must, once: the repository is found in one call and
+    never asked again whether it is one, HEAD is asked once, the ignore files are read
+    once, and object ids and git paths are worked out here, not asked."""
+    run = git_calls(tmp_path, "start", write, 1)
+    lines = [" ".join(w for w in line.split() if "=" not in w) for line in run]
+    assert sum("--show-toplevel" in line for line in lines) == 1, run
+    assert not [line for line in lines if "--is-inside-work-tree" in line], run
+    assert sum("HEAD^{commit}" in line for line in lines) == 1, run
+    assert sum(":(glob)**/.gitignore" in line for line in lines) == 1, run
+    assert sum("core.excludesFile" in line for line in lines) == 1, run
+    assert not [line for line in lines if "--git-path" in line or "^{tree}" in line], run
+    assert len(run) <= 18, "\n".join(run)

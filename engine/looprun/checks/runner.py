@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprun.checks.git_diff import with_git_output
+from looprun.checks.git_diff import Snapshot, with_git_output
 from looprun.checks.holdout import Holdout, HoldoutError, copied_in, sealed
 from looprun.checks.pytest_pin import PinError, pin
 from looprun.data.freeze import freeze
@@ -106,10 +106,12 @@ def observe_command(
     exclude: tuple[str, ...] = (),
     sandbox: Sandbox | None = None,
     isolated: bool = False,
+    snapshot: Snapshot | None = None,
 ) -> Observation:
     """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output.
     With a ``sandbox`` the command runs confined to it; ``isolated`` keeps the user's
-    site directory (start-up files outside the base) out of its interpreters."""
+    site directory (start-up files outside the base) out of its interpreters.
+    ``snapshot``: the run's snapshot of the tree, for git_diff (see ``with_git_output``)."""
     parser = get_parser(parser_name)
     report = None if file is None else (file if file.is_absolute() else workdir / file)
     output: str | None = None
@@ -162,7 +164,8 @@ def observe_command(
     )
     try:
         if parser_name == "git_diff":  # its command is git, run here with the repo pinned
-            data = with_git_output(data)
+            # a command of its own may have written since the run's snapshot: git looks
+            data = with_git_output(data, snapshot if command is None else None)
         obs = parser.parse(data)
     except Exception as exc:
         obs = _failed(parser_name, f"parser {parser_name!r} failed: {type(exc).__name__}: {exc}")
@@ -199,12 +202,14 @@ def run_observer(
     sandbox: Sandbox | None = None,
     pinned: Path | None = None,
     holdout: Holdout | None = None,
+    snapshot: Snapshot | None = None,
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates.
 
     ``pinned`` is a directory of the run no command can write, where an observer with
     ``pin_config`` gets the base's configuration copied; ``holdout``: the resolved
-    held-out tests of an observer that declares them."""
+    held-out tests of an observer that declares them; ``snapshot``: the run's own
+    snapshot of the tree, which git_diff reuses."""
     if spec.when is not None and not spec.when.evaluate(context):
         parser = get_parser(spec.parser)
         return Observation(
@@ -261,6 +266,7 @@ def run_observer(
         exclude=exclude,
         sandbox=sandbox,
         isolated=spec.pin_config is not None,
+        snapshot=snapshot,
     )
     if spec.select:
         crash_point("observe.narrow")  # test-only: a kill between a narrow stage and its verdict

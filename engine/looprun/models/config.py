@@ -30,8 +30,8 @@ from typing import Any
 import yaml
 
 from looprun.errors import UsageError
-from looprun.models.http import RetryPolicy
 from looprun.models.pricing import Price
+from looprun.models.retry import RetryPolicy
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _KEYS = {

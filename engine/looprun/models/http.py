@@ -15,13 +15,13 @@ import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from looprun.errors import ContextTooLong, ModelError
+from looprun.models.retry import RetryPolicy
 from looprun.system.redact import Redactor
 
 EventSink = Callable[[dict[str, Any]], None]
@@ -34,22 +34,6 @@ _CONTEXT_PATTERN = re.compile(
     re.IGNORECASE,
 )
 _MAX_SERVER_TEXT = 400
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How hard to try. Every number is configurable (config file ``retry:``)."""
-
-    max_attempts: int = 5
-    timeout_s: float = 120.0  # per HTTP request
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    retry_after_max_s: float = 120.0  # a server asking for a longer wait ends the call
-
-    def backoff(self, attempt: int, rng: random.Random) -> float:
-        """Full-range jitter over the upper half of an exponential step."""
-        step = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
-        return rng.uniform(step / 2, step)
 
 
 def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float | None:

@@ -22,7 +22,6 @@ from looprun.loop.state import LoopState
 from looprun.loop.verdict import left_failing, where_it_stands
 from looprun.models.base import Model
 from looprun.models.pricing import PriceTable
-from looprun.report import build_report, render
 from looprun.run.executors import (
     ExecutorFactory,
 )
@@ -35,6 +34,7 @@ from looprun.system.proc import secret_values
 from looprun.system.redact import Redactor
 from looprun.template.model import Template
 from looprun.workspace.commit import CommitRefused, commit_message, commit_paths
+from looprun.workspace.tree import Workspace
 
 
 def err(line: str) -> None:
@@ -142,9 +142,11 @@ def drive(
     status: RunStatus | None = None,
     executor: ExecutorFactory = local_executor,
     trace: Any = None,
+    workspace: Workspace | None = None,
 ) -> int:
     report = err
     wiring = Wiring(
+        workspace=workspace,
         report=report,
         interactive=_interactive() and not as_json,
         base=state.base if state is not None and state.base else None,
@@ -244,6 +246,7 @@ def _step_summary(run_dir: Path) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
+    from looprun.report import build_report, render  # heavy: only when a summary is written
 
     try:
         text = render(build_report(run_dir), "md")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from looprun.act.agents.actor import AgentActRole, agent_model
+from looprun.act.agent_role import AgentActRole, agent_model
 from looprun.errors import LooprunError, UsageError
 from looprun.journal.writer import RunJournal
 from looprun.models.base import Model, Unscripted

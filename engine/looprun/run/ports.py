@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from looprun.checks.git_diff import Snapshot
 from looprun.checks.holdout import Holdout
 from looprun.checks.runner import run_observer
 from looprun.errors import UsageError
@@ -37,6 +38,8 @@ class RealObserver:
     excluded: Callable[[], tuple[str, ...]] = tuple  # report files, out of the diff
     pinned: Path | None = None  # the run's copies of what checks run with, read-only to them
     holdouts: Mapping[str, Holdout] = field(default_factory=dict)  # by observer name
+    # the workspace's snapshot of the tree now, against a base (git_diff reuses it)
+    snapshot: Snapshot | None = None
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -57,6 +60,7 @@ class RealObserver:
                 sandbox=self.sandbox,
                 pinned=self.pinned,
                 holdout=self.holdouts.get(spec.name),
+                snapshot=self.snapshot,
             )
         finally:
             if spec.run is not None and self.on_command is not None:

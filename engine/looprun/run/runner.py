@@ -31,18 +31,29 @@ from looprun.run.ports import check_hidden
 from looprun.run.until import check_options, save_new, template_ref
 from looprun.run.workdir import workdir_of
 from looprun.sandbox import pick
+from looprun.template.deps import recording
 from looprun.template.loader import load_template
 from looprun.template.model import Template
-from looprun.template.valid_cache import file_digest
+from looprun.template.valid_cache import ValidCache, file_digest
 from looprun.tracing.config import open_trace
 from looprun.workspace.commit import current_branch
 from looprun.workspace.lock import RunLock
 from looprun.workspace.tree import Workspace
 
 
-def load(ref: str) -> Template:
-
-    return load_template(ref)
+def load(ref: str, cache: ValidCache | None = None) -> Template:
+    """The template at ``ref``. A file ``cache`` knows as loaded cleanly, with nothing it
+    read changed since (its own bytes, its parents', fragments', sub-loops', the engine
+    and the schema), skips the schema check and the validator's import; a file that
+    loads cleanly is remembered there. Any change is a miss: validated in full."""
+    if cache is None or not Path(ref).is_file():
+        return load_template(ref)
+    if cache.known_valid(ref):
+        return load_template(ref, schema=False)
+    with recording() as deps:
+        template = load_template(ref)
+    cache.remember_valid(ref, deps)
+    return template
 
 
 def bind_numbers(ref: str, template: Template, sets: Mapping[str, Any], inputs: Any) -> Template:
@@ -107,9 +118,12 @@ def read_intent(intent: str | None, intent_file: str | None) -> str | None:
     return text
 
 
-def run_from_cli(*, remote: RemoteExecutors | None = None, **options: Any) -> int:
+def run_from_cli(
+    *, remote: RemoteExecutors | None = None, cache: ValidCache | None = None, **options: Any
+) -> int:
     """``looprun TEMPLATE --intent ...``: returns the outcome's exit code. ``remote``
-    makes the executors ``--executor ray`` names (the CLI passes Ray's)."""
+    makes the executors ``--executor ray`` names (the CLI passes Ray's); ``cache``
+    remembers templates that loaded cleanly (see :func:`load`)."""
     options = {**options, "intent": read_intent(options.get("intent"), options.get("intent_file"))}
     workdir = workdir_of(options.get("workdir") or ".")
     if options.get("commit"):  # refuse before spending a token, not after the work
@@ -120,7 +134,7 @@ def run_from_cli(*, remote: RemoteExecutors | None = None, **options: Any) -> in
         ref, until_text = template_ref(workdir, options)
     else:
         ref = resolve_ref(options["template"])
-    template = load(ref)
+    template = load(ref, None if until_text is not None else cache)
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
     if until_text is not None and options.get("save"):
@@ -184,7 +198,9 @@ def _start(
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "template_sha256": file_digest(template.source),
     }
-    save_invocation(journal, repository(workdir), invocation)
+    # opened once: the invocation is sealed in its repository, then the run works in it
+    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", watched=True)
+    save_invocation(journal, ws.git, invocation)
     config = options.get("trace")
     trace = None if config is None else open_trace(config, journal.redact, template.name)
     with journal:
@@ -203,6 +219,7 @@ def _start(
                 events=events,
                 executor=executor,
                 trace=trace,
+                workspace=ws,
             )
         finally:
             if trace is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from looprun.act.agents.actor import AgentActor, AgentActRole
+from looprun.act.agent_role import AgentActRole
 from looprun.act.mcp import McpStartError
 from looprun.act.policy import Policy
 from looprun.act.tools import Toolbox
@@ -55,6 +55,7 @@ class Wiring:
     script_key: tuple[tuple[str, int], ...] = ()  # a scripted model's place in the tree
     stop: threading.Event | None = None  # set when the outer loop stops this sub-loop
     trace: Any = None  # the run's spans (looprun.tracing.otel.RunTrace), when traced
+    workspace: Workspace | None = None  # opened already (watched, at ``base``), else here
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,9 @@ def assemble(
     held_out = (*w.held_out, *(str(h.source) for h in holdouts.values()))
     constraints = denied_to_model(constraints, dests)
     # watched: the tools and the observers' commands below say when they may have written
-    ws = Workspace.open(workdir, state_dir=workdir / ".looprun", base=w.base, watched=True)
+    ws = w.workspace or Workspace.open(
+        workdir, state_dir=workdir / ".looprun", base=w.base, watched=True
+    )
     mode = w.sandbox_mode or template.sandbox.mode
     git_dir = ws.git.git_dir
     sandbox = run_sandbox(
@@ -128,6 +131,8 @@ def assemble(
     actor = None
     agent = template.act.agent if template.act is not None else None
     if agent is not None:
+        from looprun.act.agents.actor import AgentActor  # the CLIs' adapters: only for one
+
         actor = AgentActor(
             agent,
             constraints,
@@ -154,6 +159,7 @@ def assemble(
         excluded=lambda: ws.excluded,
         pinned=journal.dir / "pinned",
         holdouts=holdouts,
+        snapshot=lambda base: ws.snapshot() if ws.base() == base else None,
     )
     journal_port: Any = journal
     if w.trace is not None:  # the spans are made from what these ports record

@@ -32,11 +32,14 @@ def locate(ref: str | Path) -> Path:
     return path
 
 
-def load_template(ref: str | Path, given: Mapping[str, Any] | None = None) -> Template:
+def load_template(
+    ref: str | Path, given: Mapping[str, Any] | None = None, *, schema: bool = True
+) -> Template:
     """Load, compose and validate a template; raise TemplateError with every problem.
 
     ``given``: input values (from ``--set``) that numbers written as ``{{ inputs.NAME }}``
-    take instead of the inputs' defaults."""
+    take instead of the inputs' defaults. ``schema=False`` skips the JSON Schema check
+    (and the validator's import): only for files known to have passed it unchanged."""
     path = locate(ref)
     if not path.exists() and not isinstance(ref, Path):
         name = str(ref)
@@ -48,15 +51,19 @@ def load_template(ref: str | Path, given: Mapping[str, Any] | None = None) -> Te
         raise TemplateError(
             [Problem(Location(display(path), 1, 1), f"no such file or built-in template{hint}")]
         )
-    return _load(path, (), given)
+    return _load(path, (), given, schema)
 
 
 def _load(
-    path: Source, outer: tuple[Source, ...], given: Mapping[str, Any] | None = None
+    path: Source,
+    outer: tuple[Source, ...],
+    given: Mapping[str, Any] | None = None,
+    schema: bool = True,
 ) -> Template:
     doc = compose(path)
     problems: list[Problem] = []
-    problems.extend(schema_problems(doc))
+    if schema:
+        problems.extend(schema_problems(doc))
     here = path.resolve()
     chain = (*outer, here)
 
@@ -66,7 +73,7 @@ def _load(
             raise TemplateError([Problem(at, f"each_task.uses cycle: {names}")])
         if len(chain) >= MAX_SUBLOOP_DEPTH:
             raise TemplateError([Problem(at, f"sub-loops nested deeper than {MAX_SUBLOOP_DEPTH}")])
-        return _load(target, chain)
+        return _load(target, chain, schema=schema)
 
     builder = Builder(doc, sub_loader, given)
     try:

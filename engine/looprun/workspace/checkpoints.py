@@ -14,6 +14,7 @@ import weakref
 from looprun.errors import LooprunError
 from looprun.workspace.current import CurrentTree
 from looprun.workspace.long_lived import RefUpdates
+from looprun.workspace.objects import loose_tree_of
 
 REF_PREFIX = "refs/looprun/"
 _HEX = frozenset("0123456789abcdef")
@@ -75,7 +76,17 @@ class Checkpoints:
         known = self._trees.get(ref_or_sha)
         if known is not None:
             return known
-        for candidate in (REF_PREFIX + ref_or_sha, ref_or_sha):
+        full = len(ref_or_sha) == 40 and set(ref_or_sha) <= _HEX
+        repo = self.now.quick.repo() if full else None
+        tree = None if repo is None else loose_tree_of(repo.objects, ref_or_sha)
+        if tree is not None:  # a full object id, stored loose: read here
+            self._trees[ref_or_sha] = tree
+            return tree
+        # a full id is what it says before it is a checkpoint's name
+        candidates = (
+            (ref_or_sha, REF_PREFIX + ref_or_sha) if full else (REF_PREFIX + ref_or_sha, ref_or_sha)
+        )
+        for candidate in candidates:
             out = self.git.run("rev-parse", "--verify", "-q", f"{candidate}^{{tree}}", check=False)
             if out.strip():
                 if len(ref_or_sha) >= 40 and set(ref_or_sha) <= _HEX:  # an object id: fixed

@@ -49,11 +49,14 @@ class CurrentTree:
         # command ran, anything may have changed): those alone are hashed in-process.
         self._prev: str | None = None
         self._pending: set[str] | None = None
+        self._start_rules: str | None = None
 
     def rules(self) -> str:
         """The ignore rules snapshots go by (see ``ignore.base_ignore_rules``)."""
         if self.base is None:  # the start state: the tree's own ignore files, as they are
-            return current_ignore_rules(self.git, self.state_rel)
+            if self._start_rules is None:  # read once until something may have written
+                self._start_rules = current_ignore_rules(self.git, self.state_rel)
+            return self._start_rules
         return base_ignore_rules(self.git, self.base)
 
     def head(self) -> str | None:
@@ -98,7 +101,7 @@ class CurrentTree:
 
     def touched(self, paths: Sequence[str] | None = None) -> None:
         """The working tree may have changed (see ``Workspace.touched``)."""
-        self._tree = None
+        self._tree = self._start_rules = None
         if paths is None:
             self._pending = None
         elif self._pending is not None:

@@ -193,8 +193,45 @@ class Git:
         if self.git_dir is not None:
             return self
         out = self.run("rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
-        git_dir, common = (Path(p) for p in out.splitlines())
-        return Git(self.workdir, git_dir, common if common != git_dir else None)
+        git_dir, common = out.splitlines()
+        return self._pinned_at(git_dir, common)
+
+    def located(self) -> tuple[str, Git | None]:
+        """The top of the work tree this directory is in ('' when it is in none) and, for
+        a repository found by discovery, the repository pinned (see :meth:`pinned`): one
+        git process for both."""
+        code, out, _ = self.run_status(
+            "rev-parse", "--show-toplevel", "--path-format=absolute", "--git-dir",
+            "--git-common-dir",
+        )  # fmt: skip
+        lines = out.splitlines()
+        if code != 0 or len(lines) != 3:
+            return "", None
+        if self.git_dir is not None:
+            return lines[0], self
+        return lines[0], self._pinned_at(lines[1], lines[2])
+
+    def _pinned_at(self, git_dir: str, common: str) -> Git:
+        pinned = Git(self.workdir, Path(git_dir), Path(common) if common != git_dir else None)
+        # the same config files either way: what no_drivers found holds for both
+        mine = _DRIVERS_CACHE.get((str(self.workdir), ""))
+        if mine is not None and mine[0] == _config_stamp(pinned.workdir, pinned.git_dir):
+            _DRIVERS_CACHE.setdefault((str(pinned.workdir), str(pinned.git_dir)), mine)
+        return pinned
+
+    def git_dirs(self) -> tuple[Path, Path]:
+        """The repository's own git directory and its common one (another only for a
+        linked worktree): worked out for a pinned repository, else asked of git."""
+        if self.git_dir is not None:
+            common = self.common_dir or _common_dir(self.git_dir) or self.git_dir
+            return Path(self.git_dir), Path(common)
+        out = self.run("rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
+        own, common = out.splitlines()
+        return Path(own), Path(common)
+
+    def info_path(self, name: str) -> Path:
+        """``info/<name>`` of the repository (``info/exclude``): in its common directory."""
+        return self.git_dirs()[1] / "info" / name
 
     def is_repo(self) -> bool:
         try:

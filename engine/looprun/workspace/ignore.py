@@ -9,7 +9,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from looprun.workspace.git import Git
+from looprun.workspace.git import Git, GitError
 
 
 def _escape_glob(text: str) -> str:
@@ -100,21 +100,24 @@ def _global_and_info_excludes(git: Git) -> list[str]:
     else:
         xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
         out.append(os.path.join(xdg, "git", "ignore"))
-    info = git.run("rev-parse", "--git-path", "info/exclude", check=False).strip()
-    if info:
-        out.append(info if os.path.isabs(info) else str(Path(git.workdir) / info))
+    with contextlib.suppress(GitError):  # else no repository holds one
+        out.append(str(git.info_path("exclude")))
     return out
 
 
-def ignored_paths(git: Git, rules: str, exclude: str = ".looprun") -> set[str]:
-    """Untracked paths the rules ignore, a wholly ignored directory as one ``dir/``."""
+def ignored_paths(
+    git: Git, rules: str, exclude: str = ".looprun", head: str | bool | None = True
+) -> set[str]:
+    """Untracked paths the rules ignore, a wholly ignored directory as one ``dir/``.
+    ``head``: the commit HEAD points at, when the caller knows it (None: no commit yet);
+    True asks git."""
     spec = ["."] + ([f":(exclude){exclude}"] if not exclude.startswith("..") else [])
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".exclude") as fh:
         fh.write(rules)
         fh.flush()
         with tempfile.TemporaryDirectory(prefix="looprun-index-") as tmp:
             env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
-            if git.head():
+            if git.head() if head is True else head:
                 git.run("read-tree", "HEAD", env=env)
             out = git.run_bytes(
                 "ls-files", "-z", "-o", "-i", "--directory", f"--exclude-from={fh.name}",
@@ -126,8 +129,7 @@ def ignored_paths(git: Git, rules: str, exclude: str = ".looprun") -> set[str]:
 def exclude_locally(git: Git, line: str) -> None:
     """Add ``line`` to the repository's ``info/exclude`` unless it is there: an ignore
     rule local to this clone, never committed (the engine's state directory)."""
-    rel = git.run("rev-parse", "--git-path", "info/exclude").strip()
-    exclude = Path(rel) if os.path.isabs(rel) else git.workdir / rel
+    exclude = git.info_path("exclude")
     try:
         existing = exclude.read_text("utf-8").splitlines()
     except FileNotFoundError:

@@ -61,8 +61,7 @@ def clear_stale_locks(
     """Remove the lock files a killed run left behind (see ``Workspace.clear_stale_locks``:
     only while holding the :class:`RunLock`, and only the engine's own locks)."""
     found = [state_dir / "snapshot.index.lock"]
-    common = _git_path(git, git.run("rev-parse", "--git-common-dir").strip())
-    own = _git_path(git, git.run("rev-parse", "--git-dir").strip())
+    own, common = (Path(os.path.realpath(p)) for p in git.git_dirs())
     if own != common and own.parent.name == "worktrees":  # a sub-loop's worktree
         found.append(own / "index.lock")
     rid = glob.escape(run_id)
@@ -71,10 +70,6 @@ def clear_stale_locks(
         for pattern in (f"{rid}/**/*.lock", f"{rid}.*/**/*.lock"):
             found.extend((common / ns).glob(pattern))
     return [p for p in dict.fromkeys(found) if _remove_stale(p, grace_s)]
-
-
-def _git_path(git: Git, text: str) -> Path:
-    return Path(os.path.realpath(text if os.path.isabs(text) else git.workdir / text))
 
 
 def _remove_stale(lock: Path, grace_s: float) -> bool:

@@ -66,6 +66,27 @@ def loose_object_ok(objects: Path, oid: str) -> bool | None:
     return hashlib.sha1(raw).hexdigest() == oid
 
 
+def loose_tree_of(objects: Path, oid: str) -> str | None:
+    """The tree the loose commit or tree ``oid`` stands for, read in-process; None when
+    it is not stored loose, is another kind, or does not hold what its id says: git is
+    asked then."""
+    try:
+        fd = os.open(objects / oid[:2] / oid[2:], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            raw = zlib.decompress(fh.read())
+    except (OSError, zlib.error):
+        return None
+    if hashlib.sha1(raw).hexdigest() != oid:
+        return None
+    header, _, body = raw.partition(b"\0")
+    if header.startswith(b"tree "):
+        return oid
+    if header.startswith(b"commit ") and body.startswith(b"tree "):
+        tree = body[5:45].decode("ascii", "replace")
+        return tree if len(tree) == 40 and set(tree) <= set("0123456789abcdef") else None
+    return None
+
+
 def _holds(path: Path, raw: bytes) -> bool:
     """Whether the loose object at ``path`` is ``raw``, compressed."""
     try:

@@ -53,16 +53,10 @@ class QuickSnapshots:
         return self._repo  # type: ignore[return-value]
 
     def _ask_repo(self) -> _Repo | None:
-        code, out, _ = self.git.run_status(
-            "rev-parse", "--show-object-format", "--git-path", "objects",
-            "--git-path", "info/attributes", "--git-common-dir",
-        )  # fmt: skip
-        lines = out.splitlines()
-        if code != 0 or len(lines) != 4 or lines[0] != "sha1":
-            return None
         code, cfg, _ = self.git.run_status(
             "config", "-z", "--get-regexp",
-            r"^(core\.(filemode|ignorecase|logallrefupdates)|extensions\.refstorage)$",
+            r"^(core\.(filemode|ignorecase|logallrefupdates)"
+            r"|extensions\.(refstorage|objectformat))$",
         )  # fmt: skip
         if code not in (0, 1):  # 1: none set
             return None
@@ -70,6 +64,18 @@ class QuickSnapshots:
             k.lower(): v if sep else "true"
             for k, sep, v in (r.partition("\n") for r in cfg.split("\0") if r)
         }
+        if self.git.git_dir is not None:  # pinned: where git would look, worked out
+            common = str(self.git.git_dirs()[1])
+            fmt = values.get("extensions.objectformat", "sha1").lower()
+            lines = [fmt, f"{common}/objects", f"{common}/info/attributes", common]
+        else:
+            code, out, _ = self.git.run_status(
+                "rev-parse", "--show-object-format", "--git-path", "objects",
+                "--git-path", "info/attributes", "--git-common-dir",
+            )  # fmt: skip
+            lines = out.splitlines() if code == 0 else []
+        if len(lines) != 4 or lines[0] != "sha1":
+            return None
         if _true(values.get("core.ignorecase", "false")) is not False:
             return None
         filemode = _true(values.get("core.filemode", "true"))

@@ -63,10 +63,9 @@ class Workspace:
         if not workdir.is_dir():
             raise UsageError(f"{workdir}: the working directory does not exist")
         state_dir = safefs.checked_dir(Path(os.path.abspath(state_dir)))
-        plain = Git(workdir)
-        top = plain.run("rev-parse", "--show-toplevel", check=False).strip()
-        if top and Path(os.path.realpath(top)) == workdir:
-            ws = cls(workdir, plain.pinned(), state_dir, private=False, watched=watched)
+        top, pinned = Git(workdir).located()
+        if top and pinned is not None and Path(os.path.realpath(top)) == workdir:
+            ws = cls(workdir, pinned, state_dir, private=False, watched=watched)
         else:
             private = _private_repo(workdir, state_dir / "git")
             ws = cls(workdir, private, state_dir, private=True, watched=watched)
@@ -134,7 +133,9 @@ class Workspace:
         return self._now.base
 
     def _ignored(self) -> set[str]:
-        return ignored_paths(self.git, self._now.rules(), exclude=self._now.state_rel)
+        return ignored_paths(
+            self.git, self._now.rules(), exclude=self._now.state_rel, head=self._now.head()
+        )
 
     def _base_file(self, kind: str) -> Path:
         """Where the ignore rules (``ignore``) and the ignored paths (``ignored``) of the
@@ -143,15 +144,15 @@ class Workspace:
 
     def describe_base(self) -> str:
         """What the start state holds besides HEAD: '' when it is exactly HEAD."""
-        head = self.git.head()
         base = self.base()
+        head = self._now.head()
         if head:
             start = self.tree_of(head)
             label = f"HEAD ({head[:10]})"
         else:
             start, label = EMPTY_TREE, "an empty repository (no commit yet)"
         by: dict[str, list[str]] = {"A": [], "M": [], "D": []}
-        for _, _, status, path in self._diffs.raw(start, base):
+        for _, _, status, path in self._diffs.raw(start, base) if start != base else ():
             by.get(status, by["M"]).append(path)
         if not any(by.values()):
             return f"the run starts from {label}, with no uncommitted changes"

@@ -10,6 +10,7 @@ import click
 
 from looprun.cli.executors import ray_executors
 from looprun.run.runner import run_from_cli
+from looprun.template.valid_cache import ValidCache, default_dir
 from looprun.tracing.config import trace_config
 
 
@@ -91,4 +92,6 @@ def command(**options: Any) -> None:
     """
     warn = lambda line: click.echo(line, err=True)  # noqa: E731
     options["trace"] = trace_config(os.environ, flag=options.pop("otel"), warn=warn)
-    sys.exit(run_from_cli(remote=ray_executors, **options))
+    # beside `looprun validate`'s entries, not among them: a run checks less than validate
+    cache = ValidCache(default_dir() / "loaded")
+    sys.exit(run_from_cli(remote=ray_executors, cache=cache, **options))
