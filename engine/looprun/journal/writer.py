@@ -3,17 +3,20 @@
 - ``journal.jsonl``: append-only events, each flushed before the call returns (schema:
   ``schemas/journal-event.schema.json``); a torn last line is tolerated on read and cut
   off before appending again;
-- ``state.json``: the resumable loop state, replaced atomically (temp file, fsync, rename);
+- ``state.json``: a copy of the resumable loop state, replaced atomically (temp file,
+  rename) and not fsynced: each saved state is first a ``state`` record in the journal;
 - ``run.json``: how the run was invoked, so ``looprun resume`` can rebuild it;
 - ``observe/<n>.json``: one structured observation per iteration;
 - ``exchanges.jsonl``: the model exchanges; ``summary.json``: the result at the end.
 
 A killed process loses nothing: every write reaches the operating system before the call
-returns. For a machine crash, saving the state is the durable point, at two fsyncs per
-step: the journal first (so the events of every saved state survive with it), then the
-new state's content; the rename rides on the next fsync. A machine crash may so lose the
-last step (a resumed run redoes it, as after a kill before the save) and the OS-buffered
-tail of the exchanges and observations; both are fsynced when the journal closes.
+returns. For a machine crash, saving the state is the durable point, at one fsync per
+step: the state is appended to the journal as a ``state`` record after the events it has
+seen, and the journal is fsynced; ``state.json`` is then replaced without an fsync, and
+reading the state (:func:`looprun.journal.read.load_state`) takes the last record when
+the copy is missing, torn or older. A machine crash may so lose the last step (a resumed
+run redoes it, as after a kill before the save) and the OS-buffered tail of the exchanges
+and observations; both are fsynced when the journal closes.
 
 Every string written is redacted first: values of secret-looking environment variables
 never reach these files.
@@ -34,7 +37,8 @@ from typing import Any
 
 from looprun.data.usage import UnsavedUsage
 from looprun.errors import UsageError
-from looprun.journal.read import current_events, load_json, read_jsonl
+from looprun.journal.read import STATE_EVENT, current_events, load_json, read_jsonl
+from looprun.journal.read import load_state as load_run_state
 from looprun.journal.runs import find_run, new_run_id
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
@@ -186,8 +190,8 @@ class RunJournal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _append(self, fh: Any, obj: Mapping[str, Any], point: str) -> None:
-        line = _dumps(self.redact.data(bounded(obj))) + "\n"
+    def _append(self, fh: Any, obj: Mapping[str, Any], point: str, bound: bool = True) -> None:
+        line = _dumps(self.redact.data(bounded(obj) if bound else obj)) + "\n"
         crash_point(f"torn:{point}", lambda: _write_durably(fh, line[: len(line) // 2]))
         fh.write(line)
         fh.flush()
@@ -202,6 +206,9 @@ class RunJournal:
     # -- the Journal port -------------------------------------------------------------------
 
     def event(self, kind: str, **data: Any) -> None:
+        self._append(self._events, self._record(kind, data), f"event:{kind}")
+
+    def _record(self, kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
         self._seq += 1
         record = {
             "seq": self._seq,
@@ -213,17 +220,21 @@ class RunJournal:
         if kind in _WHERE:  # on a cluster, which node and process ran this step
             record |= {"host": _HOST, "pid": os.getpid()}
         crash_point(f"before:event:{kind}")
-        self._append(self._events, record, f"event:{kind}")
+        return record
 
     def exchange(self, record: Mapping[str, Any]) -> None:
         self._append(self._exchanges, {"ts": round(time.time(), 3), **record}, "exchange")
         self._exchange_count += 1
 
     def save_state(self, state: Mapping[str, Any]) -> None:
+        """Append the state to the journal after the events it has seen and fsync it (the
+        one durable point of a step), then replace ``state.json``, a copy for readers."""
         crash_point("before:state")
+        record = self._record(STATE_EVENT, {"state": state})
+        self._append(self._events, record, "event:state", bound=False)  # kept whole
+        self._sync(self._events)
         text = _dumps(self.redact.data(state))
-        self._sync(self._events)  # the events this state has seen, durable before it
-        write_atomic(self.dir / "state.json", text, nofollow=True, sync="content")
+        write_atomic(self.dir / "state.json", text, nofollow=True, sync="none")
         crash_point("after:state")
 
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
@@ -311,13 +322,13 @@ class RunJournal:
                 break
             if anchor is None and (seq == journal_seq or journal_seq == 0):
                 anchor = float(e.get("ts") or 0.0)
-            elif anchor is not None and seq > journal_seq:
+            elif anchor is not None and seq > journal_seq and e.get("event") != STATE_EVENT:
                 stamps.append(float(e.get("ts") or 0.0))
         seconds = max(0.0, max(stamps) - anchor) if stamps and anchor is not None else 0.0
         return UnsavedUsage(prompt, completion, cost, seconds)
 
     def load_state(self) -> dict[str, Any] | None:
-        return load_json(self.dir / "state.json")
+        return load_run_state(self.dir)
 
     def load_invocation(self) -> dict[str, Any]:
         data = load_json(self.dir / "run.json")
