@@ -41,9 +41,9 @@ from looprun.journal.read import STATE_EVENT, current_events, load_json, read_js
 from looprun.journal.read import load_state as load_run_state
 from looprun.journal.runs import find_run, new_run_id
 from looprun.system import safefs
-from looprun.system.atomic import write_atomic
+from looprun.system.atomic import write_atomic, write_atomic_at
 from looprun.system.crashpoint import crash_point
-from looprun.system.proc import secret_values
+from looprun.system.proc import secret_values, spawned
 from looprun.system.redact import Redactor
 
 # A value longer than this (a refused 12 MB write, a huge reply) is recorded in the event
@@ -131,8 +131,13 @@ class RunJournal:
         self.dir = run_dir
         self.run_id = run_id
         self.redact = redactor or Redactor(secret_values())
-        for sub in ("observe", "artifacts"):
-            os.close(safefs.open_dir(self.dir / sub, create=True))
+        # held for the run: each step's writes open no directory walk from ``/``
+        self._dfd = safefs.open_dir(self.dir, create=True)
+        self._observe_fd = safefs.open_dir(self.dir / "observe", create=True)
+        os.close(safefs.open_dir(self.dir / "artifacts", create=True))
+        self._kept_fd: int | None = None
+        # the ``artifacts/`` this journal made and the command count then (see fresh_artifacts)
+        self._fresh: tuple[int, int, int] | None = None
         self._events_path = self.dir / "journal.jsonl"
         self._seq = _last_seq(_repair_tail(self._events_path))
         self._exchanges_path = self.dir / "exchanges.jsonl"
@@ -183,6 +188,11 @@ class RunJournal:
             if not fh.closed:
                 self._sync(fh)
                 fh.close()
+        for name in ("_observe_fd", "_kept_fd", "_dfd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
 
     def __enter__(self) -> RunJournal:
         return self
@@ -190,8 +200,10 @@ class RunJournal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _append(self, fh: Any, obj: Mapping[str, Any], point: str, bound: bool = True) -> None:
-        line = _dumps(self.redact.data(bounded(obj) if bound else obj)) + "\n"
+    def _append(self, fh: Any, obj: Mapping[str, Any], point: str) -> None:
+        self._write_line(fh, _dumps(self.redact.data(bounded(obj))) + "\n", point)
+
+    def _write_line(self, fh: Any, line: str, point: str) -> None:
         crash_point(f"torn:{point}", lambda: _write_durably(fh, line[: len(line) // 2]))
         fh.write(line)
         fh.flush()
@@ -230,22 +242,47 @@ class RunJournal:
         """Append the state to the journal after the events it has seen and fsync it (the
         one durable point of a step), then replace ``state.json``, a copy for readers."""
         crash_point("before:state")
-        record = self._record(STATE_EVENT, {"state": state})
-        self._append(self._events, record, "event:state", bound=False)  # kept whole
+        text = _dumps(self.redact.data(state))  # redacted and serialised once for both
+        head = _dumps(self.redact.data(self._record(STATE_EVENT, {})))
+        self._write_line(self._events, f'{head[:-1]}, "state": {text}}}\n', "event:state")
         self._sync(self._events)
-        text = _dumps(self.redact.data(state))
-        write_atomic(self.dir / "state.json", text, nofollow=True, sync="none")
+        write_atomic_at(self._held(), "state.json", text, sync="none")
         crash_point("after:state")
 
+    def _held(self) -> int:
+        if self._dfd is None:
+            raise UsageError(f"{self.dir}: the run's journal is closed")
+        return self._dfd
+
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
-        self._save(Path("observe") / f"{number}.json", record, sync="none")
+        if self._observe_fd is None:
+            raise UsageError(f"{self.dir}: the run's journal is closed")
+        write_atomic_at(self._observe_fd, f"{number}.json", self._text(record), sync="none")
         self._keep_artifacts(number)
 
     def fresh_artifacts(self) -> None:
         """Start an iteration (or the baseline) with an empty ``artifacts/``: the old one,
         kept already in ``kept/<n>/``, is replaced by a new directory, so nothing a command
-        left or planted in an earlier iteration is there for this one's commands."""
-        safefs.renew_dir(self.artifacts)
+        left or planted in an earlier iteration is there for this one's commands.
+
+        When no command has started since this journal made the directory and it is
+        still empty, no command can hold it or have left anything in it: it stays."""
+        dfd = self._held()
+        if self._fresh is not None and self._fresh[2] == spawned():
+            try:
+                fd = os.open("artifacts", safefs.DIR_FLAGS, dir_fd=dfd)
+            except OSError:
+                fd = -1
+            if fd >= 0:
+                try:
+                    st = os.fstat(fd)
+                    if (st.st_dev, st.st_ino) == self._fresh[:2] and not os.listdir(fd):
+                        return
+                finally:
+                    os.close(fd)
+        safefs.renew_entry(dfd, "artifacts")
+        st = os.stat("artifacts", dir_fd=dfd, follow_symlinks=False)
+        self._fresh = (st.st_dev, st.st_ino, spawned())
 
     def _keep_artifacts(self, number: int) -> None:
         """Copy what the observers wrote this iteration (reports, output logs) to
@@ -257,12 +294,17 @@ class RunJournal:
         :data:`MAX_KEPT_BYTES`; the copies go to a directory outside it (read-only to
         sandboxed commands), created from the run directory's descriptor with no-follow,
         exclusive opens."""
-        with safefs.opened_dir(self.artifacts) as src:
+        src = os.open("artifacts", safefs.DIR_FLAGS, dir_fd=self._held())
+        try:
             files = {name: data for name in sorted(os.listdir(src))
                      if (data := _read_planted(src, name)) is not None}  # fmt: skip
+        finally:
+            os.close(src)
         if not files:
             return
-        with safefs.opened_dir(self.kept / str(number), create=True) as dst:
+        if self._kept_fd is None:
+            self._kept_fd = safefs.open_dir(self.kept, create=True)
+        with safefs.opened_dir_at(self._kept_fd, str(number)) as dst:
             for name, data in files.items():
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name, dir_fd=dst)  # a resumed run redoes an iteration
