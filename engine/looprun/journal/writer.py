@@ -294,7 +294,7 @@ class RunJournal:
         :data:`MAX_KEPT_BYTES`; the copies go to a directory outside it (read-only to
         sandboxed commands), created from the run directory's descriptor with no-follow,
         exclusive opens."""
-        src = os.open("artifacts", safefs.DIR_FLAGS, dir_fd=self._held())
+        src = safefs.open_dir_at(self._held(), "artifacts", self.artifacts)
         try:
             files = {name: data for name in sorted(os.listdir(src))
                      if (data := _read_planted(src, name)) is not None}  # fmt: skip

@@ -93,6 +93,14 @@ def opened_dir(path: Path, *, create: bool = False) -> Iterator[int]:
         os.close(fd)
 
 
+def open_dir_at(parent: int, name: str, path: Path) -> int:
+    """Directory ``name`` in ``parent`` (``path``, for the refusal), opened no-follow."""
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        raise _explain(path, exc) from None
+
+
 @contextlib.contextmanager
 def opened_dir_at(parent: int, name: str) -> Iterator[int]:
     """Directory ``name`` in ``parent`` (made 0700 when missing), opened no-follow."""

@@ -104,6 +104,13 @@ class Differ:
         checked once each against their ids (see ``check_objects``)."""
         if tree in self._verified or tree == start:
             return
+        made = self._quick.made(tree) if self.watched else None
+        if made is not None and self._checked_from.get(start) == made[0]:
+            # made here from the last tree checked against ``start``: what differs from
+            # that one is what was just stored, each object read back or written whole
+            self._verified.update(made[1] | {tree})
+            self._checked_from[start] = tree
+            return
         if self.watched:  # one long-lived diff-tree for the run, as for the patches
             if self._new_side is None:
                 self._new_side = TreeDiffs(self.git, "-t", "--raw", "-z")
