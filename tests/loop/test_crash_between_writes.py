@@ -12,7 +12,7 @@ import pytest
 from loop_helpers import FINISHED, Rig, make_template, write
 
 from looprun.journal.read import current_events
-from looprun.journal.writer import RunJournal
+from looprun.journal.writer import MAX_RECORDED_CHARS, RunJournal
 from looprun.loop.state import LoopState
 from looprun.models.scripted import ScriptedModel
 from looprun.system.resources import schemas_dir
@@ -124,6 +124,17 @@ def test_the_journal_record_stands_in_for_a_missing_torn_or_older_state_json(
         copy.write_text(json.dumps(records[-2]))
     assert journal.load_state() == last
     assert LoopState.from_dict(last).iterations == 3
+
+
+def test_a_state_too_big_for_every_step_s_record_is_saved_as_state_json_alone(
+    rig: Rig,
+) -> None:
+    journal = _saves(rig, 1)
+    big = {**(journal.load_state() or {}), "note": "x" * (MAX_RECORDED_CHARS + 1)}
+    big["journal_seq"] = journal.seq
+    journal.save_state(big)
+    assert [e["event"] for e in journal.events()][-1] != "state"  # the journal stays small
+    assert RunJournal.open(rig.workdir, journal.run_id).load_state() == big
 
 
 def test_the_record_is_found_past_a_long_tail_and_a_torn_last_line(rig: Rig) -> None:

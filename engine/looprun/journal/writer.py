@@ -240,9 +240,18 @@ class RunJournal:
 
     def save_state(self, state: Mapping[str, Any]) -> None:
         """Append the state to the journal after the events it has seen and fsync it (the
-        one durable point of a step), then replace ``state.json``, a copy for readers."""
+        one durable point of a step), then replace ``state.json``, a copy for readers.
+
+        A state too big to repeat in the journal at every step (over
+        :data:`MAX_RECORDED_CHARS`: a huge reply kept in the conversation) gets no
+        record; ``state.json`` is then the durable copy, its content fsynced too."""
         crash_point("before:state")
         text = _dumps(self.redact.data(state))  # redacted and serialised once for both
+        if len(text) > MAX_RECORDED_CHARS:
+            self._sync(self._events)  # the events this state has seen, durable before it
+            write_atomic_at(self._held(), "state.json", text, sync="content")
+            crash_point("after:state")
+            return
         head = _dumps(self.redact.data(self._record(STATE_EVENT, {})))
         self._write_line(self._events, f'{head[:-1]}, "state": {text}}}\n', "event:state")
         self._sync(self._events)
