@@ -198,9 +198,17 @@ _SPAWNED = 0
 
 
 def spawned() -> int:
-    """How many commands this process has started (the engine's own git excluded): a
-    directory no command could have reached since it was made needs no renewal."""
+    """How many commands this process has started or asked to act (the engine's own git
+    excluded): a directory no command could have reached since it was made needs no
+    renewal, an object stored before none started needs no second check."""
     return _SPAWNED
+
+
+def note_command() -> None:
+    """Count a command started elsewhere, or asked again to act (an MCP server, which
+    lives across iterations and may write wherever its tools reach)."""
+    global _SPAWNED
+    _SPAWNED += 1
 
 
 def _nothing() -> None:
