@@ -13,6 +13,7 @@ from looprun.journal.read import read_jsonl
 from looprun.journal.runs import list_runs
 from looprun.journal.writer import RunJournal
 from looprun.system.atomic import write_atomic
+from looprun.system.proc import run_process
 from looprun.system.redact import Redactor
 from looprun.system.resources import schemas_dir
 
@@ -95,3 +96,34 @@ def test_list_runs_and_unknown_ids(tmp_path: Path) -> None:
         RunJournal.open(tmp_path, "2025")  # ambiguous
     with pytest.raises(UsageError, match="not a run id"):
         RunJournal.open(tmp_path, "../x")
+
+
+def _inode(path: Path) -> int:
+    return path.stat().st_ino
+
+
+def test_artifacts_are_renewed_only_when_a_command_may_have_reached_them(tmp_path: Path) -> None:
+    with RunJournal.create(tmp_path, "r1") as j:
+        j.fresh_artifacts()
+        made = _inode(j.artifacts)
+        j.fresh_artifacts()  # no command since, still empty: nothing could be in it
+        assert _inode(j.artifacts) == made
+        run_process(["true"], cwd=tmp_path, timeout_s=30)
+        j.fresh_artifacts()  # a command ran: it may hold the old one open
+        assert _inode(j.artifacts) != made
+        (j.artifacts / "planted.txt").write_text("x")
+        j.fresh_artifacts()  # not empty: renewed even with no command since
+        assert list(j.artifacts.iterdir()) == []
+
+
+def test_the_state_is_a_journal_record_valid_against_the_schema(
+    tmp_path: Path,
+    validator,  # type: ignore[no-untyped-def]
+) -> None:
+    with RunJournal.create(tmp_path, "r1") as j:
+        j.event("plan", mode="none", tasks=[{"id": "main", "goal": "g"}])
+        j.save_state({"iterations": 1, "journal_seq": j.seq})
+        (record,) = [e for e in j.events() if e["event"] == "state"]
+        validator.validate(record)
+        assert record["state"] == {"iterations": 1, "journal_seq": 1} == j.load_state()
+        assert [e["event"] for e in j.current_events()] == ["plan"]  # bookkeeping, no event

@@ -182,6 +182,8 @@ SWEEP = [
     "torn:event:iteration@1",
     "after:event:iteration@1",
     "before:state@2",
+    "torn:event:state@2",  # the state record half written: the step is redone
+    "after:event:state@2",  # the record durable, state.json not yet replaced
     "after:state@2",
     "torn:exchange@3",
     "after:event:tool_call@2",

@@ -12,7 +12,7 @@ import pytest
 from loop_helpers import FINISHED, Rig, make_template, write
 
 from looprun.journal.read import current_events
-from looprun.journal.writer import RunJournal
+from looprun.journal.writer import MAX_RECORDED_CHARS, RunJournal
 from looprun.loop.state import LoopState
 from looprun.models.scripted import ScriptedModel
 from looprun.system.resources import schemas_dir
@@ -93,6 +93,58 @@ def test_the_saved_state_covers_every_event_written_before_it(rig: Rig) -> None:
     assert first.outcome == "exhausted"
     reopened = RunJournal.open(rig.workdir, run_id)
     state = LoopState.from_dict(reopened.load_state() or {})
-    # the final save comes right before run_finished, the last event
-    assert reopened.events()[-1]["event"] == "run_finished"
-    assert state.journal_seq == reopened.seq - 1
+    # the final save, its journal record, then run_finished, the last event
+    events = reopened.events()
+    assert [e["event"] for e in events[-2:]] == ["state", "run_finished"]
+    assert state.journal_seq == reopened.seq - 2
+    assert events[-2]["state"] == state.to_dict()
+
+
+def _saves(rig: Rig, iterations: int) -> RunJournal:
+    template = make_template(limits=Limits(max_iterations=iterations, max_repeats=None))
+    journal = RunJournal.create(rig.workdir)
+    assert rig.run(template, [FINISHED], journal=journal).outcome == "exhausted"
+    return RunJournal.open(rig.workdir, journal.run_id)
+
+
+@pytest.mark.parametrize("damage", ["missing", "torn", "older"])
+def test_the_journal_record_stands_in_for_a_missing_torn_or_older_state_json(
+    rig: Rig, damage: str
+) -> None:
+    journal = _saves(rig, 3)
+    records = [e["state"] for e in journal.events() if e["event"] == "state"]
+    last = records[-1]
+    assert journal.load_state() == last  # the copy, as new as the record
+    copy = journal.dir / "state.json"
+    if damage == "missing":
+        copy.unlink()
+    elif damage == "torn":  # a machine crash: the rename reached the disk, the content not
+        copy.write_text(copy.read_text()[:40])
+    else:  # the process died between the journal's fsync and the copy's rename
+        copy.write_text(json.dumps(records[-2]))
+    assert journal.load_state() == last
+    assert LoopState.from_dict(last).iterations == 3
+
+
+def test_a_state_too_big_for_every_step_s_record_is_saved_as_state_json_alone(
+    rig: Rig,
+) -> None:
+    journal = _saves(rig, 1)
+    big = {**(journal.load_state() or {}), "note": "x" * (MAX_RECORDED_CHARS + 1)}
+    big["journal_seq"] = journal.seq
+    journal.save_state(big)
+    assert [e["event"] for e in journal.events()][-1] != "state"  # the journal stays small
+    assert RunJournal.open(rig.workdir, journal.run_id).load_state() == big
+
+
+def test_the_record_is_found_past_a_long_tail_and_a_torn_last_line(rig: Rig) -> None:
+    journal = _saves(rig, 2)
+    (journal.dir / "state.json").unlink()
+    want = journal.load_state()
+    assert want is not None and want["iterations"] == 2
+    with (journal.dir / "journal.jsonl").open("a") as fh:
+        for n in range(2000):  # events after the save: the record is far from the end
+            fh.write(json.dumps({"seq": 100 + n, "event": "warning", "message": "x" * 80}))
+            fh.write("\n")
+        fh.write('{"seq": 9999, "event": "state", "state": {"iterat')  # torn
+    assert journal.load_state() == want

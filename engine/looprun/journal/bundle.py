@@ -25,6 +25,7 @@ from typing import Any
 
 from looprun.errors import LooprunError, UsageError
 from looprun.journal import sealed
+from looprun.journal.read import load_state
 from looprun.journal.runs import find_run, is_run_id, runs_root
 from looprun.system.atomic import write_atomic
 from looprun.system.safefs import checked_dir, state_dir
@@ -59,7 +60,7 @@ def create_bundle(workdir: Path, run_id: str, output: Path | None = None) -> Pat
     git = _repo(workdir)
     run_dir = find_run(workdir, run_id)
     rid = run_dir.name
-    state = _load(run_dir / "state.json")
+    state = load_state(run_dir)
     if not state:
         raise UsageError(f"run {rid} has no saved state yet; there is nothing to resume")
     listing = git.run("for-each-ref", "--format=%(refname)", PREFIX).split()

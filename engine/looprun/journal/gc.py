@@ -13,12 +13,13 @@ themselves are git's to collect (``git gc``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from looprun.journal import sealed
+from looprun.journal.read import load_state
 from looprun.journal.runs import RUNS_DIR
+from looprun.system import safefs
 from looprun.workspace.git import Git
 
 PREFIX = "refs/looprun/"
@@ -44,11 +45,10 @@ def _repository(workdir: Path) -> Git | None:
 def _bases(runs_root: Path) -> set[str]:
     """The base trees the remaining runs started from."""
     out = set()
-    for state in runs_root.glob("*/state.json"):
-        try:
-            base = json.loads(state.read_text("utf-8")).get("base")
-        except (OSError, ValueError, AttributeError):
+    for run_dir in runs_root.iterdir() if safefs.is_real_dir(runs_root) else ():
+        if not safefs.is_real_dir(run_dir):
             continue
+        base = (load_state(run_dir) or {}).get("base")
         if isinstance(base, str):
             out.add(base)
     return out

@@ -1,5 +1,6 @@
 """Reading a run's files back: JSONL logs with a torn or garbled line skipped, JSON
-files that may be missing or broken, and the journal as the run's state sees it.
+files that may be missing or broken, the journal as the run's state sees it, and the
+run's saved state (:func:`load_state`).
 
 Everything here reads through no-follow opens (``safefs``): a run's directory may hold
 what a command planted, so nothing read is trusted to be well-formed.
@@ -45,6 +46,73 @@ def load_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+# The journal record that holds a saved loop state (``{"event": "state", "state": {...}}``):
+# the journal's fsync is the one durable point of a step, state.json an unsynced copy.
+STATE_EVENT = "state"
+_TAIL_CHUNK = 64 * 1024
+
+
+def last_state_record(path: Path) -> dict[str, Any] | None:
+    """The state in the last complete ``state`` record of journal ``path``, or None.
+
+    Read from the end in growing chunks: the last save is usually within the last few
+    events, so a long run's journal is not parsed whole."""
+    try:
+        fd = safefs.open_file(path, os.O_RDONLY)
+    except (FileNotFoundError, safefs.UnsafePathError):
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        end = os.fstat(fd).st_size
+        start = end
+        while start > 0:
+            start = max(0, start - _TAIL_CHUNK)
+            fh.seek(start)
+            data = fh.read(end - start)
+            lines = data.split(b"\n")
+            if start > 0:
+                lines = lines[1:]  # may begin mid-line; read again with the next chunk
+            for line in reversed(lines):
+                if b'"state"' not in line:
+                    continue
+                state = _state_of(line)
+                if state is not None:
+                    return state
+            if start > 0:
+                end = start + len(data.split(b"\n", 1)[0])  # the cut line, next time whole
+    return None
+
+
+def _state_of(line: bytes) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if isinstance(obj, dict) and obj.get("event") == STATE_EVENT:
+        state = obj.get("state")
+        return state if isinstance(state, dict) else None
+    return None
+
+
+def load_state(run_dir: Path) -> dict[str, Any] | None:
+    """The run's last saved loop state: ``state.json`` when it is whole and as new as the
+    journal's last ``state`` record, else that record (state.json missing, torn by a
+    machine crash, or not yet replaced when the process died). None before any save."""
+    copy = load_json(run_dir / "state.json")
+    record = last_state_record(run_dir / "journal.jsonl")
+    if record is None:
+        return copy
+    if copy is not None and _seq(copy) >= _seq(record):
+        return copy
+    return record
+
+
+def _seq(state: Mapping[str, Any]) -> int:
+    try:
+        return int(state.get("journal_seq") or 0)
+    except (TypeError, ValueError):
+        return -1
+
+
 # Events that describe a step; when the step is redone after a resume they are superseded.
 STEP_EVENTS = frozenset(
     {
@@ -75,7 +143,8 @@ def current_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [
         e
         for e in events
-        if not (
+        if e.get("event") != STATE_EVENT  # the run's bookkeeping, no event of the run
+        and not (
             e.get("event") in STEP_EVENTS
             and any(lo <= int(e.get("seq", 0)) <= hi for lo, hi in gone)
         )

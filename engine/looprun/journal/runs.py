@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import UsageError
-from looprun.journal.read import load_json
+from looprun.journal.read import load_json, load_state
 from looprun.system import safefs
 
 RUNS_DIR = Path(safefs.STATE_DIR_NAME) / "runs"
@@ -62,7 +62,8 @@ class RunStatus:
     """Where a run stands and what ``looprun resume`` would do with it: the one reading
     of a run's files that both ``looprun runs`` and ``looprun resume`` use.
 
-    ``state.json`` is the source of truth (``summary.json`` only says whether the end
+    The saved state (``state.json``, or the journal's last ``state`` record when that
+    is newer) is the source of truth (``summary.json`` only says whether the end
     was fully written down); ``resume`` is empty when nothing is left to do."""
 
     outcome: str
@@ -77,7 +78,7 @@ class RunStatus:
 def run_status(run_dir: Path) -> RunStatus:
     """Read a run's files into a :class:`RunStatus`."""
     inv = load_json(run_dir / "run.json")
-    state = load_json(run_dir / "state.json")
+    state = load_state(run_dir)
     summary = load_json(run_dir / "summary.json")
     if inv is None:
         why = "killed before it was set up (no run.json); nothing to resume: start it again"

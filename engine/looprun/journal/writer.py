@@ -3,17 +3,20 @@
 - ``journal.jsonl``: append-only events, each flushed before the call returns (schema:
   ``schemas/journal-event.schema.json``); a torn last line is tolerated on read and cut
   off before appending again;
-- ``state.json``: the resumable loop state, replaced atomically (temp file, fsync, rename);
+- ``state.json``: a copy of the resumable loop state, replaced atomically (temp file,
+  rename) and not fsynced: each saved state is first a ``state`` record in the journal;
 - ``run.json``: how the run was invoked, so ``looprun resume`` can rebuild it;
 - ``observe/<n>.json``: one structured observation per iteration;
 - ``exchanges.jsonl``: the model exchanges; ``summary.json``: the result at the end.
 
 A killed process loses nothing: every write reaches the operating system before the call
-returns. For a machine crash, saving the state is the durable point, at two fsyncs per
-step: the journal first (so the events of every saved state survive with it), then the
-new state's content; the rename rides on the next fsync. A machine crash may so lose the
-last step (a resumed run redoes it, as after a kill before the save) and the OS-buffered
-tail of the exchanges and observations; both are fsynced when the journal closes.
+returns. For a machine crash, saving the state is the durable point, at one fsync per
+step: the state is appended to the journal as a ``state`` record after the events it has
+seen, and the journal is fsynced; ``state.json`` is then replaced without an fsync, and
+reading the state (:func:`looprun.journal.read.load_state`) takes the last record when
+the copy is missing, torn or older. A machine crash may so lose the last step (a resumed
+run redoes it, as after a kill before the save) and the OS-buffered tail of the exchanges
+and observations; both are fsynced when the journal closes.
 
 Every string written is redacted first: values of secret-looking environment variables
 never reach these files.
@@ -34,12 +37,13 @@ from typing import Any
 
 from looprun.data.usage import UnsavedUsage
 from looprun.errors import UsageError
-from looprun.journal.read import current_events, load_json, read_jsonl
+from looprun.journal.read import STATE_EVENT, current_events, load_json, read_jsonl
+from looprun.journal.read import load_state as load_run_state
 from looprun.journal.runs import find_run, new_run_id
 from looprun.system import safefs
-from looprun.system.atomic import write_atomic
+from looprun.system.atomic import write_atomic, write_atomic_at
 from looprun.system.crashpoint import crash_point
-from looprun.system.proc import secret_values
+from looprun.system.proc import secret_values, spawned
 from looprun.system.redact import Redactor
 
 # A value longer than this (a refused 12 MB write, a huge reply) is recorded in the event
@@ -127,8 +131,13 @@ class RunJournal:
         self.dir = run_dir
         self.run_id = run_id
         self.redact = redactor or Redactor(secret_values())
-        for sub in ("observe", "artifacts"):
-            os.close(safefs.open_dir(self.dir / sub, create=True))
+        # held for the run: each step's writes open no directory walk from ``/``
+        self._dfd = safefs.open_dir(self.dir, create=True)
+        self._observe_fd = safefs.open_dir(self.dir / "observe", create=True)
+        os.close(safefs.open_dir(self.dir / "artifacts", create=True))
+        self._kept_fd: int | None = None
+        # the ``artifacts/`` this journal made and the command count then (see fresh_artifacts)
+        self._fresh: tuple[int, int, int] | None = None
         self._events_path = self.dir / "journal.jsonl"
         self._seq = _last_seq(_repair_tail(self._events_path))
         self._exchanges_path = self.dir / "exchanges.jsonl"
@@ -179,6 +188,11 @@ class RunJournal:
             if not fh.closed:
                 self._sync(fh)
                 fh.close()
+        for name in ("_observe_fd", "_kept_fd", "_dfd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
 
     def __enter__(self) -> RunJournal:
         return self
@@ -187,7 +201,9 @@ class RunJournal:
         self.close()
 
     def _append(self, fh: Any, obj: Mapping[str, Any], point: str) -> None:
-        line = _dumps(self.redact.data(bounded(obj))) + "\n"
+        self._write_line(fh, _dumps(self.redact.data(bounded(obj))) + "\n", point)
+
+    def _write_line(self, fh: Any, line: str, point: str) -> None:
         crash_point(f"torn:{point}", lambda: _write_durably(fh, line[: len(line) // 2]))
         fh.write(line)
         fh.flush()
@@ -202,6 +218,9 @@ class RunJournal:
     # -- the Journal port -------------------------------------------------------------------
 
     def event(self, kind: str, **data: Any) -> None:
+        self._append(self._events, self._record(kind, data), f"event:{kind}")
+
+    def _record(self, kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
         self._seq += 1
         record = {
             "seq": self._seq,
@@ -213,28 +232,66 @@ class RunJournal:
         if kind in _WHERE:  # on a cluster, which node and process ran this step
             record |= {"host": _HOST, "pid": os.getpid()}
         crash_point(f"before:event:{kind}")
-        self._append(self._events, record, f"event:{kind}")
+        return record
 
     def exchange(self, record: Mapping[str, Any]) -> None:
         self._append(self._exchanges, {"ts": round(time.time(), 3), **record}, "exchange")
         self._exchange_count += 1
 
     def save_state(self, state: Mapping[str, Any]) -> None:
+        """Append the state to the journal after the events it has seen and fsync it (the
+        one durable point of a step), then replace ``state.json``, a copy for readers.
+
+        A state too big to repeat in the journal at every step (over
+        :data:`MAX_RECORDED_CHARS`: a huge reply kept in the conversation) gets no
+        record; ``state.json`` is then the durable copy, its content fsynced too."""
         crash_point("before:state")
-        text = _dumps(self.redact.data(state))
-        self._sync(self._events)  # the events this state has seen, durable before it
-        write_atomic(self.dir / "state.json", text, nofollow=True, sync="content")
+        text = _dumps(self.redact.data(state))  # redacted and serialised once for both
+        if len(text) > MAX_RECORDED_CHARS:
+            self._sync(self._events)  # the events this state has seen, durable before it
+            write_atomic_at(self._held(), "state.json", text, sync="content")
+            crash_point("after:state")
+            return
+        head = _dumps(self.redact.data(self._record(STATE_EVENT, {})))
+        self._write_line(self._events, f'{head[:-1]}, "state": {text}}}\n', "event:state")
+        self._sync(self._events)
+        write_atomic_at(self._held(), "state.json", text, sync="none")
         crash_point("after:state")
 
+    def _held(self) -> int:
+        if self._dfd is None:
+            raise UsageError(f"{self.dir}: the run's journal is closed")
+        return self._dfd
+
     def save_observation(self, number: int, record: Mapping[str, Any]) -> None:
-        self._save(Path("observe") / f"{number}.json", record, sync="none")
+        if self._observe_fd is None:
+            raise UsageError(f"{self.dir}: the run's journal is closed")
+        write_atomic_at(self._observe_fd, f"{number}.json", self._text(record), sync="none")
         self._keep_artifacts(number)
 
     def fresh_artifacts(self) -> None:
         """Start an iteration (or the baseline) with an empty ``artifacts/``: the old one,
         kept already in ``kept/<n>/``, is replaced by a new directory, so nothing a command
-        left or planted in an earlier iteration is there for this one's commands."""
-        safefs.renew_dir(self.artifacts)
+        left or planted in an earlier iteration is there for this one's commands.
+
+        When no command has started since this journal made the directory and it is
+        still empty, no command can hold it or have left anything in it: it stays."""
+        dfd = self._held()
+        if self._fresh is not None and self._fresh[2] == spawned():
+            try:
+                fd = os.open("artifacts", safefs.DIR_FLAGS, dir_fd=dfd)
+            except OSError:
+                fd = -1
+            if fd >= 0:
+                try:
+                    st = os.fstat(fd)
+                    if (st.st_dev, st.st_ino) == self._fresh[:2] and not os.listdir(fd):
+                        return
+                finally:
+                    os.close(fd)
+        safefs.renew_entry(dfd, "artifacts")
+        st = os.stat("artifacts", dir_fd=dfd, follow_symlinks=False)
+        self._fresh = (st.st_dev, st.st_ino, spawned())
 
     def _keep_artifacts(self, number: int) -> None:
         """Copy what the observers wrote this iteration (reports, output logs) to
@@ -246,12 +303,17 @@ class RunJournal:
         :data:`MAX_KEPT_BYTES`; the copies go to a directory outside it (read-only to
         sandboxed commands), created from the run directory's descriptor with no-follow,
         exclusive opens."""
-        with safefs.opened_dir(self.artifacts) as src:
+        src = safefs.open_dir_at(self._held(), "artifacts", self.artifacts)
+        try:
             files = {name: data for name in sorted(os.listdir(src))
                      if (data := _read_planted(src, name)) is not None}  # fmt: skip
+        finally:
+            os.close(src)
         if not files:
             return
-        with safefs.opened_dir(self.kept / str(number), create=True) as dst:
+        if self._kept_fd is None:
+            self._kept_fd = safefs.open_dir(self.kept, create=True)
+        with safefs.opened_dir_at(self._kept_fd, str(number)) as dst:
             for name, data in files.items():
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name, dir_fd=dst)  # a resumed run redoes an iteration
@@ -311,13 +373,13 @@ class RunJournal:
                 break
             if anchor is None and (seq == journal_seq or journal_seq == 0):
                 anchor = float(e.get("ts") or 0.0)
-            elif anchor is not None and seq > journal_seq:
+            elif anchor is not None and seq > journal_seq and e.get("event") != STATE_EVENT:
                 stamps.append(float(e.get("ts") or 0.0))
         seconds = max(0.0, max(stamps) - anchor) if stamps and anchor is not None else 0.0
         return UnsavedUsage(prompt, completion, cost, seconds)
 
     def load_state(self) -> dict[str, Any] | None:
-        return load_json(self.dir / "state.json")
+        return load_run_state(self.dir)
 
     def load_invocation(self) -> dict[str, Any]:
         data = load_json(self.dir / "run.json")

@@ -1,6 +1,7 @@
 """Read a run directory into a :class:`RunReport`: ``run.json``, ``journal.jsonl`` (without
-superseded steps), ``observe/<n>.json``, ``exchanges.jsonl``, ``state.json``,
-``summary.json`` and the checkpoint refs. A file that is missing or torn leaves its part
+superseded steps), ``observe/<n>.json``, ``exchanges.jsonl``, the saved state
+(``state.json`` or the journal's last ``state`` record), ``summary.json`` and the
+checkpoint refs. A file that is missing or torn leaves its part
 of the report out with a note; it never stops the report."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import UsageError
-from looprun.journal.read import current_events, read_jsonl
+from looprun.journal.read import current_events, load_state, read_jsonl
 from looprun.journal.runs import RUNS_DIR, find_run
 from looprun.loop.verdict import left_failing
 from looprun.report.iterations import read_iterations
@@ -88,7 +89,7 @@ def build_report(run_dir: Path, trees: Trees | None = None) -> RunReport:
     notes: list[str] = []
     invocation = _load(run_dir / "run.json") or {}
     summary = _load(run_dir / "summary.json")
-    state = _load(run_dir / "state.json") or {}
+    state = load_state(run_dir) or {}
     events = current_events(read_jsonl(run_dir / "journal.jsonl"))
     if not events:
         notes.append("journal.jsonl is missing or empty")

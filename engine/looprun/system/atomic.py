@@ -40,35 +40,41 @@ def write_atomic(
     mode; a new one gets the usual umask mode. On any failure the temp file is removed
     and the old content stays.
     """
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     path = Path(os.path.abspath(path))
     dfd = _open_parent(path, nofollow)
     try:
-        try:
-            st = os.stat(path.name, dir_fd=dfd, follow_symlinks=False)
-            mode: int | None = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
-        except FileNotFoundError:
-            mode = None
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        tmp = f".{path.name}.{secrets.token_hex(4)}.looprun-tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(payload)
-                fh.flush()
-                os.fchmod(fh.fileno(), mode)
-                if sync != "none":
-                    os.fsync(fh.fileno())
-            os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dfd)
-            raise
-        if sync == "all":
-            _fsync_dir(dfd)
+        write_atomic_at(dfd, path.name, data, sync=sync)
     finally:
         os.close(dfd)
+
+
+def write_atomic_at(dfd: int, name: str, data: str | bytes, *, sync: str = "all") -> None:
+    """:func:`write_atomic` of ``name`` in the directory ``dfd`` the caller holds open (no
+    walk from ``/`` per write: the engine's own directories, opened once, no-follow)."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        mode: int | None = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+    except FileNotFoundError:
+        mode = None
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    tmp = f".{name}.{secrets.token_hex(4)}.looprun-tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            if sync != "none":
+                os.fsync(fh.fileno())
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    if sync == "all":
+        _fsync_dir(dfd)

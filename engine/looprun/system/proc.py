@@ -172,6 +172,8 @@ def run_process(
         _check_program(argv[0], Path(cwd), child_env)
         wrapped = sandbox.wrap(argv, cwd=Path(cwd), env=child_env)
         argv, child_env, cleanup = wrapped.argv, wrapped.env, wrapped.cleanup
+    global _SPAWNED
+    _SPAWNED += 1  # counted before the start: a failed start may still have run something
     try:
         proc = subprocess.Popen(
             argv,
@@ -190,6 +192,23 @@ def run_process(
         return _supervise(proc, start, limit, max_output_bytes, on_output)
     finally:
         cleanup()
+
+
+_SPAWNED = 0
+
+
+def spawned() -> int:
+    """How many commands this process has started or asked to act (the engine's own git
+    excluded): a directory no command could have reached since it was made needs no
+    renewal, an object stored before none started needs no second check."""
+    return _SPAWNED
+
+
+def note_command() -> None:
+    """Count a command started elsewhere, or asked again to act (an MCP server, which
+    lives across iterations and may write wherever its tools reach)."""
+    global _SPAWNED
+    _SPAWNED += 1
 
 
 def _nothing() -> None:

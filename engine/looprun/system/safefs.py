@@ -93,6 +93,26 @@ def opened_dir(path: Path, *, create: bool = False) -> Iterator[int]:
         os.close(fd)
 
 
+def open_dir_at(parent: int, name: str, path: Path) -> int:
+    """Directory ``name`` in ``parent`` (``path``, for the refusal), opened no-follow."""
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        raise _explain(path, exc) from None
+
+
+@contextlib.contextmanager
+def opened_dir_at(parent: int, name: str) -> Iterator[int]:
+    """Directory ``name`` in ``parent`` (made 0700 when missing), opened no-follow."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o700, dir_fd=parent)
+    fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def open_file(path: Path, flags: int, mode: int = 0o600, *, create_dirs: bool = False) -> int:
     """``os.open`` of ``path`` with no link followed on the way or at the end."""
     path = Path(os.path.abspath(path))
@@ -171,11 +191,16 @@ def renew_dir(path: Path) -> None:
     so nothing in it, and no process holding it open, reaches the new one."""
     path = Path(os.path.abspath(path))
     with opened_dir(path.parent) as parent:
-        aside = f".{path.name}.old-{secrets.token_hex(6)}"
-        try:
-            os.rename(path.name, aside, src_dir_fd=parent, dst_dir_fd=parent)
-        except FileNotFoundError:
-            aside = ""
-        os.mkdir(path.name, 0o700, dir_fd=parent)
-        if aside:
-            remove_entry(parent, aside)
+        renew_entry(parent, path.name)
+
+
+def renew_entry(parent: int, name: str) -> None:
+    """:func:`renew_dir` of ``name`` in the directory ``parent`` the caller holds."""
+    aside = f".{name}.old-{secrets.token_hex(6)}"
+    try:
+        os.rename(name, aside, src_dir_fd=parent, dst_dir_fd=parent)
+    except FileNotFoundError:
+        aside = ""
+    os.mkdir(name, 0o700, dir_fd=parent)
+    if aside:
+        remove_entry(parent, aside)

@@ -36,6 +36,9 @@ class Differ:
         self._patch_cache: PatchCache | None = None
         self._last: tuple[tuple[str, str], str, list[str]] | None = None
         self._verified: set[str] = set()  # object ids whose content was checked
+        # per start, the last tree whose new side against it was checked whole: the next
+        # tree's new side is then what differs from that one (plus what is checked already)
+        self._checked_from: dict[str, str] = {}
         self._new_side: TreeDiffs | None = None
 
     def raw(self, a: str, b: str) -> Iterator[tuple[str, str, str, str]]:
@@ -101,11 +104,20 @@ class Differ:
         checked once each against their ids (see ``check_objects``)."""
         if tree in self._verified or tree == start:
             return
+        made = self._quick.made(tree) if self.watched else None
+        if made is not None and self._checked_from.get(start) == made[0]:
+            # made here from the last tree checked against ``start``: what differs from
+            # that one is what was just stored, each object read back or written whole
+            self._verified.update(made[1] | {tree})
+            self._checked_from[start] = tree
+            return
         if self.watched:  # one long-lived diff-tree for the run, as for the patches
             if self._new_side is None:
                 self._new_side = TreeDiffs(self.git, "-t", "--raw", "-z")
                 weakref.finalize(self, self._new_side.close)
-            out = self._new_side.diff(start, tree)
+            # an entry of ``tree`` that differs from ``start`` either is the same in the
+            # last tree checked against ``start`` (checked then) or differs from it
+            out = self._new_side.diff(self._checked_from.get(start, start), tree)
         else:
             out = self.git.run("diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", start, tree)
         ids = [tree]
@@ -122,6 +134,8 @@ class Differ:
             algorithm = self.git.run("rev-parse", "--show-object-format").strip()
             check_objects(self.git, fresh, algorithm=algorithm)
         self._verified.update(fresh)
+        if self.watched:
+            self._checked_from[start] = tree
 
     def _patches(self) -> PatchCache:
         if self._patch_cache is None:

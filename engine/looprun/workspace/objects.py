@@ -188,8 +188,9 @@ class TreeModel:
                 return
             folder = folder.rpartition("/")[0]
 
-    def write(self, objects: Path) -> str:
-        """Store every changed tree, deepest first; the id of the top tree."""
+    def write(self, objects: Path, written: set[str] | None = None) -> str:
+        """Store every changed tree, deepest first; the id of the top tree. ``written``
+        collects the ids stored (each checked or made by :func:`write_object`)."""
         for folder in sorted(self._dirty, key=lambda d: d.count("/") + bool(d), reverse=True):
             entries = self.dirs.get(folder)
             if entries is None:
@@ -200,6 +201,8 @@ class TreeModel:
                 self.dirs[parent].pop(name, None)
                 continue
             oid = write_object(objects, "tree", _tree_body(entries))
+            if written is not None:
+                written.add(oid)
             if folder:
                 self.dirs[parent][name] = (TREE_MODE, oid)
             else:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pathspec
 
+from looprun.system.proc import spawned
 from looprun.workspace.git import Git
 from looprun.workspace.objects import TreeModel, Unsupported, commit_body, write_object
 
@@ -46,6 +47,9 @@ class QuickSnapshots:
         self._repo: _Repo | bool | None = False  # False: not asked yet; None: unsupported
         self._model: TreeModel | None = None
         self._rules: tuple[str, list[object]] | None = None
+        # the last tree made here: (tree, the tree it came from, ids stored for it, how
+        # many commands had started then)
+        self._made: tuple[str, str, frozenset[str], int] | None = None
 
     def repo(self) -> _Repo | None:
         if self._repo is False:
@@ -138,15 +142,26 @@ class QuickSnapshots:
         repo = self.repo()
         if repo is None or repo.info_attributes.exists():
             return None
+        written: set[str] = set()
         try:
             model = self._model_of(prev)
             for path in sorted(paths):
-                self._put(repo, model, path, rules, skip)
-            tree = model.write(repo.objects)
+                self._put(repo, model, path, rules, skip, written)
+            tree = model.write(repo.objects, written)
         except (Unsupported, OSError, ValueError):
             self._model = None
             return None
+        self._made = (tree, prev, frozenset(written), spawned())
         return tree
+
+    def made(self, tree: str) -> tuple[str, frozenset[str]] | None:
+        """``(prev, ids)`` when the last :meth:`update` made ``tree`` from ``prev`` by
+        storing ``ids`` (each read back or written whole) and no command has started
+        since, so none can have replaced them: every object of ``tree`` that is not in
+        ``prev`` is among them. None otherwise."""
+        if self._made is None or self._made[0] != tree or self._made[3] != spawned():
+            return None
+        return self._made[1], self._made[2]
 
     def _model_of(self, tree: str) -> TreeModel:
         if self._model is None or self._model.tree != tree:
@@ -155,7 +170,13 @@ class QuickSnapshots:
         return self._model
 
     def _put(
-        self, repo: _Repo, model: TreeModel, path: str, rules: str, skip: Sequence[str]
+        self,
+        repo: _Repo,
+        model: TreeModel,
+        path: str,
+        rules: str,
+        skip: Sequence[str],
+        written: set[str],
     ) -> None:
         parts = path.split("/")
         if not path or path.startswith("/") or {"", ".", "..", ".git"} & set(parts):
@@ -188,7 +209,9 @@ class QuickSnapshots:
             mode = known[0] if known is not None and known[0] in ("100644", "100755") else "100644"
         with open(workdir / path, "rb") as fh:
             data = fh.read()
-        model.set(path, mode, write_object(repo.objects, "blob", data))
+        oid = write_object(repo.objects, "blob", data)
+        written.add(oid)
+        model.set(path, mode, oid)
 
     def _named_by_rules(self, rules: str, parts: list[str]) -> bool:
         """Whether any rule (ignoring or not) matches the path or a directory above it."""

@@ -32,7 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from looprun.act.mcp import McpStartError
 from looprun.errors import ToolError
 from looprun.models.base import ToolSpec
-from looprun.system.proc import scrubbed_env
+from looprun.system.proc import note_command, scrubbed_env
 from looprun.system.redact import Redactor
 from looprun.template.model import McpServerSpec
 
@@ -105,6 +105,7 @@ class McpServers:
 
     def _start_one(self, name: str, server: _Server) -> None:
         spec = server.spec
+        note_command()
         server.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
         ready: Future[None] = Future()
         owner = self._own(name, server, ready)
@@ -273,6 +274,7 @@ class McpServers:
         if server.dead is not None or session is None:
             raise ToolError(f"MCP server {server_name} is not running ({server.dead})")
         wait = timedelta(seconds=max(timeout_s, 0.1))
+        note_command()
         future = asyncio.run_coroutine_threadsafe(
             session.call_tool(tool.name, dict(arguments), read_timeout_seconds=wait), self._loop
         )
