@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
+from ray_helpers import busy_workers
 from tests.support.cli import looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
 
@@ -117,8 +118,8 @@ def _wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: f
     raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(lines)}")
 
 
-def _interrupted(work: Path, script: Path, first: str, address: str) -> str:
-    """Start the run on ``first``, Ctrl-C it while `second` waits in its second step;
+def _interrupted(work: Path, script: Path, first: str, address: str, sig: int) -> str:
+    """Start the run on ``first``, signal it while `second` waits in its second step;
     returns the run id."""
     proc = start_looprun(
         *scripted_run(str(work / "two.yaml"), intent="write", workdir=work, script=script),
@@ -129,9 +130,15 @@ def _interrupted(work: Path, script: Path, first: str, address: str) -> str:
     lines: list[str] = []
     _wait_for(proc, r"\[second\] #1 ", lines, 300)
     time.sleep(2)  # on Ray, the step's push follows its progress line
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, "".join(lines) + err
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, "".join(lines) + err
+    else:  # killed: its Ray workers end with their owner
+        deadline = time.monotonic() + 30
+        while busy_workers() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not busy_workers()
     return next((work / ".looprun" / "runs").iterdir()).name
 
 
@@ -162,9 +169,12 @@ def _writes(sub: Path) -> Counter:
     )
 
 
-def _resume_elsewhere(tmp: Path, address: str, first: str, then: str, forged: str = "") -> None:
+def _resume_elsewhere(
+    tmp: Path, address: str, first: str, then: str, forged: str = "", sig: int = signal.SIGINT
+) -> str:
+    """Interrupt on ``first``, resume on ``then``, check the record; returns stderr."""
     work, script = _project(tmp, delay_s=20, forged=forged)
-    run_id = _interrupted(work, script, first, address)
+    run_id = _interrupted(work, script, first, address, sig)
     run_dir = work / ".looprun" / "runs" / run_id
     records = json.loads((run_dir / "subloops.json").read_text())["records"]
     assert records["first"]["outcome"] == "done"
@@ -212,12 +222,21 @@ def _resume_elsewhere(tmp: Path, address: str, first: str, then: str, forged: st
     for tid in ("first", "second"):
         for i in (1, 2, 3):
             assert (work / f"{tid}-{i}.txt").read_text() == f"{i}\n"
+    return resumed.stderr
 
 
 def test_a_run_started_on_ray_resumes_locally_without_rerunning(
     tmp_path: Path, ray_address: str
 ) -> None:
     _resume_elsewhere(tmp_path, ray_address, "ray", "local")
+
+
+def test_a_run_whose_ray_driver_was_killed_resumes_locally_from_the_pushed_steps(
+    tmp_path: Path, ray_address: str
+) -> None:
+    # the driver never fetched the steps its worker pushed: the local resume takes them
+    err = _resume_elsewhere(tmp_path, ray_address, "ray", "local", sig=signal.SIGKILL)
+    assert "[second] took the steps its last worker pushed" in err
 
 
 def test_a_run_started_locally_resumes_on_ray_without_rerunning(
