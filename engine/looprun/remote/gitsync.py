@@ -16,16 +16,17 @@ lease is refused as a whole, and of two executions claiming one lease exactly on
 
 from __future__ import annotations
 
-import os
 import re
-import tarfile
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from looprun.errors import LooprunError, UsageError
 from looprun.journal import gc
+from looprun.journal.handoff import (  # run directories as git trees, re-exported
+    commit_directory as commit_directory,
+)
+from looprun.journal.handoff import extract_commit as extract_commit
 from looprun.workspace.git import EMPTY_TREE, Git
 
 SYNC_PREFIX = gc.SYNC_PREFIX  # pruned by `looprun gc`
@@ -182,25 +183,3 @@ class Remote:
         if not self.push([f"{sha}:{ref}", *refspecs], lease=(ref, held.sha)):
             raise LeaseLost(f"{run_id}: the lease was taken over; this execution's work is void")
         return self._read(sha)
-
-
-# -- run directories as git trees -------------------------------------------------------------
-
-
-def commit_directory(git: Git, directory: Path, message: str) -> str:
-    """A commit of every file under ``directory`` (outside any work tree of ``git``)."""
-    with tempfile.TemporaryDirectory(prefix="looprun-sync-") as tmp:
-        env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
-        git.run("--work-tree", str(directory), "add", "-A", "--force", ".", env=env)
-        tree = git.run("write-tree", env=env).strip()
-    return git.run("commit-tree", tree, "-m", message).strip()
-
-
-def extract_commit(git: Git, commit: str, directory: Path) -> None:
-    """Write the files of ``commit`` into ``directory`` (a run directory coming back)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="looprun-sync-") as tmp:
-        archive = os.path.join(tmp, "run.tar")
-        git.run("archive", "--format=tar", "-o", archive, commit)
-        with tarfile.open(archive) as tar:
-            tar.extractall(directory, filter="data")

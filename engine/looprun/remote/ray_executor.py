@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import LooprunError, UsageError
+from looprun.journal.handoff import local_seq, pushed_commit, pushed_seq
 from looprun.remote.gitsync import (
     Remote,
     checkpoint_refs,
+    commit_directory,
     extract_commit,
     git_dir,
     outer_git,
@@ -113,6 +115,7 @@ class RayExecutor:
         self._fn = task_function(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
         self._lock = threading.Lock()
+        self._resolving = threading.Lock()
         self._stopping = threading.Event()
         self._closed = threading.Event()
         self._monitor = threading.Thread(target=self._watch, name="looprun-ray", daemon=True)
@@ -127,6 +130,8 @@ class RayExecutor:
         start = sync_ref(job.run_id, "start")
         if not remote.push([f"+{job.commit}:{start}"]):
             raise LooprunError(f"could not push the start of {job.run_id} to {url}")
+        if job.resume:
+            self._hand_over(remote, job)
         future: Future[SubloopResult] = Future()
         future.set_running_or_notify_cancel()
         attempt = _Attempt(job, RemoteJob.for_subloop(job, url), remote, None, future, 0.0)
@@ -134,6 +139,24 @@ class RayExecutor:
         with self._lock:
             self._attempts[job.task_id] = attempt
         return future
+
+    def _hand_over(self, remote: Remote, job: SubloopJob) -> None:
+        """A sub-loop resumed here after it ran elsewhere (local threads): when its run
+        dir in the outer run dir went further than what a worker last pushed, push it
+        with its checkpoints, so the worker continues it instead of starting over."""
+        run_dir, ref = Path(job.run_dir), sync_ref(job.run_id, "journal")
+        mine = local_seq(run_dir)
+        if not mine:
+            return
+        if not remote.same_repository():
+            remote.fetch(f"+{ref}:{ref}")
+        pushed = pushed_commit(remote.git, job.run_id)
+        if pushed and pushed_seq(remote.git, pushed) >= mine:
+            return
+        sha = commit_directory(remote.git, run_dir, f"looprun journal of {job.run_id}: handed over")
+        own = checkpoint_refs(job.run_id)
+        if not remote.push([f"+{sha}:{ref}", f"+{own}:{own}"]):
+            raise LooprunError(f"could not hand {job.run_id} over to {remote.url}")
 
     def stop(self) -> None:
         """Cooperative stop, then, after the grace period, force-cancel what still runs."""
@@ -237,8 +260,7 @@ class RayExecutor:
                 self._relaunch(a, "its execution was superseded")
             return
         job = a.job
-        if data.get("outcome") == "interrupted":
-            self._sync_back(a)
+        if data.get("outcome") == "interrupted":  # _resolve brings its last pushed step
             self._resolve(a, _interrupted(job, data.get("reason", "")))
             return
         lease = a.remote.lease(job.run_id)
@@ -266,8 +288,19 @@ class RayExecutor:
             extract_commit(remote.git, sha, Path(job.run_dir))
 
     def _resolve(self, a: _Attempt, result: SubloopResult) -> None:
+        with self._resolving:  # the monitor and a stop may both end one attempt
+            self._resolve_once(a, result)
+
+    def _resolve_once(self, a: _Attempt, result: SubloopResult) -> None:
         if a.future.done():
             return
+        if result.outcome in ("interrupted", "error"):
+            # whatever stopped it (a stop, a cancel, a lost worker), the steps it pushed
+            # are the sub-loop's record here too: a resume on any executor continues them
+            try:
+                self._sync_back(a)
+            except LooprunError as exc:
+                self._report(f"[{a.job.task_id}] could not fetch its pushed steps: {exc}")
         if a.discarded:  # spent by executions whose results were thrown away
             result = replace(
                 result,

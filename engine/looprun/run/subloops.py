@@ -21,6 +21,7 @@ from typing import Any
 
 from looprun.checks.holdout import active
 from looprun.errors import one_line
+from looprun.journal.handoff import adopt_pushed, journal_ref, publish_local
 from looprun.loop import limits as caps
 from looprun.loop.act.step import Acted, Turn
 from looprun.loop.core import Loop
@@ -284,10 +285,14 @@ class SubLoops:
             resume=resume,
             trace={} if self.trace is None else self.trace.carrier(),
         )
+        where = "local" if self._invocation().get("executor") in (None, "local") else "ray"
+        if resume and prev.get("executor", "local") != where:
+            self._hand_over(job, where)
         self.book.set(
             task.id,
             outcome="running",
             reason="",
+            executor=where,
             attempt=attempt,
             start=start,
             worktree=worktree,
@@ -309,6 +314,24 @@ class SubLoops:
             + (" — resumed" if resume else "")
         )
         return job, share
+
+    def _hand_over(self, job: SubloopJob, where: str) -> None:
+        """A sub-loop resumes on another executor than it last ran on (the record says
+        which). Back from a cluster: take the steps its worker published that this run
+        dir does not hold yet (a driver killed before it fetched them). Off to one: this
+        run dir is the record, and the journal ref the worker resumes from says so."""
+        git, url = self.ws.git, self._invocation().get("sync_remote")
+        if where != "local":
+            publish_local(git, job.run_id, Path(job.run_dir))
+            return
+        if url:  # the steps went through a shared remote: fetch them from there
+            for spec in (
+                f"+{journal_ref(job.run_id)}:{journal_ref(job.run_id)}",
+                f"+refs/looprun/{job.run_id}/*:refs/looprun/{job.run_id}/*",
+            ):
+                git.run("fetch", "-q", "--no-tags", url, spec, check=False)
+        if adopt_pushed(git, job.run_id, Path(job.run_dir)):
+            self._report(f"[{job.task_id}] took the steps its last worker pushed")
 
     def _absorb(
         self, job: SubloopJob, share: Mapping[str, Any], res: SubloopResult, iteration: int
