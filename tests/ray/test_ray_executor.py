@@ -236,9 +236,10 @@ def test_the_watchdog_resumes_a_sub_loop_that_stopped_making_progress(
     _wait_for(proc, r"\[one\] #1 ", lines, 300)
     script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))  # the stuck one is not
     _wait_for(proc, r"\[one\] no pushed step for 10 s: cancelling", lines, 120)
+    # read here: communicate() reads the pipe itself, past what readline has buffered
+    _wait_for(proc, r"\[one\] .*resuming from its last pushed step", lines, 60)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, "".join(lines) + err
     assert json.loads(out)["outcome"] == "done"
-    assert "resuming from its last pushed step" in "".join(lines) + err
     sub = next((work / ".looprun" / "runs").iterdir()) / "subloops" / "one-1"
     assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}

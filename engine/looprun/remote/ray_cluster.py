@@ -72,12 +72,26 @@ def _is_loopback(address: str) -> bool:
 
 def _reachable(address: str, timeout_s: float = 5.0) -> None:
     """Ray retries an unreachable cluster for minutes; say so at once instead."""
+    problem = unreachable(address, timeout_s)
+    if problem:
+        raise UsageError(f"--executor ray:{address}: cannot reach the cluster: {problem}")
+
+
+def unreachable(address: str, timeout_s: float = 2.0) -> str:
+    """Why the cluster's head (its GCS at ``address``) does not answer a TCP connection,
+    or "" when it does. A head that died refuses at once; Ray itself would only notice
+    after its reconnect timeout, and then end the process."""
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
+            return ""
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--executor ray:{address}: cannot reach the cluster: {exc}") from exc
+        return str(exc) or type(exc).__name__
+
+
+def head_address(ray: Any) -> str:
+    """The address of the cluster's head (its GCS) this driver is connected to."""
+    return str(ray.get_runtime_context().gcs_address)
 
 
 _BOARDS: dict[int, Any] = {}

@@ -5,8 +5,15 @@ looprun, not Ray, decides what happens to a lost worker. The job is small JSON
 (``RemoteJob``); repository content, checkpoints and journals travel through git (see
 ``gitsync``). A lost worker (killed, its node gone) or a stuck one (the watchdog saw no
 pushed step for ``watchdog_s``) is fenced out by a new execution token and its sub-loop
-resumed from the last step it pushed, never re-run from scratch. Only the current
+resumed from the last step it pushed, never re-run from scratch. The watchdog (by
+default the longest step the sub-template allows, see ``watchdog``) relaunches at once,
+without waiting for Ray to confirm the old task's end: a frozen node may never answer,
+and the fence already keeps the old execution from publishing anything. Only the current
 token's result is accepted; what a discarded execution spent still counts.
+
+A cluster whose head (GCS) stops answering for ``head_timeout_s`` is lost: every open
+sub-loop's future raises ``ExecutorLost``, and the outer run stops as a Ctrl-C stops it,
+saved and resumable, before Ray's own reconnect timeout would end the process.
 
 Stopping is cooperative first (each worker stops at its next model call and kills its
 running checks), then, after ``grace_s``, ``ray.cancel(force=True)``.
@@ -37,20 +44,31 @@ from looprun.remote.gitsync import (
     sync_ref,
 )
 from looprun.remote.job import RemoteJob
-from looprun.remote.ray_cluster import NEEDS_RAY, connect, new_board, task_function
+from looprun.remote.ray_cluster import (
+    NEEDS_RAY,
+    connect,
+    head_address,
+    new_board,
+    task_function,
+    unreachable,
+)
+from looprun.remote.watchdog import default_watchdog
 from looprun.remote.worker import result_from_dict
-from looprun.run.executor import Report, SubloopJob, SubloopResult
+from looprun.run.executor import ExecutorLost, Report, SubloopJob, SubloopResult
 from looprun.workspace.tree import Workspace
 
 _TICK_S = 0.2
 _LEASE_POLL_S = 5.0
+_HEALTH_S = 1.0  # how often the monitor checks that the head answers
 
 
 @dataclass(frozen=True)
 class RaySettings:
     """Where and how: ``address`` of an existing cluster (None: a local one on
     127.0.0.1), ``remote`` git URL workers reach (None: the outer repository itself, for
-    workers that share this file system), and the failure policy."""
+    workers that share this file system), and the failure policy: ``watchdog_s`` None
+    means each sub-loop's own step bound; ``head_timeout_s`` is how long the head may
+    refuse connections before the cluster counts as lost."""
 
     address: str | None = None
     remote: str | None = None
@@ -58,6 +76,7 @@ class RaySettings:
     watchdog_s: float | None = None
     max_losses: int = 3
     num_cpus: int | None = None
+    head_timeout_s: float = 5.0
 
     @classmethod
     def parse(cls, spec: str, *, remote: str | None = None) -> RaySettings:
@@ -67,17 +86,13 @@ class RaySettings:
             raise UsageError(f"--executor {spec}: expected local, ray or ray:ADDRESS")
         if importlib.util.find_spec("ray") is None:
             raise UsageError(NEEDS_RAY)
-        watchdog = os.environ.get("LOOPRUN_RAY_WATCHDOG_S")
-        grace = os.environ.get("LOOPRUN_RAY_GRACE_S")
-        try:
-            return cls(
-                address=address or None,
-                remote=remote,
-                watchdog_s=float(watchdog) if watchdog else None,
-                grace_s=float(grace) if grace else cls.grace_s,
-            )
-        except ValueError as exc:
-            raise UsageError(f"LOOPRUN_RAY_WATCHDOG_S / LOOPRUN_RAY_GRACE_S: {exc}") from None
+        values = {
+            "watchdog_s": _seconds("LOOPRUN_RAY_WATCHDOG_S"),
+            "grace_s": _seconds("LOOPRUN_RAY_GRACE_S"),
+            "head_timeout_s": _seconds("LOOPRUN_RAY_HEAD_TIMEOUT_S"),
+        }
+        given = {k: v for k, v in values.items() if v is not None}
+        return cls(address=address or None, remote=remote, **given)
 
     def factory(self) -> Any:
         """An ``ExecutorFactory``: (parallel, report) -> executor."""
@@ -88,6 +103,20 @@ class RaySettings:
         return make
 
 
+def _seconds(name: str) -> float | None:
+    """A positive number of seconds from the environment variable ``name``, if set."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise UsageError(f"{name}={text}: expected a positive number of seconds")
+    return value
+
+
 @dataclass
 class _Attempt:
     job: SubloopJob
@@ -96,12 +125,15 @@ class _Attempt:
     ref: Any
     future: Future[SubloopResult]
     submitted: float
+    watchdog_s: float = 0.0
     losses: int = 0
-    watchdog_cancelled: bool = False
     last_progress: float = 0.0
     last_poll: float = 0.0
     seen_lease: str = ""
     discarded: dict[str, float] = field(default_factory=dict)
+    # executions given up on without Ray confirming their end (a frozen node): their
+    # results, if they ever come, count only for what they spent
+    abandoned: list[Any] = field(default_factory=list)
 
 
 class RayExecutor:
@@ -111,6 +143,13 @@ class RayExecutor:
         self.settings = settings or RaySettings()
         self._report = report
         self._ray = connect(self.settings.address, self.settings.num_cpus)
+        self._head = head_address(self._ray)
+        self._lost = ""  # why the cluster is lost, once it is
+        self._unanswered_since: float | None = None
+        self._last_health = 0.0
+        problem = unreachable(self._head)
+        if problem:  # lost while no sub-loop ran (between two outer iterations)
+            raise ExecutorLost(self._lost_reason(problem))
         self._board = new_board(self._ray)
         self._fn = task_function(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
@@ -124,6 +163,8 @@ class RayExecutor:
     # -- the Executor protocol --------------------------------------------------------------
 
     def submit(self, job: SubloopJob) -> Future[SubloopResult]:
+        if self._lost:
+            raise ExecutorLost(self._lost)
         outer = outer_git(job.repository)
         url = self.settings.remote or str(git_dir(outer))
         remote = Remote(outer, url)
@@ -135,6 +176,7 @@ class RayExecutor:
         future: Future[SubloopResult] = Future()
         future.set_running_or_notify_cancel()
         attempt = _Attempt(job, RemoteJob.for_subloop(job, url), remote, None, future, 0.0)
+        attempt.watchdog_s = self.settings.watchdog_s or default_watchdog(job.template, job.limits)
         self._launch(attempt, resume=job.resume)
         with self._lock:
             self._attempts[job.task_id] = attempt
@@ -161,6 +203,8 @@ class RayExecutor:
     def stop(self) -> None:
         """Cooperative stop, then, after the grace period, force-cancel what still runs."""
         self._stopping.set()
+        if self._lost:  # nothing to ask: the cluster is gone, the futures already ended
+            return
         try:  # the board tells workers at once; without it, the force-cancel still stops them
             self._ray.get(self._board.stop.remote(), timeout=self.settings.grace_s)
         except Exception as exc:  # the actor is gone (its node lost) or slow: never fatal
@@ -169,19 +213,29 @@ class RayExecutor:
         while time.monotonic() < deadline and self._open():
             time.sleep(_TICK_S)
         for a in self._open():
-            self._ray.cancel(a.ref, force=True)
+            self._cancel(a.ref)
             self._resolve(a, _interrupted(a.job, "stopped: force-cancelled after the grace period"))
 
     def shutdown(self) -> None:
         self._closed.set()
         self._monitor.join(timeout=10)
+        if self._lost:  # every Ray call would wait on the dead head
+            return
         self._drain()
         for a in self._open():  # never leave a task running behind the outer loop
-            self._ray.cancel(a.ref, force=True)
+            self._cancel(a.ref)
             self._resolve(a, _interrupted(a.job, "stopped: the executor shut down"))
+        with self._lock:
+            abandoned = [r for a in self._attempts.values() for r in a.abandoned]
+        for ref in abandoned:
+            self._cancel(ref)
         with contextlib.suppress(Exception):  # the actor may be gone with its node
             self._ray.kill(self._board)
         # The connection stays for the next outer iteration; Ray ends it at exit.
+
+    def _cancel(self, ref: Any) -> None:
+        with contextlib.suppress(Exception):  # its node may be gone or frozen
+            self._ray.cancel(ref, force=True)
 
     # -- attempts -------------------------------------------------------------------------
 
@@ -192,28 +246,67 @@ class RayExecutor:
         a.remote_job = replace(a.remote_job, token=token, resume=resume)
         a.ref = self._fn.remote(a.remote_job.to_json(), self._board)
         a.submitted = a.last_progress = time.monotonic()
-        a.watchdog_cancelled = False
 
     def _open(self) -> list[_Attempt]:
         with self._lock:
             return [a for a in self._attempts.values() if not a.future.done()]
 
     def _watch(self) -> None:
-        ray = self._ray
-        while not self._closed.is_set():
-            self._drain()
-            running = {a.ref: a for a in self._open()}
-            if not running:
-                time.sleep(_TICK_S)
-                continue
-            ready, _ = ray.wait(list(running), num_returns=len(running), timeout=_TICK_S)
-            for ref in ready:
+        while not self._closed.is_set() and not self._lost:
+            try:
+                self._tick()
+            except Exception as exc:  # never die silently: the outer loop waits on us
+                if not self._check_head(force=True):
+                    self._report(f"note: the Ray monitor failed once ({type(exc).__name__})")
+                    time.sleep(_TICK_S)
+
+    def _tick(self) -> None:
+        if self._check_head():
+            return
+        self._drain()
+        open_ = self._open()
+        running = {a.ref: a for a in open_}
+        abandoned = {r: a for a in open_ for r in a.abandoned}
+        if not running and not abandoned:
+            time.sleep(_TICK_S)
+            return
+        refs = [*running, *abandoned]
+        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=_TICK_S)
+        for ref in ready:
+            if ref in running:
                 self._finished(running[ref])
-            self._watchdog([a for r, a in running.items() if r not in ready])
+            else:
+                self._abandoned_ended(abandoned[ref], ref)
+        self._watchdog([a for r, a in running.items() if r not in ready])
+
+    def _check_head(self, *, force: bool = False) -> bool:
+        """True once the head has refused connections for ``head_timeout_s``: then every
+        open sub-loop's future raises ``ExecutorLost``."""
+        now = time.monotonic()
+        if not force and now - self._last_health < _HEALTH_S:
+            return False
+        self._last_health = now
+        problem = unreachable(self._head)
+        if not problem:
+            self._unanswered_since = None
+            return False
+        if self._unanswered_since is None:
+            self._unanswered_since = now
+        if now - self._unanswered_since < self.settings.head_timeout_s:
+            return False
+        self._lost = self._lost_reason(problem)
+        self._report(f"looprun: {self._lost}: stopping the run")
+        for a in self._open():
+            if not a.future.done():
+                a.future.set_exception(ExecutorLost(self._lost))
+        return True
+
+    def _lost_reason(self, problem: str) -> str:
+        return f"the Ray cluster was lost (its head {self._head} does not answer: {problem})"
 
     def _drain(self) -> None:
         try:
-            lines = self._ray.get(self._board.take.remote(), timeout=10)
+            lines = self._ray.get(self._board.take.remote(), timeout=2)
         except Exception:  # progress lines are best effort; results are not
             return
         for line in lines:
@@ -224,10 +317,7 @@ class RayExecutor:
         try:
             data = ray.get(a.ref)
         except ray.exceptions.TaskCancelledError:
-            if a.watchdog_cancelled and not self._stopping.is_set():
-                self._relaunch(a, "no progress within the watchdog period")
-            else:
-                self._resolve(a, _interrupted(a.job, "stopped: cancelled"))
+            self._resolve(a, _interrupted(a.job, "stopped: cancelled"))
             return
         except ray.exceptions.RayTaskError as exc:  # the worker's own code failed
             self._resolve(a, _error(a.job, f"worker error: {_first_line(exc)}"))
@@ -243,6 +333,21 @@ class RayExecutor:
                     self._relaunch(a, f"worker lost ({type(exc).__name__})")
             return
         self._accept(a, data)
+
+    def _abandoned_ended(self, a: _Attempt, ref: Any) -> None:
+        """An execution the watchdog gave up on came back: count what it spent."""
+        a.abandoned.remove(ref)
+        try:
+            data = self._ray.get(ref, timeout=10)
+        except Exception as exc:  # cancelled, or lost with its node: it pushed nothing more
+            self._report(f"[{a.job.task_id}] a replaced execution ended: {type(exc).__name__}")
+            return
+        for k in ("prompt_tokens", "completion_tokens", "cost_usd"):
+            a.discarded[k] = a.discarded.get(k, 0.0) + float(data.get(k) or 0)
+        self._report(
+            f"[{a.job.task_id}] a replaced execution ended: {data.get('outcome', '?')} "
+            f"({data.get('reason', '')})"
+        )
 
     def _relaunch(self, a: _Attempt, why: str) -> None:
         self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
@@ -312,22 +417,29 @@ class RayExecutor:
         a.future.set_result(result)
 
     def _watchdog(self, waiting: list[_Attempt]) -> None:
-        limit = self.settings.watchdog_s
-        if limit is None or self._stopping.is_set():
+        """A sub-loop silent for longer than its watchdog goes to a new execution at
+        once: the old task is cancelled without waiting (a frozen node never answers),
+        and the new token fences it out of every later push."""
+        if self._stopping.is_set():
             return
         now = time.monotonic()
         for a in waiting:
-            if a.watchdog_cancelled:
-                continue
+            limit = a.watchdog_s
             if now - a.last_poll >= min(_LEASE_POLL_S, limit / 2):
                 a.last_poll = now
                 lease = a.remote.lease(a.job.run_id)
                 if lease is not None and lease.sha != a.seen_lease:
                     a.seen_lease, a.last_progress = lease.sha, now
-            if now - a.last_progress > limit:
-                a.watchdog_cancelled = True
-                self._report(f"[{a.job.task_id}] no pushed step for {limit:g} s: cancelling")
-                self._ray.cancel(a.ref, force=True)
+            if now - a.last_progress <= limit:
+                continue
+            self._report(f"[{a.job.task_id}] no pushed step for {limit:g} s: cancelling it")
+            self._cancel(a.ref)
+            a.abandoned.append(a.ref)
+            a.losses += 1
+            if a.losses > self.settings.max_losses:
+                self._resolve(a, _error(a.job, f"no progress after {a.losses} executions"))
+            else:
+                self._relaunch(a, "no progress within the watchdog period")
 
 
 def _interrupted(job: SubloopJob, reason: str) -> SubloopResult:

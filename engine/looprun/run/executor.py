@@ -93,6 +93,17 @@ class Stopped(Exception):
     """
 
 
+class ExecutorLost(KeyboardInterrupt):
+    """Where the sub-loops ran is gone (a Ray cluster whose head died): the outer run
+    stops as a Ctrl-C stops it, saved at its last completed step, and ``looprun resume``
+    continues it there or elsewhere. A KeyboardInterrupt so every layer that records an
+    interrupted run records this one; ``reason`` names the loss."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class LocalExecutor:
     """Sub-loops on threads of this process, at most ``parallel`` at a time."""
 

@@ -15,6 +15,7 @@ from looprun.journal.writer import RunJournal
 from looprun.loop.engine import Engine
 from looprun.loop.finish import DIFF_CAP
 from looprun.loop.outcome import RunResult, TaskResult, UsageTotals
+from looprun.run.executor import ExecutorLost
 
 
 class Terminated(KeyboardInterrupt):
@@ -76,12 +77,14 @@ _DEFERRED = (signal.SIGINT, signal.SIGTERM)
 def record_interrupted(
     engine: Engine, ws: Any, journal: RunJournal, exc: BaseException, elapsed: float
 ) -> RunResult:
-    """Record a run stopped by a signal. ``state.json`` stays at the last completed step
-    (nothing half-done is saved), so ``looprun resume`` redoes the interrupted iteration."""
+    """Record a run stopped by a signal or a lost executor. ``state.json`` stays at the
+    last completed step (nothing half-done is saved), so ``looprun resume`` redoes the
+    interrupted iteration."""
     st = engine.state
-    name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+    name = _stop_name(exc)
+    cause = exc.reason if isinstance(exc, ExecutorLost) else name
     reason = (
-        f"{name} during iteration {st.iterations + 1}; resume redoes it "
+        f"{cause} during iteration {st.iterations + 1}; resume redoes it "
         "from the last completed step"
     )
     tasks = [TaskResult(**r) for r in st.task_results]
@@ -117,3 +120,11 @@ def record_interrupted(
     journal.event("interrupted", reason=reason, signal=name, iteration=st.iterations)
     journal.save_summary(result.summary())
     return result
+
+
+def _stop_name(exc: BaseException) -> str:
+    if isinstance(exc, Terminated):
+        return "SIGTERM"
+    if isinstance(exc, ExecutorLost):
+        return "executor lost"
+    return "SIGINT"

@@ -1,0 +1,276 @@
+"""What a multi-node cluster does to a run, on a real Ray cluster of several nodes on
+127.0.0.1 (a head holding the driver's node, worker nodes running the sub-loops): a
+frozen node's sub-loop relaunched within the watchdog, a lost head ending the run like a
+Ctrl-C (saved, resumable elsewhere), and a killed node with progress and Ctrl-C intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from cluster_helpers import LocalCluster
+from ray_helpers import one_task_project
+from tests.remote.remote_helpers import step_turns
+from tests.support.cli import cli_env, looprun, scripted_run
+
+WORKER = r"\[one\] worker (\w+) on \S+ pid (\d+)"
+
+
+@pytest.fixture
+def cluster() -> Iterator[LocalCluster]:
+    c = LocalCluster()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _start(
+    work: Path,
+    script: Path,
+    address: str,
+    env: dict[str, str] | None = None,
+    *,
+    as_json: bool = True,
+) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            *[sys.executable, "-m", "looprun"],
+            *scripted_run(str(work / "one.yaml"), intent="abc", workdir=work, script=script),
+            *["--executor", f"ray:{address}"],
+            *(["--json"] if as_json else []),
+        ],
+        cwd=work,
+        env=cli_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: float):
+    """Read stderr lines until one matches; returns the match (the lines read are kept)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        found = re.search(pattern, line)
+        if found:
+            return found
+    raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(lines)}")
+
+
+def _finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """(stdout, the rest of stderr) once the run ends, killed after ``timeout``. Not
+    ``communicate()``: it reads the pipes directly, losing what readline has buffered."""
+    assert proc.stdout is not None and proc.stderr is not None
+    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    timer.start()
+    try:
+        err = proc.stderr.read()  # stdout holds one summary: it never fills its pipe
+        out = proc.stdout.read()
+        proc.wait()
+    finally:
+        timer.cancel()
+    return out, err
+
+
+def _run_dir(work: Path) -> Path:
+    return next((work / ".looprun" / "runs").iterdir())
+
+
+def _exchanges_per_iteration(sub: Path) -> Counter:
+    rows = [json.loads(x) for x in (sub / "exchanges.jsonl").read_text().splitlines()]
+    return Counter(r["iteration"] for r in rows)
+
+
+def _steps_by_pid(sub: Path) -> dict[int, int]:
+    events = [json.loads(x) for x in (sub / "journal.jsonl").read_text().splitlines()]
+    return {e["iteration"]: e["pid"] for e in events if e["event"] == "iteration"}
+
+
+def _lease_executions(work: Path) -> list[tuple[str, str]]:
+    """The one sub-loop's lease history on the remote (the outer repository itself),
+    oldest first: (note, execution) per commit."""
+    refs = subprocess.run(
+        ["git", "for-each-ref", "--format=%(refname)", "refs/looprun-sync/"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    (ref,) = [r for r in refs if r.endswith("/lease")]
+    log = subprocess.run(
+        ["git", "log", "--reverse", "--format=%s%x00%b%x1e", ref],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = []
+    for entry in filter(str.strip, log.split("\x1e")):
+        subject, _, body = entry.strip().partition("\x00")
+        execution = re.search(r"^execution: (\S+)$", body, re.MULTILINE)
+        rows.append((subject, execution.group(1) if execution else ""))
+    return rows
+
+
+def _quick(script: Path, delay_s: float = 0.0) -> None:
+    script.write_text(yaml.safe_dump({"tasks": {"one": step_turns(delay_s)}}))
+
+
+def test_a_frozen_node_s_sub_loop_is_relaunched_within_the_watchdog(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    cluster.add_nodes(2)
+    work, script = one_task_project(tmp_path, delay_s=20)
+    proc = _start(work, script, cluster.address, {"LOOPRUN_RAY_WATCHDOG_S": "15"})
+    lines: list[str] = []
+    try:
+        stale = _wait_for(proc, WORKER, lines, 300)
+        stale_execution, stale_pid = stale.group(1), int(stale.group(2))
+        _wait_for(proc, r"\[one\] #1 ", lines, 300)
+        time.sleep(2)  # the step's push follows its progress line
+        node = cluster.node_of(stale_pid)
+        # the next execution waits a little on its first call (well within the watchdog),
+        # so that the stale one, thawed, comes back while it runs
+        _quick(script, delay_s=4)
+        node.signal(signal.SIGSTOP)
+        frozen = time.monotonic()
+        _wait_for(proc, r"\[one\] no pushed step for 15 s: cancelling", lines, 60)
+        fired = time.monotonic() - frozen
+        # the lease is polled every 5 s; the relaunch never waits for the frozen node
+        assert fired < 15 + 8, f"the watchdog fired {fired:.1f} s after the freeze"
+        _wait_for(proc, r"\[one\] no progress within the watchdog period: resuming", lines, 10)
+        fresh = _wait_for(proc, WORKER, lines, 120)
+        assert int(fresh.group(2)) != stale_pid and not node.runs(int(fresh.group(2)))
+        node.signal(signal.SIGCONT)  # the stale worker wakes while the new one holds the lease
+        _wait_for(proc, r"\[one\] a replaced execution ended", lines, 60)
+        out, err = _finish(proc, 300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, "".join(lines) + err
+    assert json.loads(out)["outcome"] == "done"
+    run_dir = _run_dir(work)
+    sub = run_dir / "subloops" / "one-1"
+    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # no step played twice
+    ran = _steps_by_pid(sub)
+    assert ran[1] == stale_pid and ran[2] == ran[3] != stale_pid, ran
+    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+    # nothing of the stale execution landed after the grant that fenced it out
+    history = _lease_executions(work)
+    regrant = max(i for i, (note, _) in enumerate(history) if "granted" in note)
+    assert any(e.startswith(stale_execution) for _, e in history[:regrant])
+    assert not any(e.startswith(stale_execution) for _, e in history[regrant:]), history
+
+
+def test_a_lost_head_stops_the_run_like_ctrl_c_and_it_resumes_on_another_cluster(
+    tmp_path: Path, cluster: LocalCluster, ray_address: str
+) -> None:
+    cluster.add_nodes(1)
+    work, script = one_task_project(tmp_path, delay_s=60)
+    proc = _start(work, script, cluster.address, as_json=False)
+    lines: list[str] = []
+    try:
+        _wait_for(proc, WORKER, lines, 300)
+        _wait_for(proc, r"\[one\] #1 ", lines, 300)
+        time.sleep(2)  # the step's push follows its progress line
+        cluster.kill(cluster.head)
+        killed = time.monotonic()
+        _out, err = _finish(proc, 120)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = "".join(lines) + err
+    assert proc.returncode == 130, stderr
+    assert took < 40, f"exit {took:.1f} s after the head died (Ray's own limit is 60 s)"
+    assert "Traceback" not in stderr
+    run_dir = _run_dir(work)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "interrupted"
+    assert "the Ray cluster was lost" in summary["reason"], summary["reason"]
+    # the verdict names the stop and how to go on, as after a Ctrl-C
+    assert re.search(r"→ interrupted after \d+ iteration\(s\): the Ray cluster was lost", stderr)
+    assert f"continue with: looprun resume {run_dir.name}" in stderr, stderr
+    records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    assert records["one"]["outcome"] == "running"
+    # the surviving node's worker still runs the slow step: the resume's lease fences it out
+    _quick(script)
+    resumed = looprun(
+        "resume", run_dir.name, "--executor", f"ray:{ray_address}", "--json", cwd=work, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["outcome"] == "done"
+    sub = run_dir / "subloops" / "one-1"
+    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # step 1 not replayed
+    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+
+
+def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    cluster.add_nodes(2)
+    work, script = one_task_project(tmp_path, delay_s=60)
+    proc = _start(work, script, cluster.address)
+    lines: list[str] = []
+    try:
+        first = _wait_for(proc, WORKER, lines, 300)
+        _wait_for(proc, r"\[one\] #1 ", lines, 300)
+        time.sleep(2)  # the step's push follows its progress line
+        cluster.kill(cluster.node_of(int(first.group(2))))
+        _wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
+        # progress lines still come, from the worker on the other node
+        second = _wait_for(proc, WORKER, lines, 120)
+        assert second.group(2) != first.group(2)
+        time.sleep(1)
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = _finish(proc, 60)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = "".join(lines) + err
+    assert proc.returncode == 130, stderr
+    assert took < 15, f"exit after {took:.1f} s"
+    assert "Traceback" not in stderr
+    summary = json.loads(out)
+    assert summary["outcome"] == "interrupted" and "SIGINT" in summary["reason"]
+    run_dir = _run_dir(work)
+    records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    assert records["one"]["outcome"] == "running"
+    _quick(script)
+    resumed = looprun(
+        "resume",
+        run_dir.name,
+        "--executor",
+        f"ray:{cluster.address}",
+        "--json",
+        cwd=work,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["outcome"] == "done"
+    sub = run_dir / "subloops" / "one-1"
+    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}
+    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
