@@ -1,7 +1,8 @@
 """Sub-loops on a Ray cluster, behind the ``Executor`` protocol.
 
-Each sub-loop attempt is one Ray task with engine-level retries off (``max_retries=0``):
-looprun, not Ray, decides what happens to a lost worker. The job is small JSON
+Each sub-loop attempt is one call to a warm worker (``warm``: a long-lived actor that
+imports looprun once and keeps a clone per remote), never retried by Ray: looprun, not
+Ray, decides what happens to a lost worker. The job is small JSON
 (``RemoteJob``); repository content, checkpoints and journals travel through git (see
 ``gitsync``). A lost worker (killed, its node gone) or a stuck one (the watchdog saw no
 pushed step for ``watchdog_s``) is fenced out by a new execution token and its sub-loop
@@ -9,7 +10,7 @@ resumed from the last step it pushed, never re-run from scratch. Only the curren
 token's result is accepted; what a discarded execution spent still counts.
 
 Stopping is cooperative first (each worker stops at its next model call and kills its
-running checks), then, after ``grace_s``, ``ray.cancel(force=True)``.
+running checks), then, after ``grace_s``, the worker is killed (and replaced by the next launch).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from looprun.remote.gitsync import (
     sync_ref,
 )
 from looprun.remote.job import RemoteJob
-from looprun.remote.ray_cluster import NEEDS_RAY, connect, new_board, task_function
+from looprun.remote.ray_cluster import NEEDS_RAY, connect, new_board
+from looprun.remote.warm import WarmPool
 from looprun.remote.worker import result_from_dict
 from looprun.run.executor import Report, SubloopJob, SubloopResult
 from looprun.workspace.tree import Workspace
@@ -100,6 +102,7 @@ class _Attempt:
     last_poll: float = 0.0
     seen_lease: str = ""
     discarded: dict[str, float] = field(default_factory=dict)
+    worker: tuple[str, Any] | None = None  # the warm worker running it: (name, handle)
 
 
 class RayExecutor:
@@ -110,7 +113,7 @@ class RayExecutor:
         self._report = report
         self._ray = connect(self.settings.address, self.settings.num_cpus)
         self._board = new_board(self._ray)
-        self._fn = task_function(self._ray)
+        self._pool = WarmPool(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -146,15 +149,15 @@ class RayExecutor:
         while time.monotonic() < deadline and self._open():
             time.sleep(_TICK_S)
         for a in self._open():
-            self._ray.cancel(a.ref, force=True)
+            self._kill(a)
             self._resolve(a, _interrupted(a.job, "stopped: force-cancelled after the grace period"))
 
     def shutdown(self) -> None:
         self._closed.set()
         self._monitor.join(timeout=10)
         self._drain()
-        for a in self._open():  # never leave a task running behind the outer loop
-            self._ray.cancel(a.ref, force=True)
+        for a in self._open():  # never leave a job running behind the outer loop
+            self._kill(a)
             self._resolve(a, _interrupted(a.job, "stopped: the executor shut down"))
         with contextlib.suppress(Exception):  # the actor may be gone with its node
             self._ray.kill(self._board)
@@ -167,9 +170,18 @@ class RayExecutor:
         token = uuid.uuid4().hex
         a.remote.grant(a.job.run_id, token)
         a.remote_job = replace(a.remote_job, token=token, resume=resume)
-        a.ref = self._fn.remote(a.remote_job.to_json(), self._board)
+        self._start(a)
         a.submitted = a.last_progress = time.monotonic()
         a.watchdog_cancelled = False
+
+    def _start(self, a: _Attempt) -> None:
+        a.worker = self._pool.acquire()
+        a.ref = a.worker[1].execute.remote(a.remote_job.to_json(), self._board)
+
+    def _kill(self, a: _Attempt) -> None:
+        """Force-stop: the worker goes, with the job it runs (a new one replaces it)."""
+        if a.worker is not None:
+            self._pool.kill(*a.worker)
 
     def _open(self) -> list[_Attempt]:
         with self._lock:
@@ -200,17 +212,15 @@ class RayExecutor:
         ray = self._ray
         try:
             data = ray.get(a.ref)
-        except ray.exceptions.TaskCancelledError:
-            if a.watchdog_cancelled and not self._stopping.is_set():
-                self._relaunch(a, "no progress within the watchdog period")
-            else:
-                self._resolve(a, _interrupted(a.job, "stopped: cancelled"))
-            return
         except ray.exceptions.RayTaskError as exc:  # the worker's own code failed
+            self._release(a)
             self._resolve(a, _error(a.job, f"worker error: {_first_line(exc)}"))
             return
-        except ray.exceptions.RayError as exc:  # the worker or its node was lost
-            if self._stopping.is_set():
+        except ray.exceptions.RayError as exc:  # the worker or its node was lost, or killed
+            self._kill(a)
+            if a.watchdog_cancelled and not self._stopping.is_set():
+                self._relaunch(a, "no progress within the watchdog period")
+            elif self._stopping.is_set():
                 self._resolve(a, _interrupted(a.job, "stopped while its worker was lost"))
             else:
                 a.losses += 1
@@ -219,7 +229,16 @@ class RayExecutor:
                 else:
                     self._relaunch(a, f"worker lost ({type(exc).__name__})")
             return
+        self._release(a)
+        if data.get("busy"):  # another run's job took that worker first: send it on
+            self._start(a)
+            return
         self._accept(a, data)
+
+    def _release(self, a: _Attempt) -> None:
+        if a.worker is not None:
+            self._pool.release(a.worker[0])
+            a.worker = None
 
     def _relaunch(self, a: _Attempt, why: str) -> None:
         self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
@@ -294,7 +313,7 @@ class RayExecutor:
             if now - a.last_progress > limit:
                 a.watchdog_cancelled = True
                 self._report(f"[{a.job.task_id}] no pushed step for {limit:g} s: cancelling")
-                self._ray.cancel(a.ref, force=True)
+                self._kill(a)
 
 
 def _interrupted(job: SubloopJob, reason: str) -> SubloopResult:
