@@ -200,18 +200,24 @@ class RayExecutor:
                 self._finished(running[ref])
             self._watchdog([a for r, a in running.items() if r not in ready])
 
-    def _drain(self) -> None:
-        try:
-            lines = self._ray.get(self._board.take.remote(), timeout=10)
-        except Exception:  # progress lines are best effort; results are not
-            return
-        for line in lines:
-            self._report(line)
+    def _drain(self, only: _Attempt | None = None) -> None:
+        """Report the progress lines the workers hold (each warm worker keeps its job's
+        lines: it is up already, where a board would first have to start)."""
+        attempts = [only] if only is not None else self._open()
+        refs = [a.worker[1].take.remote() for a in attempts if a.worker is not None]
+        for ref in refs:
+            try:
+                lines = self._ray.get(ref, timeout=10)
+            except Exception:  # progress lines are best effort; results are not
+                continue
+            for line in lines:
+                self._report(line)
 
     def _finished(self, a: _Attempt) -> None:
         ray = self._ray
         try:
             data = ray.get(a.ref)
+            self._drain(a)  # its last lines before its result
         except ray.exceptions.RayTaskError as exc:  # the worker's own code failed
             self._release(a)
             self._resolve(a, _error(a.job, f"worker error: {_first_line(exc)}"))

@@ -36,8 +36,9 @@ _ACTORS: dict[int, Any] = {}
 
 
 class WarmWorker:
-    """One long-lived worker: ``execute`` runs one job at a time; ``idle`` and ``stop``
-    answer while it runs (the actor is threaded for them)."""
+    """One long-lived worker: ``execute`` runs one job at a time; ``idle`` and ``take``
+    (its progress lines) answer while it runs (the actor is threaded for them). The
+    run's board carries only the stop flag, and its fate."""
 
     def __init__(self) -> None:
         self._scratch = Path(tempfile.mkdtemp(prefix="looprun-warm-"))
@@ -46,6 +47,7 @@ class WarmWorker:
         self._busy = False
         self._closing = False
         self._last = time.monotonic()
+        self._lines: list[str] = []
         self._idle_s = float(os.environ.get(IDLE_S) or 600)
         threading.Thread(target=self._reaper, name="looprun-warm-idle", daemon=True).start()
 
@@ -56,6 +58,16 @@ class WarmWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def take(self) -> list[str]:
+        """The progress lines of the running (or just ended) job, taken once."""
+        with self._lock:
+            out, self._lines = self._lines, []
+        return out
+
+    def _say(self, line: str) -> None:
+        with self._lock:
+            self._lines.append(line)
+
     def execute(self, job_json: str, board: Any) -> dict[str, Any]:
         """Run one job (see ``worker.run_remote_job``), or answer ``busy`` at once when
         another run's job got here first."""
@@ -63,10 +75,11 @@ class WarmWorker:
             if self._busy or self._closing:
                 return {"busy": True}
             self._busy = True
+            self._lines = []
         try:
             return run_remote_job(
                 job_json,
-                lambda line: board.say.remote(line),
+                self._say,
                 lambda: self._stopped(board),
                 scratch_root=str(self._scratch),
                 clones=self._clones,
