@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -46,4 +47,4 @@ def one_task_project(tmp: Path, delay_s: float = 0.0) -> tuple[Path, Path]:
 def busy_workers() -> list[str]:
     """Ray workers running a sub-loop right now (Ray names a busy worker after its task)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "ray::execute" in line]
+    return [line for line in out.splitlines() if re.search(r"ray::(\w+\.)?execute", line)]

@@ -97,9 +97,9 @@ class Remote:
             if self.ls(src):
                 self.git.run("fetch", "-q", "--no-tags", self.url, spec)
 
-    def ls(self, pattern: str) -> dict[str, str]:
-        """Refs on the remote matching ``pattern`` (a ref or a glob), name -> sha."""
-        out = self.git.run("ls-remote", "--refs", self.url, pattern, check=False)
+    def ls(self, *patterns: str) -> dict[str, str]:
+        """Refs on the remote matching any of ``patterns`` (refs or globs), name -> sha."""
+        out = self.git.run("ls-remote", "--refs", self.url, *patterns, check=False)
         refs: dict[str, str] = {}
         for line in out.splitlines():
             sha, _, name = line.partition("\t")

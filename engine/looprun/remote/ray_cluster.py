@@ -1,9 +1,11 @@
-"""Ray itself: joining a cluster (or starting a local one), the board actor workers poll,
-and the task that runs one job on a worker.
+"""Ray itself: joining a cluster (or starting a local one) and the board actor workers
+poll (the workers themselves are in ``warm``).
 
 This is the one module that imports Ray, and only when ``connect`` is called: Ray is an
 optional dependency, and everything else (``ray_executor`` included) imports without it.
 The rest of looprun holds the module ``connect`` returns, never its own import of it.
+It imports nothing of the engine either: the board's Ray process loads this module, and
+a board that starts fast is a run that starts fast.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import socket
 from typing import Any
 
 from looprun.errors import UsageError
-from looprun.remote.worker import run_remote_job
 
 NEEDS_RAY = "--executor ray needs Ray: pip install 'looprun[ray]' (on every node)"
 
@@ -133,19 +134,3 @@ def new_board(ray: Any) -> Any:
     strategies = ray.util.scheduling_strategies
     strategy = strategies.NodeAffinitySchedulingStrategy(node_id=here, soft=False)
     return board_class(ray).options(scheduling_strategy=strategy).remote()
-
-
-def task_function(ray: Any) -> Any:
-    """The Ray task running one job: its progress goes to the ``board``, and it stops
-    when the board says so. No retries by Ray: looprun decides about a lost worker."""
-
-    def execute(job_json: str, board: Any) -> dict[str, Any]:
-        def report(line: str) -> None:
-            board.say.remote(line)
-
-        def should_stop() -> bool:
-            return bool(ray.get(board.is_stopped.remote(), timeout=30))
-
-        return run_remote_job(job_json, report, should_stop)
-
-    return ray.remote(max_retries=0, retry_exceptions=False, num_cpus=1)(execute)

@@ -1,7 +1,8 @@
 """Sub-loops on a Ray cluster, behind the ``Executor`` protocol.
 
-Each sub-loop attempt is one Ray task with engine-level retries off (``max_retries=0``):
-looprun, not Ray, decides what happens to a lost worker. The job is small JSON
+Each sub-loop attempt is one call to a warm worker (``warm``: a long-lived actor that
+imports looprun once and keeps a clone per remote), never retried by Ray: looprun, not
+Ray, decides what happens to a lost worker. The job is small JSON
 (``RemoteJob``); repository content, checkpoints and journals travel through git (see
 ``gitsync``). A lost worker (killed, its node gone) or a stuck one (the watchdog saw no
 pushed step for ``watchdog_s``) is fenced out by a new execution token and its sub-loop
@@ -16,7 +17,7 @@ sub-loop's future raises ``ExecutorLost``, and the outer run stops as a Ctrl-C s
 saved and resumable, before Ray's own reconnect timeout would end the process.
 
 Stopping is cooperative first (each worker stops at its next model call and kills its
-running checks), then, after ``grace_s``, ``ray.cancel(force=True)``.
+running checks), then, after ``grace_s``, the worker is killed (and replaced by the next launch).
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ from looprun.remote.ray_cluster import (
     connect,
     head_address,
     new_board,
-    task_function,
     unreachable,
 )
+from looprun.remote.warm import WarmPool
 from looprun.remote.watchdog import default_watchdog
 from looprun.remote.worker import result_from_dict
 from looprun.run.executor import ExecutorLost, Report, SubloopJob, SubloopResult
@@ -134,6 +135,8 @@ class _Attempt:
     # executions given up on without Ray confirming their end (a frozen node): their
     # results, if they ever come, count only for what they spent
     abandoned: list[Any] = field(default_factory=list)
+    worker: tuple[str, Any] | None = None  # the warm worker running it: (name, handle)
+    take: Any = None  # its progress lines asked for and not yet answered
 
 
 class RayExecutor:
@@ -151,7 +154,7 @@ class RayExecutor:
         if problem:  # lost while no sub-loop ran (between two outer iterations)
             raise ExecutorLost(self._lost_reason(problem))
         self._board = new_board(self._ray)
-        self._fn = task_function(self._ray)
+        self._pool = WarmPool(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
         self._lock = threading.Lock()
         self._resolving = threading.Lock()
@@ -213,7 +216,7 @@ class RayExecutor:
         while time.monotonic() < deadline and self._open():
             time.sleep(_TICK_S)
         for a in self._open():
-            self._cancel(a.ref)
+            self._kill(a)
             self._resolve(a, _interrupted(a.job, "stopped: force-cancelled after the grace period"))
 
     def shutdown(self) -> None:
@@ -222,20 +225,12 @@ class RayExecutor:
         if self._lost:  # every Ray call would wait on the dead head
             return
         self._drain()
-        for a in self._open():  # never leave a task running behind the outer loop
-            self._cancel(a.ref)
+        for a in self._open():  # never leave a job running behind the outer loop
+            self._kill(a)
             self._resolve(a, _interrupted(a.job, "stopped: the executor shut down"))
-        with self._lock:
-            abandoned = [r for a in self._attempts.values() for r in a.abandoned]
-        for ref in abandoned:
-            self._cancel(ref)
         with contextlib.suppress(Exception):  # the actor may be gone with its node
             self._ray.kill(self._board)
         # The connection stays for the next outer iteration; Ray ends it at exit.
-
-    def _cancel(self, ref: Any) -> None:
-        with contextlib.suppress(Exception):  # its node may be gone or frozen
-            self._ray.cancel(ref, force=True)
 
     # -- attempts -------------------------------------------------------------------------
 
@@ -244,8 +239,18 @@ class RayExecutor:
         token = uuid.uuid4().hex
         a.remote.grant(a.job.run_id, token)
         a.remote_job = replace(a.remote_job, token=token, resume=resume)
-        a.ref = self._fn.remote(a.remote_job.to_json(), self._board)
+        self._start(a)
         a.submitted = a.last_progress = time.monotonic()
+
+    def _start(self, a: _Attempt) -> None:
+        a.worker, a.take = self._pool.acquire(), None
+        a.ref = a.worker[1].execute.remote(a.remote_job.to_json(), self._board)
+
+    def _kill(self, a: _Attempt) -> None:
+        """Force-stop: the worker goes, with the job it runs (a new one replaces it)."""
+        if a.worker is not None:
+            self._pool.kill(*a.worker)
+            a.worker, a.take = None, None
 
     def _open(self) -> list[_Attempt]:
         with self._lock:
@@ -304,25 +309,46 @@ class RayExecutor:
     def _lost_reason(self, problem: str) -> str:
         return f"the Ray cluster was lost (its head {self._head} does not answer: {problem})"
 
-    def _drain(self) -> None:
+    def _drain(self, only: _Attempt | None = None) -> None:
+        """Report the progress lines the workers hold (each warm worker keeps its job's
+        lines: it is up already, where a board would first have to start). A worker that
+        does not answer at once (a frozen node) keeps its question for the next tick
+        rather than holding up the monitor."""
+        attempts = [only] if only is not None else self._open()
+        asked: dict[Any, _Attempt] = {}
+        for a in attempts:
+            if a.worker is None:
+                continue
+            if a.take is None:
+                a.take = a.worker[1].take.remote()
+            asked[a.take] = a
+        if not asked:
+            return
+        timeout = 10.0 if only is not None else _TICK_S
         try:
-            lines = self._ray.get(self._board.take.remote(), timeout=2)
+            ready, _ = self._ray.wait(list(asked), num_returns=len(asked), timeout=timeout)
         except Exception:  # progress lines are best effort; results are not
             return
-        for line in lines:
-            self._report(line)
+        for ref in ready:
+            asked[ref].take = None
+            try:
+                lines = self._ray.get(ref, timeout=2)
+            except Exception:
+                continue
+            for line in lines:
+                self._report(line)
 
     def _finished(self, a: _Attempt) -> None:
         ray = self._ray
         try:
             data = ray.get(a.ref)
-        except ray.exceptions.TaskCancelledError:
-            self._resolve(a, _interrupted(a.job, "stopped: cancelled"))
-            return
+            self._drain(a)  # its last lines before its result
         except ray.exceptions.RayTaskError as exc:  # the worker's own code failed
+            self._release(a)
             self._resolve(a, _error(a.job, f"worker error: {_first_line(exc)}"))
             return
-        except ray.exceptions.RayError as exc:  # the worker or its node was lost
+        except ray.exceptions.RayError as exc:  # the worker or its node was lost, or killed
+            self._kill(a)
             if self._stopping.is_set():
                 self._resolve(a, _interrupted(a.job, "stopped while its worker was lost"))
             else:
@@ -331,6 +357,10 @@ class RayExecutor:
                     self._resolve(a, _error(a.job, f"worker lost {a.losses} times: {exc}"))
                 else:
                     self._relaunch(a, f"worker lost ({type(exc).__name__})")
+            return
+        self._release(a)
+        if data.get("busy"):  # another run's job took that worker first: send it on
+            self._start(a)
             return
         self._accept(a, data)
 
@@ -348,6 +378,11 @@ class RayExecutor:
             f"[{a.job.task_id}] a replaced execution ended: {data.get('outcome', '?')} "
             f"({data.get('reason', '')})"
         )
+
+    def _release(self, a: _Attempt) -> None:
+        if a.worker is not None:
+            self._pool.release(a.worker[0])
+            a.worker, a.take = None, None
 
     def _relaunch(self, a: _Attempt, why: str) -> None:
         self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
@@ -418,7 +453,7 @@ class RayExecutor:
 
     def _watchdog(self, waiting: list[_Attempt]) -> None:
         """A sub-loop silent for longer than its watchdog goes to a new execution at
-        once: the old task is cancelled without waiting (a frozen node never answers),
+        once: the old worker is killed without waiting (a frozen node never answers),
         and the new token fences it out of every later push."""
         if self._stopping.is_set():
             return
@@ -433,7 +468,7 @@ class RayExecutor:
             if now - a.last_progress <= limit:
                 continue
             self._report(f"[{a.job.task_id}] no pushed step for {limit:g} s: cancelling it")
-            self._cancel(a.ref)
+            self._kill(a)
             a.abandoned.append(a.ref)
             a.losses += 1
             if a.losses > self.settings.max_losses:

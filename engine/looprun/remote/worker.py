@@ -8,8 +8,10 @@
 2. Claim the lease for the job's execution token; an execution that loses the claim
    (a duplicate of the same attempt, or an attempt the outer loop already replaced) does
    nothing and reports ``superseded``.
-3. Clone the start commit into a scratch directory; when resuming, restore the
-   sub-loop's run directory and checkpoints from the refs its last execution pushed.
+3. Fetch the start commit into a fresh repository in a scratch directory (a long-lived
+   worker fetches into its clone of the remote and the fresh repository borrows its
+   objects: see ``clones``) and check it out; when resuming, restore the sub-loop's run
+   directory and checkpoints from the refs its last execution pushed.
 4. Run the sub-loop with the usual engine. After every completed step its checkpoints and
    its (redacted) run directory are pushed with the lease moved, all or nothing: a lost
    worker is resumed from there, and a fenced one stops at its next step.
@@ -32,6 +34,7 @@ from typing import Any
 from looprun.errors import LooprunError
 from looprun.models import anthropic, openai
 from looprun.models.config import load_config
+from looprun.remote.clones import CloneCache, borrow
 from looprun.remote.gitsync import (
     Lease,
     LeaseLost,
@@ -60,9 +63,12 @@ def run_remote_job(
     report: Report,
     should_stop: Callable[[], bool] = lambda: False,
     scratch_root: str | None = None,
+    clones: CloneCache | None = None,
 ) -> dict[str, Any]:
     """Run one ``RemoteJob`` to its end; returns the result as plain data (see
-    ``result_from_dict``), never raising for a sub-loop's own failure."""
+    ``result_from_dict``), never raising for a sub-loop's own failure. A long-lived
+    worker passes its ``clones``: the job's fresh repository then borrows their objects
+    instead of fetching the remote's history again."""
     job = RemoteJob.from_json(job_json)
     execution = uuid.uuid4().hex
     base = {"token": job.token, "execution": execution, "host": socket.gethostname()}
@@ -77,7 +83,7 @@ def run_remote_job(
         return base | _plain(job, "error", str(exc), code="job_refused")
     scratch = Path(tempfile.mkdtemp(prefix="looprun-worker-", dir=scratch_root))
     try:
-        return base | _run(job, execution, scratch, report, should_stop)
+        return base | _run(job, execution, scratch, report, should_stop, clones)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -88,6 +94,7 @@ def _run(
     scratch: Path,
     report: Report,
     should_stop: Callable[[], bool],
+    clones: CloneCache | None,
 ) -> dict[str, Any]:
     tree, run_dir = scratch / "tree", scratch / "run"
     tree.mkdir()
@@ -100,11 +107,11 @@ def _run(
         return _plain(job, "superseded", str(exc))
     report(f"[{job.task_id}] worker {execution[:8]} on {socket.gethostname()} pid {os.getpid()}")
     own = f"refs/looprun/{job.run_id}"
-    remote.fetch(
-        f"+{sync_ref(job.run_id, 'start')}:{sync_ref(job.run_id, 'start')}",
-        f"+{own}/*:{own}/*",
-        f"+{sync_ref(job.run_id, 'journal')}:{sync_ref(job.run_id, 'journal')}",
-    )
+    refs = remote.ls(sync_ref(job.run_id, "start"), f"{own}/*", sync_ref(job.run_id, "journal"))
+    if clones is not None:  # a warm worker: fetch into its clone, borrow its objects
+        borrow(git, clones.fetch(job.remote, refs), refs)
+    elif refs:
+        git.run("fetch", "-q", "--no-tags", job.remote, *(f"+{r}:{r}" for r in refs))
     git.run("checkout", "-q", "--detach", job.commit)
     pushed = git.run("rev-parse", "-q", "--verify", sync_ref(job.run_id, "journal"), check=False)
     if job.resume and pushed.strip():
