@@ -171,3 +171,92 @@ def test_the_last_task_never_ends_on_a_narrow_run(sdist: Path, tmp_path: Path) -
     record = _records(summary)[1]["observers"]["tests"]
     assert record["stage"] == "whole" and record["selected"] == []
     assert NEW_TEST_ID in record["failing"] and len(record["passing"]) > 400
+
+
+FIX_ONE = """\
+looprun: 1
+name: fix-one
+inputs:
+  intent: {type: string, required: true}
+plan: {mode: none}
+act:
+  prompt: "{{ intent }}"
+  tools: [write_file, edit_file, read_file]
+  max_steps: 4
+observe:
+  diff: {parser: git_diff}
+exit: ["diff.lines > 0"]
+refine:
+  - else: {escalate: "no change"}
+limits: {max_iterations: 1}
+"""
+
+OUTER_STAGED = """\
+looprun: 1
+name: staged-outer
+inputs:
+  intent: {type: string, required: true}
+plan:
+  mode: static
+  tasks:
+    - {id: reproduce, goal: "add a test that fails on the bug"}
+    - {id: fix, goal: "fix the bug"}
+each_task:
+  uses: ./fix-one.yaml
+  with: {intent: "{{ task.goal }}"}
+  isolation: worktree
+  parallel: 1
+observe:
+  tests:
+    run: "python -m pytest -q -p no:cacheprovider --junitxml={{ run.artifacts }}/junit.xml"
+    parser: junit
+    file: "{{ run.artifacts }}/junit.xml"
+    narrow: [changed_tests]
+exit: ["subloops.all_done", "tests.ok"]
+refine:
+  - else: {escalate: "the suite does not pass"}
+limits: {max_iterations: 1}
+"""
+
+
+def _outer_staged(work: Path, tmp_path: Path, fix: tuple[str, str]) -> dict[str, Any]:
+    (tmp_path / "fix-one.yaml").write_text(FIX_ONE)
+    template = tmp_path / "staged-outer.yaml"
+    template.write_text(OUTER_STAGED)
+    script = tmp_path / "script.yaml"
+    parts = {"reproduce": reproduce_turns(), "fix": edit_turns(CODE, *fix, "Fixed.")}
+    script.write_text(yaml.safe_dump({"tasks": parts}, sort_keys=False))
+    proc = looprun(
+        str(template), "--intent", "ordinal(113) is wrong", "--workdir", str(work),
+        "--model", f"script:{script}", "--json", timeout=900,
+    )  # fmt: skip
+    summary = json.loads(proc.stdout)
+    summary["stderr"] = proc.stderr
+    return summary
+
+
+def test_an_outer_loop_never_ends_done_on_a_narrow_run(sdist: Path, tmp_path: Path) -> None:
+    """An each_task outer loop whose sub-loops pass the narrow selection (the new test)
+    while breaking tests outside it: its act step ends every task at once, so a narrow
+    done would end the run; the whole suite runs on the same tree and refuses it."""
+    work = planted_project(sdist, tmp_path)
+    broken = (BUG[1], "    if number % 100 in (11, 12, 13) or number % 10 == 1:\n")
+    summary = _outer_staged(work, tmp_path, broken)
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    record = _records(summary)[-1]["observers"]["tests"]
+    # the narrow run of the new test passed; the whole suite ran after it on that tree
+    assert record["stage"] == "whole" and record["selected"] == [NEW_TEST]
+    assert NEW_TEST_ID in record["passing"] and len(record["passing"]) > 400
+    assert record["failing"]
+    assert all(NEW_TEST not in test for test in record["failing"])
+
+
+def test_an_honest_outer_loop_ends_done_on_a_whole_run(sdist: Path, tmp_path: Path) -> None:
+    work = planted_project(sdist, tmp_path)
+    summary = _outer_staged(work, tmp_path, (BUG[1], BUG[0]))
+
+    assert summary["outcome"] == "done", summary["stderr"]
+    record = _records(summary)[-1]["observers"]["tests"]
+    assert record["stage"] == "whole" and len(record["passing"]) > 400
+    assert not record["failing"] and run_suite(work).returncode == 0

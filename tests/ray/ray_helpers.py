@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -48,3 +49,25 @@ def busy_workers() -> list[str]:
     """Ray workers running a sub-loop right now (Ray names a busy worker after its task)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if re.search(r"ray::(\w+\.)?execute", line)]
+
+
+def worker_pid(lines: list[str], task: str = "one") -> int:
+    """The pid of the worker process a sub-loop's progress says it runs on."""
+    found = [re.search(rf"\[{task}\] worker \w+ on \S+ pid (\d+)", line) for line in lines]
+    pids = [int(m.group(1)) for m in found if m]
+    assert pids, "no worker line in:\n" + "".join(lines)
+    return pids[-1]
+
+
+def gone(pid: int, within_s: float) -> bool:
+    """Whether process ``pid`` ends (or is a zombie) within ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.2)
+    return False

@@ -160,7 +160,10 @@ def test_a_frozen_node_s_sub_loop_is_relaunched_within_the_watchdog(
         fresh = _wait_for(proc, WORKER, lines, 120)
         assert int(fresh.group(2)) != stale_pid and not node.runs(int(fresh.group(2)))
         node.signal(signal.SIGCONT)  # the stale worker wakes while the new one holds the lease
-        _wait_for(proc, r"\[one\] a replaced execution ended", lines, 60)
+        # a killed warm worker's end is known at once (Ray marks the actor dead), so
+        # its line may come before the fresh worker's
+        if not any(re.search(r"\[one\] a replaced execution ended", line) for line in lines):
+            _wait_for(proc, r"\[one\] a replaced execution ended", lines, 60)
         out, err = _finish(proc, 300)
     finally:
         if proc.poll() is None:

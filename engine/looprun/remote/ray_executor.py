@@ -348,6 +348,10 @@ class RayExecutor:
             self._resolve(a, _error(a.job, f"worker error: {_first_line(exc)}"))
             return
         except ray.exceptions.RayError as exc:  # the worker or its node was lost, or killed
+            if unreachable(self._head):
+                # lost with the cluster's head: every call to it (a kill, a new worker)
+                # would wait out Ray's reconnect timeout; the monitor declares it lost
+                return
             self._kill(a)
             if self._stopping.is_set():
                 self._resolve(a, _interrupted(a.job, "stopped while its worker was lost"))
