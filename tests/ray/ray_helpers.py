@@ -46,7 +46,9 @@ def one_task_project(tmp: Path, delay_s: float = 0.0) -> tuple[Path, Path]:
 
 
 def busy_workers() -> list[str]:
-    """Ray workers running a sub-loop right now (Ray names a busy worker after its task)."""
+    """Ray workers whose title names a sub-loop job (Ray titles a worker after the call it
+    runs: a warm worker's title can show a progress poll instead while a job runs, so to
+    follow one job use ``worker_pid`` and ``gone``)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if re.search(r"ray::(\w+\.)?execute", line)]
 
@@ -71,3 +73,18 @@ def gone(pid: int, within_s: float) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: float) -> re.Match:
+    """Read stderr lines until one matches; returns the match (the lines read are kept)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        found = re.search(pattern, line)
+        if found:
+            return found
+    raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(lines)}")

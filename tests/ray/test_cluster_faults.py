@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cluster_helpers import LocalCluster
-from ray_helpers import one_task_project
+from ray_helpers import one_task_project, wait_for
 from tests.remote.remote_helpers import step_turns
 from tests.support.cli import cli_env, looprun, scripted_run
 
@@ -58,21 +58,6 @@ def _start(
         text=True,
         start_new_session=True,
     )
-
-
-def _wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: float):
-    """Read stderr lines until one matches; returns the match (the lines read are kept)."""
-    assert proc.stderr is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        found = re.search(pattern, line)
-        if found:
-            return found
-    raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(lines)}")
 
 
 def _finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
@@ -142,9 +127,9 @@ def test_a_frozen_node_s_sub_loop_is_relaunched_within_the_watchdog(
     proc = _start(work, script, cluster.address, {"LOOPRUN_RAY_WATCHDOG_S": "15"})
     lines: list[str] = []
     try:
-        stale = _wait_for(proc, WORKER, lines, 300)
+        stale = wait_for(proc, WORKER, lines, 300)
         stale_execution, stale_pid = stale.group(1), int(stale.group(2))
-        _wait_for(proc, r"\[one\] #1 ", lines, 300)
+        wait_for(proc, r"\[one\] #1 ", lines, 300)
         time.sleep(2)  # the step's push follows its progress line
         node = cluster.node_of(stale_pid)
         # the next execution waits a little on its first call (well within the watchdog),
@@ -152,18 +137,18 @@ def test_a_frozen_node_s_sub_loop_is_relaunched_within_the_watchdog(
         _quick(script, delay_s=4)
         node.signal(signal.SIGSTOP)
         frozen = time.monotonic()
-        _wait_for(proc, r"\[one\] no pushed step for 15 s: cancelling", lines, 60)
+        wait_for(proc, r"\[one\] no pushed step for 15 s: cancelling", lines, 60)
         fired = time.monotonic() - frozen
         # the lease is polled every 5 s; the relaunch never waits for the frozen node
         assert fired < 15 + 8, f"the watchdog fired {fired:.1f} s after the freeze"
-        _wait_for(proc, r"\[one\] no progress within the watchdog period: resuming", lines, 10)
-        fresh = _wait_for(proc, WORKER, lines, 120)
+        wait_for(proc, r"\[one\] no progress within the watchdog period: resuming", lines, 10)
+        fresh = wait_for(proc, WORKER, lines, 120)
         assert int(fresh.group(2)) != stale_pid and not node.runs(int(fresh.group(2)))
         node.signal(signal.SIGCONT)  # the stale worker wakes while the new one holds the lease
         # a killed warm worker's end is known at once (Ray marks the actor dead), so
         # its line may come before the fresh worker's
         if not any(re.search(r"\[one\] a replaced execution ended", line) for line in lines):
-            _wait_for(proc, r"\[one\] a replaced execution ended", lines, 60)
+            wait_for(proc, r"\[one\] a replaced execution ended", lines, 60)
         out, err = _finish(proc, 300)
     finally:
         if proc.poll() is None:
@@ -192,8 +177,8 @@ def test_a_lost_head_stops_the_run_like_ctrl_c_and_it_resumes_on_another_cluster
     proc = _start(work, script, cluster.address, as_json=False)
     lines: list[str] = []
     try:
-        _wait_for(proc, WORKER, lines, 300)
-        _wait_for(proc, r"\[one\] #1 ", lines, 300)
+        wait_for(proc, WORKER, lines, 300)
+        wait_for(proc, r"\[one\] #1 ", lines, 300)
         time.sleep(2)  # the step's push follows its progress line
         cluster.kill(cluster.head)
         killed = time.monotonic()
@@ -236,13 +221,13 @@ def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
     proc = _start(work, script, cluster.address)
     lines: list[str] = []
     try:
-        first = _wait_for(proc, WORKER, lines, 300)
-        _wait_for(proc, r"\[one\] #1 ", lines, 300)
+        first = wait_for(proc, WORKER, lines, 300)
+        wait_for(proc, r"\[one\] #1 ", lines, 300)
         time.sleep(2)  # the step's push follows its progress line
         cluster.kill(cluster.node_of(int(first.group(2))))
-        _wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
+        wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
         # progress lines still come, from the worker on the other node
-        second = _wait_for(proc, WORKER, lines, 120)
+        second = wait_for(proc, WORKER, lines, 120)
         assert second.group(2) != first.group(2)
         time.sleep(1)
         started = time.monotonic()

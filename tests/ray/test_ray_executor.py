@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
-from ray_helpers import busy_workers, gone, one_task_project, worker_pid
+from ray_helpers import busy_workers, gone, one_task_project, wait_for, worker_pid
 from tests.remote.remote_helpers import step_turns
 from tests.support.cli import cli_env, looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
@@ -47,20 +47,6 @@ def _files(tree: Path) -> dict[str, str]:
 def _records(summary: dict) -> dict[str, tuple[str, int, int]]:
     data = json.loads((Path(summary["run_dir"]) / "subloops.json").read_text())["records"]
     return {k: (v["outcome"], v["attempt"], v["iterations"]) for k, v in data.items()}
-
-
-def _wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: float) -> str:
-    """Read stderr lines until one matches; returns it (the lines read are kept)."""
-    assert proc.stderr is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if re.search(pattern, line):
-            return line
-    raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(lines)}")
 
 
 def _exchanges_per_iteration(run_dir: Path) -> Counter:
@@ -128,12 +114,12 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
         stdout=subprocess.PIPE,
     )
     lines: list[str] = []
-    worker = _wait_for(proc, r"\[one\] worker \w+ on \S+ pid \d+", lines, 300)
-    _wait_for(proc, r"\[one\] #1 ", lines, 300)
+    worker = wait_for(proc, r"\[one\] worker \w+ on \S+ pid \d+", lines, 300)
+    wait_for(proc, r"\[one\] #1 ", lines, 300)
     script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))  # the next one is quick
     time.sleep(2)  # the step's push follows its progress line
-    os.kill(int(worker.rsplit("pid", 1)[1]), signal.SIGKILL)
-    _wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
+    os.kill(int(worker.group(0).rsplit("pid", 1)[1]), signal.SIGKILL)
+    wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, "".join(lines) + err
     assert out.lstrip().startswith("{"), out  # --json: stdout holds the summary alone
@@ -164,7 +150,7 @@ def test_ctrl_c_stops_the_outer_run_and_its_workers_within_ten_seconds(
         text=True,
     )
     lines: list[str] = []
-    _wait_for(proc, r"\[one\] #1 ", lines, 300)
+    wait_for(proc, r"\[one\] #1 ", lines, 300)
     worker = worker_pid(lines)
     time.sleep(1)
     assert not gone(worker, 0)
@@ -195,7 +181,7 @@ def test_kill_9_of_the_outer_run_then_resume_finishes_without_rerunning(
         text=True,
     )
     lines: list[str] = []
-    _wait_for(proc, r"\[one\] #1 ", lines, 300)
+    wait_for(proc, r"\[one\] #1 ", lines, 300)
     worker = worker_pid(lines)
     time.sleep(2)
     assert not gone(worker, 0)
@@ -232,11 +218,11 @@ def test_the_watchdog_resumes_a_sub_loop_that_stopped_making_progress(
         start_new_session=True,
     )
     lines: list[str] = []
-    _wait_for(proc, r"\[one\] #1 ", lines, 300)
+    wait_for(proc, r"\[one\] #1 ", lines, 300)
     script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))  # the stuck one is not
-    _wait_for(proc, r"\[one\] no pushed step for 10 s: cancelling", lines, 120)
+    wait_for(proc, r"\[one\] no pushed step for 10 s: cancelling", lines, 120)
     # read here: communicate() reads the pipe itself, past what readline has buffered
-    _wait_for(proc, r"\[one\] .*resuming from its last pushed step", lines, 60)
+    wait_for(proc, r"\[one\] .*resuming from its last pushed step", lines, 60)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, "".join(lines) + err
     assert json.loads(out)["outcome"] == "done"

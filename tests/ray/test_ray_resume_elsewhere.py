@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 
 import yaml
-from ray_helpers import busy_workers
+from ray_helpers import gone, wait_for, worker_pid
 from tests.support.cli import looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
 
@@ -105,19 +103,6 @@ def _executor(name: str, address: str) -> list[str]:
     return ["--executor", "local" if name == "local" else f"ray:{address}"]
 
 
-def _wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: float) -> None:
-    assert proc.stderr is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if re.search(pattern, line):
-            return
-    raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(lines)}")
-
-
 def _interrupted(work: Path, script: Path, first: str, address: str, sig: int) -> str:
     """Start the run on ``first``, signal it while `second` waits in its second step;
     returns the run id."""
@@ -128,17 +113,15 @@ def _interrupted(work: Path, script: Path, first: str, address: str, sig: int) -
         text=True,
     )
     lines: list[str] = []
-    _wait_for(proc, r"\[second\] #1 ", lines, 300)
+    wait_for(proc, r"\[second\] #1 ", lines, 300)
+    worker = worker_pid(lines, "second") if first != "local" else None
     time.sleep(2)  # on Ray, the step's push follows its progress line
     os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
     if sig == signal.SIGINT:
         assert proc.returncode == 130, "".join(lines) + err
-    else:  # killed: its Ray workers end with their owner
-        deadline = time.monotonic() + 30
-        while busy_workers() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not busy_workers()
+    elif worker is not None:  # killed: its Ray worker ends with its run's board
+        assert gone(worker, 30)
     return next((work / ".looprun" / "runs").iterdir()).name
 
 
