@@ -189,6 +189,9 @@ class LocalCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 node.proc.wait(timeout=max(1, deadline - time.monotonic()))
         left = self.processes()
+        while left and time.monotonic() < deadline + 10:  # SIGKILLed, some still exiting
+            time.sleep(0.5)
+            left = self.processes()
         shutil.rmtree(self.temp, ignore_errors=True)
         assert not left, f"processes of the test cluster outlived it: {left}"
 

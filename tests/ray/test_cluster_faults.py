@@ -1,7 +1,8 @@
 """What a multi-node cluster does to a run, on a real Ray cluster of several nodes on
 127.0.0.1 (a head holding the driver's node, worker nodes running the sub-loops): a
-frozen node's sub-loop relaunched within the watchdog, a lost head ending the run like a
-Ctrl-C (saved, resumable elsewhere), and a killed node with progress and Ctrl-C intact."""
+frozen node's sub-loop relaunched within the watchdog, a lost head (killed or frozen)
+ending the run like a Ctrl-C (saved, resumable), and a killed node with progress and
+Ctrl-C intact."""
 
 from __future__ import annotations
 
@@ -210,6 +211,61 @@ def test_a_lost_head_stops_the_run_like_ctrl_c_and_it_resumes_on_another_cluster
     assert json.loads(resumed.stdout)["outcome"] == "done"
     sub = run_dir / "subloops" / "one-1"
     assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # step 1 not replayed
+    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+
+
+def test_a_frozen_head_stops_the_run_like_ctrl_c_and_it_resumes_once_thawed(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    """A stopped head still completes TCP handshakes (the kernel answers for its
+    listening socket): only its silence to a call shows it is gone."""
+    cluster.add_nodes(1)
+    work, script = one_task_project(tmp_path, delay_s=60)
+    proc = _start(work, script, cluster.address, as_json=False)
+    lines: list[str] = []
+    try:
+        wait_for(proc, WORKER, lines, 300)
+        wait_for(proc, r"\[one\] #1 ", lines, 300)
+        time.sleep(2)  # the step's push follows its progress line
+        cluster.head.signal(signal.SIGSTOP)  # its GCS, raylet and workers (the board)
+        frozen = time.monotonic()
+        try:
+            _out, err = _finish(proc, 120)
+            took = time.monotonic() - frozen
+        finally:
+            cluster.head.signal(signal.SIGCONT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = "".join(lines) + err
+    assert proc.returncode == 130, stderr
+    # LOOPRUN_RAY_HEAD_TIMEOUT_S (5 s) of silence, probes of 2 s: well before Ray's 60 s
+    assert took < 30, f"exit {took:.1f} s after the head froze"
+    assert "Traceback" not in stderr
+    run_dir = _run_dir(work)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "interrupted"
+    assert f"the Ray cluster was lost (its head {cluster.address}" in summary["reason"]
+    assert re.search(r"→ interrupted after \d+ iteration\(s\): the Ray cluster was lost", stderr)
+    assert f"continue with: looprun resume {run_dir.name}" in stderr, stderr
+    records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    assert records["one"]["outcome"] == "running"
+    # thawed, the same cluster takes the run back; step 1 is not played again
+    _quick(script)
+    resumed = looprun(
+        "resume",
+        run_dir.name,
+        "--executor",
+        f"ray:{cluster.address}",
+        "--json",
+        cwd=work,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["outcome"] == "done"
+    sub = run_dir / "subloops" / "one-1"
+    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}
     assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
 
 

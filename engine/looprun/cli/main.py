@@ -18,6 +18,7 @@ import click
 from looprun import __version__
 from looprun.cli.boundary import error_boundary
 from looprun.cli.terminal import guard_streams
+from looprun.system.abandon import exit_now_if_abandoned
 
 
 class Entry(NamedTuple):
@@ -144,8 +145,12 @@ class _DefaultToRun(_LazyGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        with error_boundary():
-            return super().invoke(ctx)
+        try:
+            with error_boundary():
+                return super().invoke(ctx)
+        except SystemExit as exc:  # a frozen Ray head would hold Ray's exit handler
+            exit_now_if_abandoned(exc.code)
+            raise
 
 
 @click.group(cls=_DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})

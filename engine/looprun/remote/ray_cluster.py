@@ -17,6 +17,7 @@ from typing import Any
 from looprun.errors import UsageError
 
 NEEDS_RAY = "--executor ray needs Ray: pip install 'looprun[ray]' (on every node)"
+PROBE_S = 2.0  # how long one probe of the head waits for its answer
 
 
 def connect(address: str | None, num_cpus: int | None = None) -> Any:
@@ -78,7 +79,7 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
         raise UsageError(f"--executor ray:{address}: cannot reach the cluster: {problem}")
 
 
-def unreachable(address: str, timeout_s: float = 2.0) -> str:
+def unreachable(address: str, timeout_s: float = PROBE_S) -> str:
     """Why the cluster's head (its GCS at ``address``) does not answer a TCP connection,
     or "" when it does. A head that died refuses at once; Ray itself would only notice
     after its reconnect timeout, and then end the process."""
@@ -88,6 +89,30 @@ def unreachable(address: str, timeout_s: float = 2.0) -> str:
             return ""
     except (OSError, ValueError) as exc:
         return str(exc) or type(exc).__name__
+
+
+def silent_head(ray: Any, address: str, timeout_s: float = PROBE_S) -> str:
+    """Why the cluster's head (its GCS at ``address``) does not answer, or "" when it
+    does, within about ``timeout_s``. A dead head refuses the TCP connection at once; a
+    stopped or cut-off one still has its listening socket, so the kernel completes the
+    handshake for it: only a call the GCS itself must answer (Ray's ``check_alive``,
+    bounded by its own deadline) tells. Never waits longer than the deadlines given."""
+    problem = unreachable(address, timeout_s)
+    if problem:
+        return problem
+    client = getattr(getattr(ray._private.worker, "global_worker", None), "gcs_client", None)
+    if client is None:  # not connected, or a Ray without it: the TCP answer is all there is
+        return ""
+    try:
+        client.check_alive([], timeout=timeout_s)
+    except Exception as exc:  # RpcError (deadline exceeded, unavailable), or shut down
+        return f"no answer within {timeout_s:g} s ({_first_line(exc)})"
+    return ""
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def head_address(ray: Any) -> str:

@@ -12,7 +12,8 @@ without waiting for Ray to confirm the old task's end: a frozen node may never a
 and the fence already keeps the old execution from publishing anything. Only the current
 token's result is accepted; what a discarded execution spent still counts.
 
-A cluster whose head (GCS) stops answering for ``head_timeout_s`` is lost: every open
+A cluster whose head (GCS) stops answering for ``head_timeout_s`` (it refuses the
+connection, or, frozen or cut off, lets a probe's deadline pass) is lost: every open
 sub-loop's future raises ``ExecutorLost``, and the outer run stops as a Ctrl-C stops it,
 saved and resumable, before Ray's own reconnect timeout would end the process.
 
@@ -50,12 +51,13 @@ from looprun.remote.ray_cluster import (
     connect,
     head_address,
     new_board,
-    unreachable,
+    silent_head,
 )
 from looprun.remote.warm import WarmPool
 from looprun.remote.watchdog import default_watchdog
 from looprun.remote.worker import result_from_dict
 from looprun.run.executor import ExecutorLost, Report, SubloopJob, SubloopResult
+from looprun.system.abandon import abandon_at_exit
 from looprun.workspace.tree import Workspace
 
 _TICK_S = 0.2
@@ -69,7 +71,7 @@ class RaySettings:
     127.0.0.1), ``remote`` git URL workers reach (None: the outer repository itself, for
     workers that share this file system), and the failure policy: ``watchdog_s`` None
     means each sub-loop's own step bound; ``head_timeout_s`` is how long the head may
-    refuse connections before the cluster counts as lost."""
+    stay silent before the cluster counts as lost."""
 
     address: str | None = None
     remote: str | None = None
@@ -137,6 +139,7 @@ class _Attempt:
     abandoned: list[Any] = field(default_factory=list)
     worker: tuple[str, Any] | None = None  # the warm worker running it: (name, handle)
     take: Any = None  # its progress lines asked for and not yet answered
+    held: str = ""  # why it is to be relaunched once the head answers again
 
 
 class RayExecutor:
@@ -150,9 +153,9 @@ class RayExecutor:
         self._lost = ""  # why the cluster is lost, once it is
         self._unanswered_since: float | None = None
         self._last_health = 0.0
-        problem = unreachable(self._head)
+        problem = self._answers_within(self.settings.head_timeout_s)
         if problem:  # lost while no sub-loop ran (between two outer iterations)
-            raise ExecutorLost(self._lost_reason(problem))
+            raise ExecutorLost(self._given_up(problem))
         self._board = new_board(self._ray)
         self._pool = WarmPool(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
@@ -270,7 +273,10 @@ class RayExecutor:
             return
         self._drain()
         open_ = self._open()
-        running = {a.ref: a for a in open_}
+        for a in open_:
+            if a.held and self._unanswered_since is None:  # the head answers again
+                self._relaunch(a, a.held)
+        running = {a.ref: a for a in open_ if not a.held and not a.future.done()}
         abandoned = {r: a for a in open_ for r in a.abandoned}
         if not running and not abandoned:
             time.sleep(_TICK_S)
@@ -284,14 +290,26 @@ class RayExecutor:
                 self._abandoned_ended(abandoned[ref], ref)
         self._watchdog([a for r, a in running.items() if r not in ready])
 
+    def _answers_within(self, window_s: float) -> str:
+        """Nothing ("") once the head answers a probe; why not, if it stays silent for
+        ``window_s`` (a busy head answers late, a stopped one never)."""
+        since = time.monotonic()
+        while True:
+            problem = silent_head(self._ray, self._head)
+            if not problem or time.monotonic() - since >= window_s:
+                return problem
+            time.sleep(_HEALTH_S)
+
     def _check_head(self, *, force: bool = False) -> bool:
-        """True once the head has refused connections for ``head_timeout_s``: then every
-        open sub-loop's future raises ``ExecutorLost``."""
+        """True once the head has not answered for ``head_timeout_s`` (refused the
+        connection, or let a probe's deadline pass): then every open sub-loop's future
+        raises ``ExecutorLost``. A probe waits ``PROBE_S`` at most, so a frozen head
+        never holds the monitor longer."""
         now = time.monotonic()
         if not force and now - self._last_health < _HEALTH_S:
             return False
         self._last_health = now
-        problem = unreachable(self._head)
+        problem = silent_head(self._ray, self._head)
         if not problem:
             self._unanswered_since = None
             return False
@@ -299,15 +317,19 @@ class RayExecutor:
             self._unanswered_since = now
         if now - self._unanswered_since < self.settings.head_timeout_s:
             return False
-        self._lost = self._lost_reason(problem)
+        self._lost = self._given_up(problem)
         self._report(f"looprun: {self._lost}: stopping the run")
         for a in self._open():
             if not a.future.done():
                 a.future.set_exception(ExecutorLost(self._lost))
         return True
 
-    def _lost_reason(self, problem: str) -> str:
-        return f"the Ray cluster was lost (its head {self._head} does not answer: {problem})"
+    def _given_up(self, problem: str) -> str:
+        """Why the cluster is lost. Ray's exit handler would wait on the lost head, so
+        this process ends without it once the run is recorded."""
+        reason = f"the Ray cluster was lost (its head {self._head} does not answer: {problem})"
+        abandon_at_exit(reason)
+        return reason
 
     def _drain(self, only: _Attempt | None = None) -> None:
         """Report the progress lines the workers hold (each warm worker keeps its job's
@@ -348,10 +370,6 @@ class RayExecutor:
             self._resolve(a, _error(a.job, f"worker error: {_first_line(exc)}"))
             return
         except ray.exceptions.RayError as exc:  # the worker or its node was lost, or killed
-            if unreachable(self._head):
-                # lost with the cluster's head: every call to it (a kill, a new worker)
-                # would wait out Ray's reconnect timeout; the monitor declares it lost
-                return
             self._kill(a)
             if self._stopping.is_set():
                 self._resolve(a, _interrupted(a.job, "stopped while its worker was lost"))
@@ -389,6 +407,16 @@ class RayExecutor:
             a.worker, a.take = None, None
 
     def _relaunch(self, a: _Attempt, why: str) -> None:
+        """A new execution, once the head answers: a worker lost with the head (killed
+        or frozen) would have its replacement wait on the head, and the monitor with it,
+        until Ray ends the process. Until then the attempt waits (see ``_tick``)."""
+        problem = silent_head(self._ray, self._head)
+        if problem:
+            if not a.held:
+                self._report(f"[{a.job.task_id}] {why}: waiting for the head ({problem})")
+            a.held = why
+            return
+        a.held = ""
         self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
         try:
             self._launch(a, resume=True)

@@ -1,0 +1,47 @@
+"""Ending a process whose foreign runtime cannot end cleanly.
+
+A Ray driver whose cluster head is frozen hangs in Ray's own exit handler (it waits on
+the head for minutes). Once the run is recorded and its summary written, such a process
+ends at once with the exit code it was leaving with, its output flushed, skipping the
+exit handlers that would wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+_reasons: list[str] = []
+
+
+def abandon_at_exit(reason: str) -> None:
+    """Ask that this process skip its exit handlers when it ends (``reason`` says why)."""
+    _reasons.append(reason)
+
+
+def abandoned() -> tuple[str, ...]:
+    return tuple(_reasons)
+
+
+def exit_now_if_abandoned(code: object) -> None:
+    """With an abandon asked for, flush stdout and stderr and end the process with
+    ``code`` (a ``SystemExit`` code) without running exit handlers; else return."""
+    if not _reasons:
+        return
+    if code is not None and not isinstance(code, int):  # what sys.exit would print
+        with contextlib.suppress(Exception):
+            print(code, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(exit_status(code))
+
+
+def exit_status(code: object) -> int:
+    """The status ``sys.exit(code)`` would end the process with."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1
