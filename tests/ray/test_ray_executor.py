@@ -118,7 +118,8 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
     wait_for(proc, r"\[one\] #1 ", lines, 300)
     script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))  # the next one is quick
     time.sleep(2)  # the step's push follows its progress line
-    os.kill(int(worker.group(0).rsplit("pid", 1)[1]), signal.SIGKILL)
+    killed = int(worker.group(0).rsplit("pid", 1)[1])
+    os.kill(killed, signal.SIGKILL)
     wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, "".join(lines) + err
@@ -131,7 +132,6 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
     events = [json.loads(x) for x in (sub / "journal.jsonl").read_text().splitlines()]
     assert [e["iteration"] for e in events if e["event"] == "resumed"] == [1]
     # each step says which worker ran it: the killed one, then its replacement
-    killed = int(worker.rsplit("pid", 1)[1])
     ran = {e["iteration"]: (e["host"], e["pid"]) for e in events if e["event"] == "iteration"}
     assert ran[1][1] == killed and ran[2][1] != killed and ran[2] == ran[3], ran
     assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
