@@ -38,57 +38,94 @@ class PartReview:
     removed: int
     forbidden: tuple[Violation, ...]  # the template's forbidden patterns in its added lines
     scoped: tuple[Violation, ...]  # the scoped patterns in its added lines
+    ends_line: bool  # it ends with a newline, so no line runs on into the next part
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.denied or self.forbidden or self.scoped)
 
 
 @dataclass(frozen=True)
 class DiffReview:
-    """The parts' verdicts, in diff order."""
+    """The verdict on a whole diff, put together from its parts' in diff order."""
 
-    parts: tuple[PartReview, ...]
+    denied: tuple[str, ...]
+    files: int  # how many paths have changed lines
+    added: int
+    removed: int
+    forbidden: tuple[Violation, ...]  # at most MAX_PATTERN_HITS
+    scoped: tuple[Violation, ...]  # at most MAX_PATTERN_HITS
 
-    def denied(self) -> list[str]:
-        return list(dict.fromkeys(p for r in self.parts for p in r.denied))
-
-    def stats(self) -> diffcheck.DiffStats:
-        files = dict.fromkeys(f for r in self.parts for f in r.files)
-        added = sum(r.added for r in self.parts)
-        removed = sum(r.removed for r in self.parts)
-        return diffcheck.DiffStats(tuple(files), added, removed)
-
-    def forbidden(self) -> list[Violation]:
-        return [v for r in self.parts for v in r.forbidden][:MAX_PATTERN_HITS]
-
-    def scoped(self) -> list[Violation]:
-        return [v for r in self.parts for v in r.scoped][:MAX_PATTERN_HITS]
+    @property
+    def lines(self) -> int:
+        return self.added + self.removed
 
 
 class Reviewer:
-    """Judges diffs part by part, keeping the verdicts of the parts seen last time."""
+    """Judges diffs part by part. The parts of the last diff are kept with their verdicts
+    and running sums, so a review costs what changed since: the parts that came and went."""
 
     def __init__(self, denied: Callable[[str], bool], forbidden: Sequence[PatternRule]):
         self._denied = denied  # whether the path rules refuse a changed path
         self._forbidden = list(forbidden)
         self._scoped_from: tuple[ScopedPattern, ...] = ()
         self._scoped: list[PatternRule] = []
-        self._known: dict[str, PartReview] = {}
+        self._reset()
+
+    def _reset(self) -> None:
+        self._known: dict[str, PartReview] = {}  # the last diff's parts
+        self._files: dict[str, int] = {}  # path -> how many of them change its lines
+        self._added = self._removed = 0
+        self._flagged = 0  # parts with a finding
+        self._open = 0  # parts that do not end with a newline
 
     def review(self, parts: Sequence[str], scoped: Sequence[ScopedPattern]) -> DiffReview:
-        """The verdict on the diff ``parts`` (one file's part each, in diff order), with
-        the template's forbidden patterns and the ``scoped`` ones."""
+        """The verdict on the diff ``parts`` (one file's part each, in diff order; joined,
+        the diff), with the template's forbidden patterns and the ``scoped`` ones."""
         if tuple(scoped) != self._scoped_from:  # other rules: no verdict holds
             self._scoped_from, self._scoped = tuple(scoped), scoped_rules(scoped)
-            self._known = {}
-        if any(not p.endswith("\n") for p in parts[:-1]):
-            parts = ["".join(parts)]  # a line would run across parts: judge the text whole
-        known, self._known = self._known, {}
-        out = []
-        for part in parts:
-            found = known.get(part)
-            if found is None:
-                found = self._judge(part)
-            self._known[part] = found
-            out.append(found)
-        return DiffReview(tuple(out))
+            self._reset()
+        wanted = dict.fromkeys(parts)
+        if len(wanted) != len(parts):  # a part twice (not git's per-path parts): count each
+            self._reset()
+            return self._whole([self._judge(p) for p in parts])
+        known = self._known
+        for part in known.keys() - wanted.keys():
+            self._count(known.pop(part), -1)
+        for part in wanted.keys() - known.keys():
+            known[part] = self._judge(part)
+            self._count(known[part], 1)
+        if self._open > (0 if not parts or known[parts[-1]].ends_line else 1):
+            # a line runs on from one part into the next: judge the text whole, as git's
+            # reader would see it
+            self._reset()
+            return self._whole([self._judge("".join(parts))])
+        if self._flagged:
+            return self._whole([known[p] for p in parts])
+        return DiffReview((), len(self._files), self._added, self._removed, (), ())
+
+    def _count(self, part: PartReview, sign: int) -> None:
+        self._added += sign * part.added
+        self._removed += sign * part.removed
+        self._flagged += sign * part.flagged
+        self._open += sign * (not part.ends_line)
+        for path in part.files:
+            left = self._files.get(path, 0) + sign
+            if left:
+                self._files[path] = left
+            else:
+                del self._files[path]
+
+    @staticmethod
+    def _whole(parts: Sequence[PartReview]) -> DiffReview:
+        return DiffReview(
+            denied=tuple(dict.fromkeys(p for r in parts for p in r.denied)),
+            files=len(dict.fromkeys(f for r in parts for f in r.files)),
+            added=sum(r.added for r in parts),
+            removed=sum(r.removed for r in parts),
+            forbidden=tuple(v for r in parts for v in r.forbidden)[:MAX_PATTERN_HITS],
+            scoped=tuple(v for r in parts for v in r.scoped)[:MAX_PATTERN_HITS],
+        )
 
     def _judge(self, part: str) -> PartReview:
         stats = diffcheck.stats(part)
@@ -99,4 +136,5 @@ class Reviewer:
             removed=stats.removed,
             forbidden=tuple(pattern_violations(part, self._forbidden)),
             scoped=tuple(pattern_violations(part, self._scoped)),
+            ends_line=part.endswith("\n"),
         )

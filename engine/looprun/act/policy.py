@@ -141,7 +141,7 @@ class Policy:
         as its per-file ``parts`` in diff order, and the lines it adds and removes. A part
         seen in the last review is not read again (see ``diffreview``)."""
         review = self._reviewer.review(parts, scoped)
-        return [*self._diff_violations(review), *review.scoped()], review.stats().lines
+        return [*self._diff_violations(review), *review.scoped], review.lines
 
     def check_diff(self, diff_text: str) -> list[Violation]:
         """Diff size and forbidden patterns in added lines, on the real git diff (and with
@@ -150,7 +150,7 @@ class Policy:
 
     def check_patterns(self, diff_text: str, rules: Sequence[ScopedPattern]) -> list[Violation]:
         """See ``check_scoped_patterns``."""
-        return self._new_reviewer().review(chunks(diff_text), rules).scoped()
+        return list(self._new_reviewer().review(chunks(diff_text), rules).scoped)
 
     def _new_reviewer(self) -> Reviewer:
         rules = [(pattern, matcher, None, "") for pattern, matcher in self._forbidden]
@@ -169,20 +169,18 @@ class Policy:
                 "diff",
                 detail=path,
             )
-            for path in review.denied()
+            for path in review.denied
         ]
         limit = self.constraints.max_diff_lines
-        if limit is not None:
-            stats = review.stats()
-            if stats.lines > limit:
-                found.append(
-                    Violation(
-                        "diff.too_large",
-                        f"the change touches {stats.lines} lines (+{stats.added} -{stats.removed}) "
-                        f"in {len(stats.files)} file(s); the limit is {limit}",
-                        "diff",
-                        detail=str(stats.lines),
-                    )
+        if limit is not None and review.lines > limit:
+            found.append(
+                Violation(
+                    "diff.too_large",
+                    f"the change touches {review.lines} lines (+{review.added} "
+                    f"-{review.removed}) in {review.files} file(s); the limit is {limit}",
+                    "diff",
+                    detail=str(review.lines),
                 )
-        found.extend(review.forbidden())
+            )
+        found.extend(review.forbidden)
         return found
