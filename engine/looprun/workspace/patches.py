@@ -76,6 +76,7 @@ class PatchCache:
         self._tree: str | None = None
         self._parts: dict[str, Part] = {}
         self._order: list[str] = []  # the paths of ``_parts`` as git sorts them (bytewise)
+        self._texts: list[str] = []  # their patches, in that order
 
     def diff(self, start: str, tree: str) -> tuple[list[str], list[str]]:
         """The patch from ``start`` to ``tree`` as one part per path, and the changed
@@ -89,12 +90,13 @@ class PatchCache:
             self._start = self._tree = None
             patch, paths = split_diff(self._diff(start, tree))
             return chunks(patch), paths
-        return [self._parts[p].patch for p in self._order], list(self._order)
+        return list(self._texts), list(self._order)
 
     def _rebuild(self, start: str, tree: str) -> None:
         self._start = self._tree = None
         self._parts = {p.path: p for p in parse(self._diff(start, tree))}
         self._order = sorted(self._parts, key=_key)
+        self._texts = [self._parts[p].patch for p in self._order]
         self._start, self._tree = start, tree
 
     def _advance(self, tree: str) -> None:
@@ -102,14 +104,17 @@ class PatchCache:
         for part in parse(self._diff(self._tree, tree)):
             known = self._parts.get(part.path)
             base = known.src if known is not None else part.src
+            at = bisect.bisect_left(self._order, _key(part.path), key=_key)
             if base == part.dst:
                 if self._parts.pop(part.path, None) is not None:  # back to its base version
-                    del self._order[bisect.bisect_left(self._order, _key(part.path), key=_key)]
+                    del self._order[at], self._texts[at]
             elif known is None:
                 self._parts[part.path] = part  # its first change: base == last version
-                bisect.insort(self._order, part.path, key=_key)
+                self._order.insert(at, part.path)
+                self._texts.insert(at, part.patch)
             else:
                 self._parts[part.path] = self._alone(part.path, base, part.dst)
+                self._texts[at] = self._parts[part.path].patch
         self._tree = tree
 
     def _alone(self, path: str, src: tuple[str, str], dst: tuple[str, str]) -> Part:
