@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from looprun.errors import UsageError
-from looprun.journal.read import read_jsonl
+from looprun.journal.read import load_state, read_jsonl
 from looprun.journal.runs import list_runs
 from looprun.journal.writer import RunJournal
-from looprun.system.atomic import write_atomic
+from looprun.system.atomic import write_atomic, write_atomic_at
 from looprun.system.proc import run_process
 from looprun.system.redact import Redactor
 from looprun.system.resources import schemas_dir
@@ -56,6 +57,41 @@ def test_state_is_replaced_atomically(tmp_path: Path) -> None:
     write_atomic(target, '{"a": 2}')
     assert json.loads(target.read_text()) == {"a": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # no temp file left
+
+
+def test_a_copy_is_renewed_into_the_name_the_old_one_left(tmp_path: Path) -> None:
+    """``vacate``: the old file goes first, so the rename replaces nothing (no ext4 flush);
+    the new content arrives whole, the mode is kept, a link at the name is removed,
+    never written through, and no temp file is left."""
+    dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_atomic_at(dfd, "state.json", '{"a": 1}', sync="none", vacate=True)
+        (tmp_path / "state.json").chmod(0o640)
+        before = (tmp_path / "state.json").stat().st_ino
+        write_atomic_at(dfd, "state.json", '{"a": 2}', sync="none", vacate=True)
+        after = tmp_path / "state.json"
+        assert json.loads(after.read_text()) == {"a": 2}
+        assert after.stat().st_ino != before and after.stat().st_mode & 0o777 == 0o640
+        (tmp_path / "elsewhere").write_text("keep")
+        after.unlink()
+        after.symlink_to(tmp_path / "elsewhere")
+        write_atomic_at(dfd, "state.json", '{"a": 3}', sync="none", vacate=True)
+        assert not after.is_symlink() and json.loads(after.read_text()) == {"a": 3}
+        assert (tmp_path / "elsewhere").read_text() == "keep"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "state.json"]
+        with pytest.raises(ValueError):  # a durable write never leaves the name empty
+            write_atomic_at(dfd, "state.json", "{}", sync="content", vacate=True)
+    finally:
+        os.close(dfd)
+
+
+def test_each_saved_state_renews_state_json_to_the_journal_record(tmp_path: Path) -> None:
+    with RunJournal.create(tmp_path, "r9") as j:
+        for n in range(3):
+            j.save_state({"n": n, "journal_seq": j.seq})
+            copy = json.loads((tmp_path / ".looprun" / "runs" / "r9" / "state.json").read_text())
+            assert copy == {"n": n, "journal_seq": j.seq - 1}
+            assert load_state(tmp_path / ".looprun" / "runs" / "r9") == copy
 
 
 def test_redaction_reaches_every_file(tmp_path: Path) -> None:

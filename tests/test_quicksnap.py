@@ -158,6 +158,30 @@ def test_a_random_sequence_of_writes_matches_git_after_every_step(repo: Path) ->
     assert ws.snapshot() == full_tree(repo, base)
 
 
+def test_a_directory_kept_sorted_between_writes_matches_git(repo: Path) -> None:
+    """A directory's tree is kept sorted from one write to the next and only the changed
+    names put in again; names that sort differently as files and as directories
+    (``a``, ``a-b``, ``a.b``, ``a/``), directories that come and go, and removals keep
+    it the tree git writes."""
+    rnd = random.Random(5)
+    ws, base = opened(repo)
+    names = [f"n/{n}" for n in ("a", "a-b", "a.b", "a0", "b", "é", "z", "A")]
+    names += ["n/a/x", "n/a-b/y", "n/sub/deep/z", "n/sub/w", *(f"n/many{i:03d}" for i in range(60))]
+    for step in range(80):
+        rel = rnd.choice(names)
+        path = repo / rel
+        if path.is_file() and rnd.random() < 0.3:
+            path.unlink()
+            ws.touched([rel])
+        elif any(p.is_file() for p in path.parents if p != repo) or path.is_dir():
+            continue  # a file where a directory must be, or the reverse: left to git
+        else:
+            write(repo, ws, rel, f"{step}\n".encode())
+        if rnd.random() < 0.6:
+            assert ws.snapshot() == full_tree(repo, base), step
+    assert ws.snapshot() == full_tree(repo, base)
+
+
 def test_objects_and_commits_are_those_git_writes(repo: Path) -> None:
     objects = repo / ".git" / "objects"
     data = b"some bytes\n\0and more"
@@ -229,6 +253,7 @@ def test_the_diff_kept_per_path_is_the_diff_git_gives(repo: Path) -> None:
                 path.chmod(0o755)
         fresh = Workspace.open(repo, state_dir=repo / ".looprun", base=base)
         assert ws.diff() == fresh.diff(), step
+        assert "".join(ws.diff_parts()) == ws.diff(), step
         assert ws.changed_files() == fresh.changed_files(), step
 
 

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from looprun.act import commandline
-from looprun.act.diffrules import check_protected
-from looprun.act.policy import Policy
+from looprun.act import commandline, diffcheck
+from looprun.act.diffrules import (
+    Violation,
+    check_protected,
+    check_scoped_patterns,
+    pattern_violations,
+)
+from looprun.act.policy import Policy, _forbidden_matcher
 from looprun.data.changes import FileChange
+from looprun.data.patchtext import chunks
 from looprun.errors import Location, PolicyViolation
 from looprun.template.expressions import compile_condition
 from looprun.template.loader import load_template
-from looprun.template.model import Constraints, PathRules
+from looprun.template.model import Constraints, PathRules, ScopedPattern
 
 
 @pytest.fixture
@@ -319,6 +326,108 @@ def test_small_diff_passes(tmp_path: Path) -> None:
     assert [v.rule for v in Policy(tmp_path, Constraints(max_diff_lines=1)).check_diff(diff)] == [
         "diff.too_large"
     ]
+
+
+def _whole(pol: Policy, diff: str, scoped: list[ScopedPattern]) -> tuple[list[object], int]:
+    """What the policy found reading a diff whole, from the whole-text readers."""
+    found: list[object] = []
+    for path in diffcheck.changed_paths(diff):
+        if pol._deny.match_file(path) or not pol._allow.match_file(path):
+            found.append(("path.denied", path))
+    stats = diffcheck.stats(diff)
+    limit = pol.constraints.max_diff_lines
+    if limit is not None and stats.lines > limit:
+        found.append(("diff.too_large", f"+{stats.added} -{stats.removed} {len(stats.files)}"))
+    rules = [(p, _forbidden_matcher(p), None, "") for p in pol.constraints.forbidden_patterns]
+    found += [(v.rule, v.message) for v in pattern_violations(diff, rules)]
+    found += [(v.rule, v.message) for v in check_scoped_patterns(diff, scoped)]
+    return found, stats.lines
+
+
+def _seen(found: list[Violation]) -> list[object]:
+    out: list[object] = []
+    for v in found:
+        if v.rule == "path.denied":
+            out.append((v.rule, v.detail))
+        elif v.rule == "diff.too_large":
+            out.append(
+                (
+                    v.rule,
+                    v.message.split("(")[1].split(")")[0]
+                    + " "
+                    + v.message.split(" in ")[1].split()[0],
+                )
+            )
+        else:
+            out.append((v.rule, v.message))
+    return out
+
+
+def test_a_diff_judged_part_by_part_finds_what_reading_it_whole_finds(tmp_path: Path) -> None:
+    """Per-file parts, each judged alone, add up to the verdict on the whole text: path
+    rules, the line limit on the sums, and at most 20 pattern hits in diff order."""
+    before = {
+        "src/a.py": "x = 1\n--- not a header\n",
+        "src/gone.py": "breakpoint()\n",
+        "src/tail.py": "no newline",
+        "blob.bin": "\0\1\2",
+    }
+    after = {
+        "src/a.py": "x = 2\n",
+        "src/tail.py": "no newline\nbreakpoint() # still none",
+        "blob.bin": "\0\3\2",
+        "secrets/key.txt": "breakpoint()\n",
+        "src/b.py": "".join(f"breakpoint()  # {i}\n" for i in range(15)),
+        "src/c.py": "".join(f"eval(x); breakpoint()  # {i}\n" for i in range(25)),
+        "tests/t.py": "eval(1)\n+++ b/added\n",
+    }
+    diff = _git_diff(tmp_path, before, after)
+    scoped = [
+        ScopedPattern("eval(", re.compile(re.escape("eval(")), paths=("src/**",), message="no")
+    ]
+    constraints = Constraints(
+        paths=PathRules(allow=("src/**", "tests/**", "blob.bin"), deny=("secrets/**",)),
+        max_diff_lines=10,
+        forbidden_patterns=("breakpoint()", "re:^\\+\\+"),
+    )
+    pol = Policy(tmp_path, constraints, paths_on_diff=True)
+    parts = chunks(diff)
+    assert len(parts) == 8 and "".join(parts) == diff
+    found, lines = pol.review_diff(parts, scoped)
+    expected = _whole(pol, diff, scoped)
+    assert (_seen(found), lines) == expected
+    assert [r for r, _ in expected[0]].count("pattern.forbidden") == 40  # both capped at 20
+    assert ("path.denied", "secrets/key.txt") in expected[0]
+    # the same again (each part's verdict kept), and in another policy from scratch
+    assert pol.review_diff(parts, scoped) == (found, lines)
+    assert Policy(tmp_path, constraints, paths_on_diff=True).review_diff(parts, scoped) == (
+        found,
+        lines,
+    )
+    # a part that does not end a line is judged with the part after it, as in the text
+    glued = [parts[0].rstrip("\n"), *parts[1:]]
+    again, glued_lines = pol.review_diff(glued, scoped)
+    assert (_seen(again), glued_lines) == _whole(pol, "".join(glued), scoped)
+
+
+def test_a_part_that_changed_since_the_last_review_is_judged_again(tmp_path: Path) -> None:
+    before = {"a.py": "x = 1\n", "b.py": "y = 1\n"}
+    clean = chunks(_git_diff(tmp_path / "1", before, {"a.py": "x = 2\n", "b.py": "y = 2\n"}))
+    dirty = chunks(
+        _git_diff(tmp_path / "2", before, {"a.py": "x = 2\nbreakpoint()\n", "b.py": "y = 2\n"})
+    )
+    assert clean[1] == dirty[1] and clean[0] != dirty[0]
+    pol = Policy(tmp_path, Constraints(forbidden_patterns=("breakpoint()",)))
+    assert pol.review_diff(clean, []) == ([], 4)
+    found, lines = pol.review_diff(dirty, [])
+    assert [v.message for v in found] == ["forbidden pattern 'breakpoint()' added at a.py:2"]
+    assert lines == 5
+    assert pol.review_diff([], []) == ([], 0)
+    assert pol.review_diff(clean, []) == ([], 4)
+    # other scoped rules: every part is judged under them
+    rule = ScopedPattern("y = 2", re.compile("y = 2"))
+    assert [v.detail for v in pol.review_diff(clean, [rule])[0]] == ["b.py:1: y = 2"]
+    assert pol.review_diff(clean, []) == ([], 4)
 
 
 def test_allow_new_lets_a_protected_path_take_only_new_files() -> None:

@@ -17,7 +17,7 @@ from looprun.data.changes import DOCTEST_SUFFIXES, FileChange, lost_examples
 from looprun.data.patchtext import shown, source_lines
 from looprun.template.model import ScopedPattern
 
-_MAX_PATTERN_HITS = 20
+MAX_PATTERN_HITS = 20
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,11 @@ def check_scoped_patterns(diff_text: str, rules: Sequence[ScopedPattern]) -> lis
     those its ``paths`` match (every file when it has none) and its ``exclude`` does not."""
     if not rules:
         return []
+    return pattern_violations(diff_text, scoped_rules(rules))
+
+
+def scoped_rules(rules: Sequence[ScopedPattern]) -> list[PatternRule]:
+    """``rules`` as :func:`pattern_violations` reads them, their globs compiled."""
     scoped = [
         (rule, glob_spec(rule.paths or ("**",)), glob_spec(rule.exclude) if rule.exclude else None)
         for rule in rules
@@ -48,19 +53,18 @@ def check_scoped_patterns(diff_text: str, rules: Sequence[ScopedPattern]) -> lis
     def covers(paths: pathspec.PathSpec, exclude: pathspec.PathSpec | None) -> _Covers:
         return lambda path: paths.match_file(path) and not (exclude and exclude.match_file(path))
 
-    rows = [(r.pattern, r.regex, covers(paths, exclude), r.message) for r, paths, exclude in scoped]
-    return pattern_violations(diff_text, rows)
+    return [(r.pattern, r.regex, covers(paths, exclude), r.message) for r, paths, exclude in scoped]
 
 
 _Covers = Callable[[str], bool]
+# (pattern as written, its regex, which files it covers (None: all), why it is forbidden)
+PatternRule = tuple[str, re.Pattern[str], _Covers | None, str]
 
 
-def pattern_violations(
-    diff_text: str, rules: Sequence[tuple[str, re.Pattern[str], _Covers | None, str]]
-) -> list[Violation]:
+def pattern_violations(diff_text: str, rules: Sequence[PatternRule]) -> list[Violation]:
     """One violation per added line a rule's pattern matches (the whole line or a piece of
     it as Python splits it at a lone CR), in the files the rule covers (``None``: every
-    file), at most ``_MAX_PATTERN_HITS`` of them."""
+    file), at most ``MAX_PATTERN_HITS`` of them."""
     found: list[Violation] = []
     hits = 0
     for added in diffcheck.added_lines(diff_text):
@@ -70,7 +74,7 @@ def pattern_violations(
                 continue
             if any(regex.search(piece) for piece in pieces):
                 hits += 1
-                if hits <= _MAX_PATTERN_HITS:
+                if hits <= MAX_PATTERN_HITS:
                     why = f": {message}" if message else ""
                     text = shown(added.text.strip())[:200]
                     found.append(
@@ -113,7 +117,7 @@ def check_protected(
             continue
         if not doctests or ch.old is None or not ch.path.endswith(DOCTEST_SUFFIXES):
             continue
-        for source, want in lost_examples(ch.old, ch.new)[:_MAX_PATTERN_HITS]:
+        for source, want in lost_examples(ch.old, ch.new)[:MAX_PATTERN_HITS]:
             shown = source.splitlines()[0][:120] if source else ""
             expect = f" (expected output {want[:80]!r})" if want else ""
             found.append(

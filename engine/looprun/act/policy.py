@@ -22,17 +22,12 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
-from looprun.act import diffcheck
 from looprun.act.commands import CommandRules
-from looprun.act.diffrules import (
-    Violation,
-    check_protected,
-    check_scoped_patterns,
-    glob_spec,
-    pattern_violations,
-)
+from looprun.act.diffreview import DiffReview, Reviewer
+from looprun.act.diffrules import Violation, check_protected, glob_spec
 from looprun.act.protected import inside, is_protected, protected_rule, relative
 from looprun.data.changes import FileChange
+from looprun.data.patchtext import chunks
 from looprun.errors import PolicyViolation
 from looprun.template.model import Constraints, ScopedPattern
 
@@ -59,6 +54,7 @@ class Policy:
         self._approve = glob_spec(constraints.approve)
         self._forbidden = [(p, _forbidden_matcher(p)) for p in constraints.forbidden_patterns]
         self._commands = CommandRules(self.workdir, constraints.commands, self._deny)
+        self._reviewer = self._new_reviewer()
 
     # -- paths -------------------------------------------------------------------------
 
@@ -138,39 +134,53 @@ class Policy:
         """See ``check_protected``: protected paths and doctests on the real change."""
         return check_protected(changes, globs, doctests, scope, allow_new)
 
+    def review_diff(
+        self, parts: Sequence[str], scoped: Sequence[ScopedPattern]
+    ) -> tuple[list[Violation], int]:
+        """What :meth:`check_diff` and :meth:`check_patterns` find in the real diff, given
+        as its per-file ``parts`` in diff order, and the lines it adds and removes. A part
+        seen in the last review is not read again (see ``diffreview``)."""
+        review = self._reviewer.review(parts, scoped)
+        return [*self._diff_violations(review), *review.scoped], review.lines
+
     def check_diff(self, diff_text: str) -> list[Violation]:
         """Diff size and forbidden patterns in added lines, on the real git diff (and with
         ``paths_on_diff``, every changed path against the path rules)."""
-        found: list[Violation] = []
-        if self.paths_on_diff:
-            for path in diffcheck.changed_paths(diff_text):
-                if self._deny.match_file(path) or not self._allow.match_file(path):
-                    found.append(
-                        Violation(
-                            "path.denied",
-                            f"{path} was changed, but act.constraints.paths do not allow it",
-                            "diff",
-                            detail=path,
-                        )
-                    )
-        limit = self.constraints.max_diff_lines
-        if limit is not None:
-            stats = diffcheck.stats(diff_text)
-            if stats.lines > limit:
-                found.append(
-                    Violation(
-                        "diff.too_large",
-                        f"the change touches {stats.lines} lines (+{stats.added} -{stats.removed}) "
-                        f"in {len(stats.files)} file(s); the limit is {limit}",
-                        "diff",
-                        detail=str(stats.lines),
-                    )
-                )
-        if self._forbidden:
-            rules = [(pattern, matcher, None, "") for pattern, matcher in self._forbidden]
-            found.extend(pattern_violations(diff_text, rules))
-        return found
+        return self._diff_violations(self._new_reviewer().review(chunks(diff_text), ()))
 
     def check_patterns(self, diff_text: str, rules: Sequence[ScopedPattern]) -> list[Violation]:
         """See ``check_scoped_patterns``."""
-        return check_scoped_patterns(diff_text, rules)
+        return list(self._new_reviewer().review(chunks(diff_text), rules).scoped)
+
+    def _new_reviewer(self) -> Reviewer:
+        rules = [(pattern, matcher, None, "") for pattern, matcher in self._forbidden]
+        return Reviewer(self._denied_on_diff, rules)
+
+    def _denied_on_diff(self, path: str) -> bool:
+        if not self.paths_on_diff:
+            return False
+        return bool(self._deny.match_file(path) or not self._allow.match_file(path))
+
+    def _diff_violations(self, review: DiffReview) -> list[Violation]:
+        found = [
+            Violation(
+                "path.denied",
+                f"{path} was changed, but act.constraints.paths do not allow it",
+                "diff",
+                detail=path,
+            )
+            for path in review.denied
+        ]
+        limit = self.constraints.max_diff_lines
+        if limit is not None and review.lines > limit:
+            found.append(
+                Violation(
+                    "diff.too_large",
+                    f"the change touches {review.lines} lines (+{review.added} "
+                    f"-{review.removed}) in {review.files} file(s); the limit is {limit}",
+                    "diff",
+                    detail=str(review.lines),
+                )
+            )
+        found.extend(review.forbidden)
+        return found

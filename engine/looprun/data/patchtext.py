@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+_CHUNK = re.compile(r"^(?=diff --git )", re.M)
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
@@ -21,6 +22,12 @@ def lines(patch: str) -> list[str]:
     if out and out[-1] == "":
         out.pop()
     return out
+
+
+def chunks(patch: str) -> list[str]:
+    """The patch cut before each ``diff --git`` line: one part per file, in order; joined,
+    they are the patch again."""
+    return [c for c in _CHUNK.split(patch) if c]
 
 
 def source_lines(text: str) -> list[str]:

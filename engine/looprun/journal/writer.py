@@ -3,8 +3,9 @@
 - ``journal.jsonl``: append-only events, each flushed before the call returns (schema:
   ``schemas/journal-event.schema.json``); a torn last line is tolerated on read and cut
   off before appending again;
-- ``state.json``: a copy of the resumable loop state, replaced atomically (temp file,
-  rename) and not fsynced: each saved state is first a ``state`` record in the journal;
+- ``state.json``: a copy of the resumable loop state, never half written (temp file,
+  rename into the name the old copy left) and not fsynced: each saved state is first a
+  ``state`` record in the journal, which readers take while the copy is missing;
 - ``run.json``: how the run was invoked, so ``looprun resume`` can rebuild it;
 - ``observe/<n>.json``: one structured observation per iteration;
 - ``exchanges.jsonl``: the model exchanges; ``summary.json``: the result at the end.
@@ -12,7 +13,7 @@
 A killed process loses nothing: every write reaches the operating system before the call
 returns. For a machine crash, saving the state is the durable point, at one fsync per
 step: the state is appended to the journal as a ``state`` record after the events it has
-seen, and the journal is fsynced; ``state.json`` is then replaced without an fsync, and
+seen, and the journal is fsynced; ``state.json`` is then renewed without an fsync, and
 reading the state (:func:`looprun.journal.read.load_state`) takes the last record when
 the copy is missing, torn or older. A machine crash may so lose the last step (a resumed
 run redoes it, as after a kill before the save) and the OS-buffered tail of the exchanges
@@ -255,7 +256,8 @@ class RunJournal:
         head = _dumps(self.redact.data(self._record(STATE_EVENT, {})))
         self._write_line(self._events, f'{head[:-1]}, "state": {text}}}\n', "event:state")
         self._sync(self._events)
-        write_atomic_at(self._held(), "state.json", text, sync="none")
+        # the record is the durable state; the copy is renamed into a free name
+        write_atomic_at(self._held(), "state.json", text, sync="none", vacate=True)
         crash_point("after:state")
 
     def _held(self) -> int:

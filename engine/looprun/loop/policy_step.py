@@ -49,14 +49,10 @@ def policy(loop: Loop, refusals: list[dict[str, Any]], task: PlannedTask) -> Pol
     """The policy's findings in one iteration; every violation in the diff is journaled."""
     ports, st = loop.ports, loop.state
     ws, guard = ports.workspace, ports.guard
-    diff = ws.diff(st.base)
+    found, lines = guard.review_diff(ws.diff_parts(st.base), loop.protect.scoped)
     diff_items = [
         {"rule": v.rule, "message": v.message, "tool": v.tool, "detail": v.detail}
-        for v in [
-            *guard.check_diff(diff),
-            *guard.check_patterns(diff, loop.protect.scoped),
-            *protected(loop, task),
-        ]
+        for v in [*found, *protected(loop, task)]
     ]
     moved = ws.repository_changed()
     if moved:
@@ -65,9 +61,6 @@ def policy(loop: Loop, refusals: list[dict[str, Any]], task: PlannedTask) -> Pol
         )
     for item in diff_items:
         ports.journal.event("policy_violation", iteration=st.iterations + 1, **item)
-    lines = sum(
-        1 for ln in diff.split("\n") if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
-    )
     return PolicyFindings(
         items=(*refusals, *diff_items),
         diff_violations=len(diff_items),

@@ -48,9 +48,19 @@ def write_atomic(
         os.close(dfd)
 
 
-def write_atomic_at(dfd: int, name: str, data: str | bytes, *, sync: str = "all") -> None:
+def write_atomic_at(
+    dfd: int, name: str, data: str | bytes, *, sync: str = "all", vacate: bool = False
+) -> None:
     """:func:`write_atomic` of ``name`` in the directory ``dfd`` the caller holds open (no
-    walk from ``/`` per write: the engine's own directories, opened once, no-follow)."""
+    walk from ``/`` per write: the engine's own directories, opened once, no-follow).
+
+    ``vacate`` (only with ``sync="none"``, for a copy whose durable original is kept
+    elsewhere): the old file is removed before the new one is renamed in. Renaming over
+    a file makes ext4 write the new file's data out at once (its ``auto_da_alloc``),
+    which costs more than the rest of the write; a reader may then find no file for a
+    moment, never a half-written one, and must read the original instead."""
+    if vacate and sync != "none":
+        raise ValueError("vacate is for copies written without fsync")
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -71,6 +81,9 @@ def write_atomic_at(dfd: int, name: str, data: str | bytes, *, sync: str = "all"
             os.fchmod(fh.fileno(), mode)
             if sync != "none":
                 os.fsync(fh.fileno())
+        if vacate:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dfd)
         os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from looprun.data.changes import FileChange
+from looprun.data.patchtext import chunks
 from looprun.workspace.git import Git, GitError
 from looprun.workspace.long_lived import TreeDiffs
 from looprun.workspace.objects import loose_object_ok, path_tree
@@ -34,7 +35,8 @@ class Differ:
         self._quick = quick
         self._diffs: TreeDiffs | None = None
         self._patch_cache: PatchCache | None = None
-        self._last: tuple[tuple[str, str], str, list[str]] | None = None
+        self._last: tuple[tuple[str, str], list[str], list[str]] | None = None
+        self._joined: str | None = None  # the last patch's parts joined, once asked for
         self._verified: set[str] = set()  # object ids whose content was checked
         # per start, the last tree whose new side against it was checked whole: the next
         # tree's new side is then what differs from that one (plus what is checked already)
@@ -56,15 +58,26 @@ class Differ:
 
     def patch(self, start: str, tree: str) -> tuple[str, list[str]]:
         """The patch from ``start`` to ``tree`` and the paths it changes."""
+        parts, paths = self._parts_of(start, tree)
+        if self._joined is None:
+            self._joined = "".join(parts)
+        return self._joined, list(paths)
+
+    def parts(self, start: str, tree: str) -> tuple[str, ...]:
+        """The patch from ``start`` to ``tree``, one part per path, in git's order."""
+        return tuple(self._parts_of(start, tree)[0])
+
+    def _parts_of(self, start: str, tree: str) -> tuple[list[str], list[str]]:
         if self._last is not None and self._last[0] == (start, tree):
-            return self._last[1], list(self._last[2])
+            return self._last[1], self._last[2]
         self._check_new_objects(start, tree)
         if self.watched:
-            patch, paths = self._patches().diff(start, tree)
+            parts, paths = self._patches().diff(start, tree)
         else:
             patch, paths = split_diff(self.git.diff(start, tree, "--patch-with-raw", "-z"))
-        self._last = ((start, tree), patch, paths)
-        return patch, list(paths)
+            parts = chunks(patch)
+        self._last, self._joined = ((start, tree), parts, paths), None
+        return parts, paths
 
     def file_changes(self, a: str, b: str, *, contents: bool) -> list[FileChange]:
         """Each path that differs between trees ``a`` and ``b``, with its old and new text

@@ -9,6 +9,7 @@ repositories only): ``<type> <size>\\0<body>``, zlib-compressed at
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import secrets
@@ -120,6 +121,10 @@ class TreeModel:
         # directory path ("" is the top) -> entry name -> (mode, object id or None)
         self.dirs: dict[str, dict[str, tuple[str, str | None]]] = {"": {}}
         self._dirty: set[str] = set()
+        # per directory whose tree was written: its entries as stored, sorted as git
+        # sorts them (sort keys, encoded entries), and the names set or removed since
+        self._sorted: dict[str, tuple[list[bytes], list[bytes]]] = {}
+        self._renamed: dict[str, set[str]] = {}
         for rec in listing.split(b"\0"):
             if not rec:
                 continue
@@ -161,6 +166,7 @@ class TreeModel:
             sub = f"{folder}/{part}" if folder else part
             if here is None:
                 entries[part] = (TREE_MODE, None)
+                self._changed(folder, part)
                 self.dirs[sub] = {}
             elif here[0] != TREE_MODE:
                 raise Unsupported(f"{sub} is not a directory in the snapshot")
@@ -169,6 +175,7 @@ class TreeModel:
         if here is not None and here[0] == TREE_MODE:
             raise Unsupported(f"{path} is a directory in the snapshot")
         self.dirs[folder][parts[-1]] = (mode, oid)
+        self._changed(folder, parts[-1])
         self._mark(folder)
 
     def remove(self, path: str) -> None:
@@ -179,7 +186,12 @@ class TreeModel:
         if entries[name][0] == TREE_MODE:
             raise Unsupported(f"{path} is a directory in the snapshot")
         del entries[name]
+        self._changed(parent, name)
         self._mark(parent)
+
+    def _changed(self, folder: str, name: str) -> None:
+        if folder in self._sorted:
+            self._renamed.setdefault(folder, set()).add(name)
 
     def _mark(self, folder: str) -> None:
         while True:
@@ -198,17 +210,54 @@ class TreeModel:
             parent, _, name = folder.rpartition("/")
             if not entries and folder:  # git stores no empty directory
                 del self.dirs[folder]
+                self._sorted.pop(folder, None)
                 self.dirs[parent].pop(name, None)
+                self._changed(parent, name)
                 continue
-            oid = write_object(objects, "tree", _tree_body(entries))
+            oid = write_object(objects, "tree", self._body(folder, entries))
             if written is not None:
                 written.add(oid)
             if folder:
                 self.dirs[parent][name] = (TREE_MODE, oid)
+                self._changed(parent, name)
             else:
                 self._root = oid
         self._dirty.clear()
         return self._root
+
+    def _body(self, folder: str, entries: dict[str, tuple[str, str | None]]) -> bytes:
+        """The tree body of ``folder``: the entries kept sorted from its last write, with
+        only the names changed since put in again (a directory of a thousand files is
+        not sorted and encoded again for one new file)."""
+        kept = self._sorted.get(folder)
+        if kept is None:
+            pairs = sorted(_entry(name, *entries[name]) for name in entries)
+            kept = ([k for k, _ in pairs], [e for _, e in pairs])
+            self._sorted[folder] = kept
+            self._renamed.pop(folder, None)
+            return b"".join(kept[1])
+        keys, encoded = kept
+        for name in self._renamed.pop(folder, ()):
+            raw = name.encode("utf-8", "surrogateescape")
+            for key in (raw, raw + b"/"):
+                at = bisect.bisect_left(keys, key)
+                if at < len(keys) and keys[at] == key:
+                    del keys[at], encoded[at]
+            if name in entries:
+                key, entry = _entry(name, *entries[name])
+                at = bisect.bisect_left(keys, key)
+                keys.insert(at, key)
+                encoded.insert(at, entry)
+        return b"".join(encoded)
+
+
+def _entry(name: str, mode: str, oid: str | None) -> tuple[bytes, bytes]:
+    """A tree entry's sort key (a directory sorts as if its name ended with ``/``) and
+    its bytes."""
+    assert oid is not None, f"tree entry {name} has no object"
+    raw = name.encode("utf-8", "surrogateescape")
+    key = raw + b"/" if mode == TREE_MODE else raw
+    return key, f"{mode} ".encode() + raw + b"\0" + bytes.fromhex(oid)
 
 
 def _tree_body(entries: dict[str, tuple[str, str | None]]) -> bytes:

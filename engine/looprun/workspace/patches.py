@@ -12,14 +12,14 @@ whole diff from git, as before.
 
 from __future__ import annotations
 
-import re
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from looprun.data.patchtext import chunks
 from looprun.workspace.git import EMPTY_TREE
 
 _ABSENT = ("000000", "0" * 40)
-_CHUNK = re.compile(r"^(?=diff --git )", re.M)
 
 
 class Unmapped(Exception):
@@ -51,11 +51,11 @@ def parse(out: str) -> list[Part]:
         pos = path_end + 1
     if out.startswith("\0", pos):
         pos += 1
-    chunks = [c for c in _CHUNK.split(out[pos:]) if c]
-    if len(chunks) != len(raw):
+    pieces = chunks(out[pos:])
+    if len(pieces) != len(raw):
         raise Unmapped("patch parts do not match the changed paths")
     parts = []
-    for (path, src, dst, _), chunk in zip(raw, chunks, strict=True):
+    for (path, src, dst, _), chunk in zip(raw, pieces, strict=True):
         if not chunk.startswith(f"diff --git a/{path} b/{path}\n"):
             raise Unmapped(path)
         parts.append(Part(path, src, dst, chunk))
@@ -75,9 +75,12 @@ class PatchCache:
         self._start: str | None = None
         self._tree: str | None = None
         self._parts: dict[str, Part] = {}
+        self._order: list[str] = []  # the paths of ``_parts`` as git sorts them (bytewise)
+        self._texts: list[str] = []  # their patches, in that order
 
-    def diff(self, start: str, tree: str) -> tuple[str, list[str]]:
-        """The patch from ``start`` to ``tree`` and the changed paths, in git's order."""
+    def diff(self, start: str, tree: str) -> tuple[list[str], list[str]]:
+        """The patch from ``start`` to ``tree`` as one part per path, and the changed
+        paths, in git's order."""
         try:
             if self._start != start or self._tree is None:
                 self._rebuild(start, tree)
@@ -85,14 +88,15 @@ class PatchCache:
                 self._advance(tree)
         except Unmapped:
             self._start = self._tree = None
-            out = self._diff(start, tree)
-            return split_diff(out)
-        order = sorted(self._parts, key=lambda p: p.encode("utf-8", "surrogateescape"))
-        return "".join(self._parts[p].patch for p in order), order
+            patch, paths = split_diff(self._diff(start, tree))
+            return chunks(patch), paths
+        return list(self._texts), list(self._order)
 
     def _rebuild(self, start: str, tree: str) -> None:
         self._start = self._tree = None
         self._parts = {p.path: p for p in parse(self._diff(start, tree))}
+        self._order = sorted(self._parts, key=_key)
+        self._texts = [self._parts[p].patch for p in self._order]
         self._start, self._tree = start, tree
 
     def _advance(self, tree: str) -> None:
@@ -100,12 +104,17 @@ class PatchCache:
         for part in parse(self._diff(self._tree, tree)):
             known = self._parts.get(part.path)
             base = known.src if known is not None else part.src
+            at = bisect.bisect_left(self._order, _key(part.path), key=_key)
             if base == part.dst:
-                self._parts.pop(part.path, None)  # back to its base version
+                if self._parts.pop(part.path, None) is not None:  # back to its base version
+                    del self._order[at], self._texts[at]
             elif known is None:
                 self._parts[part.path] = part  # its first change: base == last version
+                self._order.insert(at, part.path)
+                self._texts.insert(at, part.patch)
             else:
                 self._parts[part.path] = self._alone(part.path, base, part.dst)
+                self._texts[at] = self._parts[part.path].patch
         self._tree = tree
 
     def _alone(self, path: str, src: tuple[str, str], dst: tuple[str, str]) -> Part:
@@ -117,6 +126,10 @@ class PatchCache:
         if len(parts) != 1 or parts[0].path != path:
             raise Unmapped(path)
         return parts[0]
+
+
+def _key(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
 
 
 def split_diff(out: str) -> tuple[str, list[str]]:

@@ -230,6 +230,11 @@ class Workspace:
         """Unified diff of the working tree against ``base`` (default: the recorded base)."""
         return self._diffs.patch(self._start(base), self.snapshot())[0]
 
+    def diff_parts(self, base: str | None = None) -> tuple[str, ...]:
+        """:meth:`diff` as one part per changed path, in git's order (joined, the diff);
+        a part that did not change since the last call is the same string."""
+        return self._diffs.parts(self._start(base), self.snapshot())
+
     def changed_files(self, base: str | None = None) -> list[str]:
         return self._diffs.patch(self._start(base), self.snapshot())[1]
 
