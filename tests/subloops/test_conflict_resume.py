@@ -14,6 +14,8 @@ from subloop_templates import edit_turns, write_templates
 from tests.support.cli import looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
 
+from looprun.journal.read import load_state
+
 
 def _project(tmp_path: Path) -> Path:
     work = tmp_path / "proj"
@@ -99,9 +101,12 @@ def test_kill_outer_process_then_resume_does_not_rerun_finished(tmp_path: Path) 
                 records = json.loads(files[0].read_text())["records"]
             except (ValueError, OSError):
                 records = {}
+            right = files[0].parent / "subloops" / "right-1"
             if (
                 records.get("left", {}).get("outcome") == "done"
                 and records.get("right", {}).get("outcome") == "running"
+                # a sub-loop killed before its first saved state starts again, not resumes
+                and load_state(right) is not None
             ):
                 break
         time.sleep(0.05)
