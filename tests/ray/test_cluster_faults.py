@@ -120,6 +120,19 @@ def _quick(script: Path, delay_s: float = 0.0) -> None:
     script.write_text(yaml.safe_dump({"tasks": {"one": step_turns(delay_s)}}))
 
 
+def _resumes_to_done(work: Path, run_dir: Path, script: Path, address: str) -> None:
+    """``looprun resume`` on the cluster at ``address`` ends done, step 1 not played again."""
+    _quick(script)
+    resumed = looprun(
+        "resume", run_dir.name, "--executor", f"ray:{address}", "--json", cwd=work, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["outcome"] == "done"
+    sub = run_dir / "subloops" / "one-1"
+    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # step 1 not replayed
+    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+
+
 def test_a_frozen_node_s_sub_loop_is_relaunched_within_the_watchdog(
     tmp_path: Path, cluster: LocalCluster
 ) -> None:
@@ -203,15 +216,7 @@ def test_a_lost_head_stops_the_run_like_ctrl_c_and_it_resumes_on_another_cluster
     records = json.loads((run_dir / "subloops.json").read_text())["records"]
     assert records["one"]["outcome"] == "running"
     # the surviving node's worker still runs the slow step: the resume's lease fences it out
-    _quick(script)
-    resumed = looprun(
-        "resume", run_dir.name, "--executor", f"ray:{ray_address}", "--json", cwd=work, timeout=600
-    )
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["outcome"] == "done"
-    sub = run_dir / "subloops" / "one-1"
-    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # step 1 not replayed
-    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+    _resumes_to_done(work, run_dir, script, ray_address)
 
 
 def test_a_frozen_head_stops_the_run_like_ctrl_c_and_it_resumes_once_thawed(
@@ -252,21 +257,7 @@ def test_a_frozen_head_stops_the_run_like_ctrl_c_and_it_resumes_once_thawed(
     records = json.loads((run_dir / "subloops.json").read_text())["records"]
     assert records["one"]["outcome"] == "running"
     # thawed, the same cluster takes the run back; step 1 is not played again
-    _quick(script)
-    resumed = looprun(
-        "resume",
-        run_dir.name,
-        "--executor",
-        f"ray:{cluster.address}",
-        "--json",
-        cwd=work,
-        timeout=600,
-    )
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["outcome"] == "done"
-    sub = run_dir / "subloops" / "one-1"
-    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}
-    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+    _resumes_to_done(work, run_dir, script, cluster.address)
 
 
 def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
@@ -303,18 +294,4 @@ def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
     run_dir = _run_dir(work)
     records = json.loads((run_dir / "subloops.json").read_text())["records"]
     assert records["one"]["outcome"] == "running"
-    _quick(script)
-    resumed = looprun(
-        "resume",
-        run_dir.name,
-        "--executor",
-        f"ray:{cluster.address}",
-        "--json",
-        cwd=work,
-        timeout=600,
-    )
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["outcome"] == "done"
-    sub = run_dir / "subloops" / "one-1"
-    assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}
-    assert all((work / f).is_file() for f in ("a.txt", "b.txt", "c.txt"))
+    _resumes_to_done(work, run_dir, script, cluster.address)
