@@ -120,6 +120,22 @@ def _quick(script: Path, delay_s: float = 0.0) -> None:
     script.write_text(yaml.safe_dump({"tasks": {"one": step_turns(delay_s)}}))
 
 
+def _stopped_as_lost(work: Path, stderr: str, reason: str) -> Path:
+    """The run stopped as a Ctrl-C stops it, for the lost cluster: recorded interrupted
+    with ``reason`` in its summary, the verdict naming the stop and how to go on, the
+    sub-loop still running (to be resumed); returns the run directory."""
+    assert "Traceback" not in stderr
+    run_dir = _run_dir(work)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "interrupted"
+    assert reason in summary["reason"], summary["reason"]
+    assert re.search(r"→ interrupted after \d+ iteration\(s\): the Ray cluster was lost", stderr)
+    assert f"continue with: looprun resume {run_dir.name}" in stderr, stderr
+    records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    assert records["one"]["outcome"] == "running"
+    return run_dir
+
+
 def _resumes_to_done(work: Path, run_dir: Path, script: Path, address: str) -> None:
     """``looprun resume`` on the cluster at ``address`` ends done, step 1 not played again."""
     _quick(script)
@@ -205,16 +221,7 @@ def test_a_lost_head_stops_the_run_like_ctrl_c_and_it_resumes_on_another_cluster
     stderr = "".join(lines) + err
     assert proc.returncode == 130, stderr
     assert took < 40, f"exit {took:.1f} s after the head died (Ray's own limit is 60 s)"
-    assert "Traceback" not in stderr
-    run_dir = _run_dir(work)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["outcome"] == "interrupted"
-    assert "the Ray cluster was lost" in summary["reason"], summary["reason"]
-    # the verdict names the stop and how to go on, as after a Ctrl-C
-    assert re.search(r"→ interrupted after \d+ iteration\(s\): the Ray cluster was lost", stderr)
-    assert f"continue with: looprun resume {run_dir.name}" in stderr, stderr
-    records = json.loads((run_dir / "subloops.json").read_text())["records"]
-    assert records["one"]["outcome"] == "running"
+    run_dir = _stopped_as_lost(work, stderr, "the Ray cluster was lost")
     # the surviving node's worker still runs the slow step: the resume's lease fences it out
     _resumes_to_done(work, run_dir, script, ray_address)
 
@@ -247,15 +254,9 @@ def test_a_frozen_head_stops_the_run_like_ctrl_c_and_it_resumes_once_thawed(
     assert proc.returncode == 130, stderr
     # LOOPRUN_RAY_HEAD_TIMEOUT_S (5 s) of silence, probes of 2 s: well before Ray's 60 s
     assert took < 30, f"exit {took:.1f} s after the head froze"
-    assert "Traceback" not in stderr
-    run_dir = _run_dir(work)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["outcome"] == "interrupted"
-    assert f"the Ray cluster was lost (its head {cluster.address}" in summary["reason"]
-    assert re.search(r"→ interrupted after \d+ iteration\(s\): the Ray cluster was lost", stderr)
-    assert f"continue with: looprun resume {run_dir.name}" in stderr, stderr
-    records = json.loads((run_dir / "subloops.json").read_text())["records"]
-    assert records["one"]["outcome"] == "running"
+    run_dir = _stopped_as_lost(
+        work, stderr, f"the Ray cluster was lost (its head {cluster.address}"
+    )
     # thawed, the same cluster takes the run back; step 1 is not played again
     _resumes_to_done(work, run_dir, script, cluster.address)
 
