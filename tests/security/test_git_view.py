@@ -9,15 +9,13 @@ model in a real repository.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from tests.support.cli import looprun
+from tests.support.cli import scripted_json_run
 from tests.support.git_repos import git_repo
 
 PY = Path(sys.executable).name
@@ -68,16 +66,10 @@ def _run(
     git_repo(work)
     if configure is not None:
         configure(work)
-    template = tmp_path / "t.yaml"
-    template.write_text(TEMPLATE % {"py": PY, "action": action, "iterations": iterations})
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": calls}, {"text": "ok"}]))
-    proc = looprun(
-        str(template), "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
-        "--json", *options, cwd=tmp_path,
-    )  # fmt: skip
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc, json.loads(proc.stdout), work
+    text = TEMPLATE % {"py": PY, "action": action, "iterations": iterations}
+    turns = [{"text": "working", "tool_calls": calls}, {"text": "ok"}]
+    proc, summary = scripted_json_run(tmp_path, work, text, turns, *options)
+    return proc, summary, work
 
 
 HIDDEN = "def f():\n    breakpoint()\n"

@@ -7,13 +7,11 @@ must not drop out of the checks. Real runs of the CLI with a scripted model.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
-from tests.support.cli import looprun
+from tests.support.cli import scripted_json_run
 from tests.support.git_repos import git_repo
 
 TEMPLATE = """\
@@ -45,17 +43,10 @@ def _run(
     (work / "src").mkdir(parents=True)
     (work / "src" / "app.py").write_text("x = 1\n")
     git_repo(work)
-    template = tmp_path / "t.yaml"
-    template.write_text(TEMPLATE % {"policy": policy, "observer": observer, "exit": exit})
+    text = TEMPLATE % {"policy": policy, "observer": observer, "exit": exit}
     call = {"name": "write_file", "arguments": {"path": path, "content": content}}
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": [call]}, {"text": "ok"}]))
-    proc = looprun(
-        str(template), "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
-        "--json", cwd=tmp_path,
-    )  # fmt: skip
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return json.loads(proc.stdout)
+    turns = [{"text": "working", "tool_calls": [call]}, {"text": "ok"}]
+    return scripted_json_run(tmp_path, work, text, turns)[1]
 
 
 def test_the_file_really_runs_the_code_after_the_cr(tmp_path: Path) -> None:

@@ -10,14 +10,12 @@ with a scripted model in a real repository.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from tests.support.cli import looprun
+from tests.support.cli import scripted_json_run
 from tests.support.git_repos import git_repo
 
 PY = Path(sys.executable).name
@@ -67,8 +65,6 @@ def _run(tmp_path: Path, second: list[dict[str, Any]]) -> dict[str, Any]:
     (work / "src").mkdir(parents=True)
     (work / "src" / "app.py").write_text("x = 1\n")
     git_repo(work)
-    template = tmp_path / "t.yaml"
-    template.write_text(TEMPLATE % {"py": PY})
     first = [write("notes/a.txt", "clean\n"), write("notes/b.txt", "clean too\n")]
     turns = [
         {"text": "first", "tool_calls": first},
@@ -78,14 +74,7 @@ def _run(tmp_path: Path, second: list[dict[str, Any]]) -> dict[str, Any]:
         {"text": "third", "tool_calls": [write("notes/d.txt", "last\n")]},
         {"text": "ok"},
     ]
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump(turns))
-    proc = looprun(
-        str(template), "--intent", "x", "--workdir", str(work), "--model", f"script:{script}",
-        "--json", cwd=tmp_path,
-    )  # fmt: skip
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return json.loads(proc.stdout)
+    return scripted_json_run(tmp_path, work, TEMPLATE % {"py": PY}, turns)[1]
 
 
 def test_clean_writes_alone_pass_every_iteration(tmp_path: Path) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 
 def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -53,3 +57,17 @@ def start_looprun(
 def scripted_run(template: str, *, intent: str, workdir: Path, script: Path) -> list[str]:
     """The CLI arguments of a run of ``template`` in ``workdir`` driven by a scripted model."""
     return [template, "--intent", intent, "--workdir", str(workdir), "--model", f"script:{script}"]
+
+
+def scripted_json_run(
+    tmp_path: Path, work: Path, template: str, turns: Sequence[Mapping[str, Any]], *options: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """A ``--json`` run of the template text ``template`` in ``work``, driven by the
+    scripted model's ``turns``: the process and its summary (never a traceback)."""
+    path, script = tmp_path / "t.yaml", tmp_path / "script.yaml"
+    path.write_text(template)
+    script.write_text(yaml.safe_dump(list(turns)))
+    args = scripted_run(str(path), intent="x", workdir=work, script=script)
+    proc = looprun(*args, "--json", *options, cwd=tmp_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc, json.loads(proc.stdout)
