@@ -125,24 +125,17 @@ _BOARDS: dict[int, Any] = {}
 
 class Board:
     """What the outer loop and its workers share while jobs run: the stop flag workers
-    poll, and the progress lines they push (taken by the outer loop's monitor)."""
+    poll. It lives with the driver, so a worker that finds it gone knows its run died
+    (progress lines are kept by each warm worker, see ``warm``)."""
 
     def __init__(self) -> None:
         self.stopped = False
-        self.lines: list[str] = []
 
     def stop(self) -> None:
         self.stopped = True
 
     def is_stopped(self) -> bool:
         return self.stopped
-
-    def say(self, line: str) -> None:
-        self.lines.append(line)
-
-    def take(self) -> list[str]:
-        out, self.lines = self.lines, []
-        return out
 
 
 def board_class(ray: Any) -> Any:

@@ -20,10 +20,6 @@ def abandon_at_exit(reason: str) -> None:
     _reasons.append(reason)
 
 
-def abandoned() -> tuple[str, ...]:
-    return tuple(_reasons)
-
-
 def exit_now_if_abandoned(code: object) -> None:
     """With an abandon asked for, flush stdout and stderr and end the process with
     ``code`` (a ``SystemExit`` code) without running exit handlers; else return."""
