@@ -87,7 +87,8 @@ class RaySettings:
         name, _, address = spec.partition(":")
         if name != "ray":
             raise UsageError(f"--executor {spec}: expected local, ray or ray:ADDRESS")
-        if importlib.util.find_spec("ray") is None:
+        spec = importlib.util.find_spec("ray")
+        if spec is None or spec.origin is None:  # absent, or a bare directory named ray
             raise UsageError(NEEDS_RAY)
         values = {
             "watchdog_s": _seconds("LOOPRUN_RAY_WATCHDOG_S"),
