@@ -62,6 +62,22 @@ def hosted_model(
     extra: dict[str, Any] = {"on_event": on_event, "transport": transport}
     if sleep is not None:
         extra["sleep"] = sleep
+
+    def _client(
+        provider: str, name: str, url: str, headers: dict[str, str], key: str, key_env: str
+    ) -> JsonClient:
+        """One provider's client: the key and every secret in the environment masked."""
+        return JsonClient(
+            provider=provider,
+            model=name,
+            url=url,
+            headers=headers,
+            key_env=key_env,
+            secrets=[key, *secret_values(env)],
+            policy=config.retry,
+            **extra,
+        )
+
     if scheme == "openai":
         url = base_url or env.get("LOOPRUN_BASE_URL") or config.base_url or openai.DEFAULT_BASE_URL
         key_env = config.api_key_env.get("openai", openai.DEFAULT_KEY_ENV)
@@ -77,15 +93,8 @@ def hosted_model(
                 also=", or point --base-url / LOOPRUN_BASE_URL at a local server",
             )
         headers = {"authorization": f"Bearer {key}"} if key else {}
-        client = JsonClient(
-            provider="openai",
-            model=name,
-            url=url.rstrip("/") + "/chat/completions",
-            headers=headers,
-            key_env=key_env,
-            secrets=[key, *secret_values(env)],
-            policy=config.retry,
-            **extra,
+        client = _client(
+            "openai", name, url.rstrip("/") + "/chat/completions", headers, key, key_env
         )
         official = httpx.URL(url).host == "api.openai.com"
         return openai.OpenAIModel(
@@ -103,16 +112,7 @@ def hosted_model(
     headers = {"anthropic-version": anthropic.API_VERSION}
     if key:
         headers["x-api-key"] = key
-    client = JsonClient(
-        provider="anthropic",
-        model=name,
-        url=url.rstrip("/") + "/v1/messages",
-        headers=headers,
-        key_env=key_env,
-        secrets=[key, *secret_values(env)],
-        policy=config.retry,
-        **extra,
-    )
+    client = _client("anthropic", name, url.rstrip("/") + "/v1/messages", headers, key, key_env)
     return anthropic.AnthropicModel(
         name,
         client,

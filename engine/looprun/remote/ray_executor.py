@@ -368,7 +368,7 @@ class RayExecutor:
             self._drain(a)  # its last lines before its result
         except ray.exceptions.RayTaskError as exc:  # the worker's own code failed
             self._release(a)
-            self._resolve(a, _error(a.job, f"worker error: {_first_line(exc)}"))
+            self._resolve(a, _error(a.job, f"worker error: {_last_line(exc)}"))
             return
         except ray.exceptions.RayError as exc:  # the worker or its node was lost, or killed
             self._kill(a)
@@ -520,7 +520,9 @@ def _error(job: SubloopJob, reason: str) -> SubloopResult:
     )
 
 
-def _first_line(exc: BaseException) -> str:
+def _last_line(exc: BaseException) -> str:
+    """A worker's error as one line: Ray's text is the remote traceback, whose last line
+    names the exception."""
     text = str(exc).strip().splitlines()
     return text[-1] if text else type(exc).__name__
 
