@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from tests.support.cli import looprun
 
 ROOT = Path(__file__).resolve().parents[2]

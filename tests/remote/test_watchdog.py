@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from remote_helpers import STEPS
 
-from looprun.errors import UsageError
-from looprun.remote.ray_executor import RaySettings
 from looprun.remote.watchdog import MODEL_CALL_S, PUSH_S, default_watchdog, step_bound
 from looprun.template.loader import load_template
 
@@ -36,19 +33,3 @@ def test_a_step_is_bounded_by_its_act_turn_and_checks(tmp_path: Path) -> None:
 def test_the_time_share_caps_the_watchdog(tmp_path: Path) -> None:
     ref = _template(tmp_path, SLOW_CHECK)
     assert default_watchdog(ref, {"timeout_s": 100.0}) == 100.0 + PUSH_S
-
-
-def test_the_environment_sets_the_watchdog_and_head_timeout(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pytest.importorskip("ray")
-    monkeypatch.setenv("LOOPRUN_RAY_WATCHDOG_S", "12")
-    monkeypatch.setenv("LOOPRUN_RAY_HEAD_TIMEOUT_S", "2.5")
-    settings = RaySettings.parse("ray")
-    assert (settings.watchdog_s, settings.head_timeout_s, settings.grace_s) == (12, 2.5, 5.0)
-    monkeypatch.setenv("LOOPRUN_RAY_WATCHDOG_S", "soon")
-    with pytest.raises(UsageError, match="LOOPRUN_RAY_WATCHDOG_S=soon: expected a positive"):
-        RaySettings.parse("ray")
-    monkeypatch.setenv("LOOPRUN_RAY_WATCHDOG_S", "0")
-    with pytest.raises(UsageError, match="LOOPRUN_RAY_WATCHDOG_S=0"):
-        RaySettings.parse("ray")

@@ -147,10 +147,12 @@ class _DefaultToRun(_LazyGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             with error_boundary():
-                return super().invoke(ctx)
+                result = super().invoke(ctx)
         except SystemExit as exc:  # a frozen Ray head would hold Ray's exit handler
             exit_now_if_abandoned(exc.code)
             raise
+        exit_now_if_abandoned(0)
+        return result
 
 
 @click.group(cls=_DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,6 +15,7 @@ import socket
 from typing import Any
 
 from looprun.errors import UsageError
+from looprun.system.abandon import probe_at_exit
 
 NEEDS_RAY = "--executor ray needs Ray: pip install 'looprun[ray]' (on every node)"
 PROBE_S = 2.0  # how long one probe of the head waits for its answer
@@ -47,6 +48,8 @@ def connect(address: str | None, num_cpus: int | None = None) -> Any:
             ray.init(**options)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"--executor ray: cannot reach the cluster: {exc}") from exc
+        head = head_address(ray)
+        probe_at_exit(lambda: _lost_head(ray, head))
     _messages_to_stderr(ray)
     return ray
 
@@ -108,6 +111,13 @@ def silent_head(ray: Any, address: str, timeout_s: float = PROBE_S) -> str:
     except Exception as exc:  # RpcError (deadline exceeded, unavailable), or shut down
         return f"no answer within {timeout_s:g} s ({_first_line(exc)})"
     return ""
+
+
+def _lost_head(ray: Any, head: str) -> str:
+    """Why Ray's exit handler would wait on the head (it froze or went after the last
+    call), or "" when it answers."""
+    problem = silent_head(ray, head)
+    return f"the Ray cluster's head {head} does not answer ({problem})" if problem else ""
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,7 +3,8 @@
 A Ray driver whose cluster head is frozen hangs in Ray's own exit handler (it waits on
 the head for minutes). Once the run is recorded and its summary written, such a process
 ends at once with the exit code it was leaving with, its output flushed, skipping the
-exit handlers that would wait.
+exit handlers that would wait. A head that froze after the last call is found by the
+probes asked as the process ends.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 
 _reasons: list[str] = []
+_probes: list[Callable[[], str]] = []
 
 
 def abandon_at_exit(reason: str) -> None:
@@ -20,9 +23,26 @@ def abandon_at_exit(reason: str) -> None:
     _reasons.append(reason)
 
 
+def probe_at_exit(probe: Callable[[], str]) -> None:
+    """Ask ``probe`` as the process ends why its exit handlers would wait ("": they
+    would not); an answer abandons the process as :func:`abandon_at_exit` does."""
+    _probes.append(probe)
+
+
 def exit_now_if_abandoned(code: object) -> None:
-    """With an abandon asked for, flush stdout and stderr and end the process with
-    ``code`` (a ``SystemExit`` code) without running exit handlers; else return."""
+    """With an abandon asked for, or a probe answering why, flush stdout and stderr and
+    end the process with ``code`` (a ``SystemExit`` code) without running exit handlers;
+    else return."""
+    for probe in () if _reasons else _probes:
+        try:
+            reason = probe()
+        except Exception:  # a probe that fails says nothing: the usual exit
+            continue
+        if reason:
+            with contextlib.suppress(Exception):
+                print(f"looprun: {reason}: ending without waiting for it", file=sys.stderr)
+            abandon_at_exit(reason)
+            break
     if not _reasons:
         return
     if code is not None and not isinstance(code, int):  # what sys.exit would print

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cluster_helpers import LocalCluster
-from ray_helpers import one_task_project, wait_for
+from ray_helpers import ONE, one_task_project, wait_for
 from tests.remote.remote_helpers import step_turns
 from tests.support.cli import cli_env, looprun, scripted_run
 
@@ -296,3 +296,60 @@ def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
     records = json.loads((run_dir / "subloops.json").read_text())["records"]
     assert records["one"]["outcome"] == "running"
     _resumes_to_done(work, run_dir, script, cluster.address)
+
+
+FREEZE = """\
+import sys, time
+from pathlib import Path
+
+here = Path(sys.argv[1])
+if not (here / "baseline").exists():  # the check's first run: before the sub-loop
+    (here / "baseline").write_text("seen")
+    sys.exit(0)
+(here / "ready").write_text("the sub-loop is done\\n")
+deadline = time.monotonic() + 300
+while not (here / "frozen").exists() and time.monotonic() < deadline:
+    time.sleep(0.1)
+"""
+
+
+def test_a_head_frozen_after_the_last_sub_loop_does_not_hold_the_exit(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    """The outer loop's own check runs after its sub-loop; the head freezes while it
+    runs. The run ends done at once: Ray's exit handler would wait on the head."""
+    cluster.add_nodes(1)
+    work, script = one_task_project(tmp_path)
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    (tmp_path / "freeze.py").write_text(FREEZE)
+    checked = ONE.replace(
+        'exit: ["subloops.all_done"]',
+        f"sandbox: off\nobserve:\n  held:\n    run: python3 {tmp_path / 'freeze.py'} {signals}\n"
+        '    parser: exit_code\nexit: ["subloops.all_done", "held.ok"]',
+    )
+    (work / "one.yaml").write_text(checked)
+    subprocess.run(["git", "commit", "-qam", "a check after the sub-loop"], cwd=work, check=True)
+    proc = _start(work, script, cluster.address)
+    try:
+        deadline = time.monotonic() + 300
+        while not (signals / "ready").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the check never ran"
+            time.sleep(0.2)
+        cluster.head.signal(signal.SIGSTOP)
+        frozen = time.monotonic()
+        (signals / "frozen").write_text("go on\n")
+        try:
+            out, err = _finish(proc, 180)
+            took = time.monotonic() - frozen
+        finally:
+            cluster.head.signal(signal.SIGCONT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert json.loads(out)["outcome"] == "done"
+    assert f"the Ray cluster's head {cluster.address} does not answer" in err
+    assert "Traceback" not in err
+    assert took < 30, f"exit {took:.1f} s after the head froze"

@@ -2,7 +2,9 @@
 
 Ray is an optional extra (``looprun[ray]``): without it these tests are skipped. Its
 switches are set before Ray is imported: loopback only, no usage statistics, and no
-token authentication (nothing but this machine can reach a loopback cluster).
+token authentication (nothing but this machine can reach a loopback cluster). The
+folder is not named ``ray``: test modules put ``tests/`` on sys.path, where a folder of
+that name would import as Ray itself.
 """
 
 from __future__ import annotations

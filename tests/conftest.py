@@ -1,7 +1,4 @@
-"""Beside tests/, not in it: a conftest there would put tests/ on sys.path, where
-``import ray`` finds tests/ray as a namespace package when Ray is not installed.
-
-The whole suite remembers templates (`looprun validate`'s and runs' valid-cache) in a
+"""The whole suite remembers templates (`looprun validate`'s and runs' valid-cache) in a
 directory of its own, never the user's: runs started by tests, in this process or as
 subprocesses, inherit it."""
 
