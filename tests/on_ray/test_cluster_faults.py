@@ -298,39 +298,44 @@ def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
     _resumes_to_done(work, run_dir, script, cluster.address)
 
 
-FREEZE = """\
+HOLD = """\
 import sys, time
 from pathlib import Path
 
-here = Path(sys.argv[1])
-if not (here / "baseline").exists():  # the check's first run: before the sub-loop
-    (here / "baseline").write_text("seen")
-    sys.exit(0)
-(here / "ready").write_text("the sub-loop is done\\n")
-deadline = time.monotonic() + 300
-while not (here / "frozen").exists() and time.monotonic() < deadline:
-    time.sleep(0.1)
+here, holds = Path(sys.argv[1]), int(sys.argv[2])
+run = len(list(here.glob("check-*"))) + 1
+(here / f"check-{run}").write_text("")
+if run == holds:  # the test freezes the head while this run of the check waits
+    (here / "ready").write_text("")
+    deadline = time.monotonic() + 300
+    while not (here / "frozen").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 """
 
 
-def test_a_head_frozen_after_the_last_sub_loop_does_not_hold_the_exit(
-    tmp_path: Path, cluster: LocalCluster
-) -> None:
-    """The outer loop's own check runs after its sub-loop; the head freezes while it
-    runs. The run ends done at once: Ray's exit handler would wait on the head."""
-    cluster.add_nodes(1)
+def _held_project(tmp_path: Path, holds: int) -> tuple[Path, Path, Path]:
+    """ONE with a check of the outer loop's own, whose ``holds``-th run waits for the
+    test (1: the baseline, before the sub-loop; 2: after it)."""
     work, script = one_task_project(tmp_path)
     signals = tmp_path / "signals"
     signals.mkdir()
-    (tmp_path / "freeze.py").write_text(FREEZE)
+    (tmp_path / "hold.py").write_text(HOLD)
     checked = ONE.replace(
         'exit: ["subloops.all_done"]',
-        f"sandbox: off\nobserve:\n  held:\n    run: python3 {tmp_path / 'freeze.py'} {signals}\n"
+        f"sandbox: off\nobserve:\n  held:\n"
+        f"    run: python3 {tmp_path / 'hold.py'} {signals} {holds}\n"
         '    parser: exit_code\nexit: ["subloops.all_done", "held.ok"]',
     )
     (work / "one.yaml").write_text(checked)
-    subprocess.run(["git", "commit", "-qam", "a check after the sub-loop"], cwd=work, check=True)
-    proc = _start(work, script, cluster.address)
+    subprocess.run(["git", "commit", "-qam", "a check of the outer loop"], cwd=work, check=True)
+    return work, script, signals
+
+
+def _freeze_while_held(
+    proc: subprocess.Popen, cluster: LocalCluster, signals: Path
+) -> tuple[str, str, float]:
+    """Freeze the head while the check waits, let it go on; (stdout, stderr, seconds
+    from the freeze to the run's end). The head is thawed before this returns."""
     try:
         deadline = time.monotonic() + 300
         while not (signals / "ready").exists():
@@ -338,18 +343,47 @@ def test_a_head_frozen_after_the_last_sub_loop_does_not_hold_the_exit(
             time.sleep(0.2)
         cluster.head.signal(signal.SIGSTOP)
         frozen = time.monotonic()
-        (signals / "frozen").write_text("go on\n")
+        (signals / "frozen").write_text("")
         try:
             out, err = _finish(proc, 180)
-            took = time.monotonic() - frozen
+            return out, err, time.monotonic() - frozen
         finally:
             cluster.head.signal(signal.SIGCONT)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 0, err
-    assert json.loads(out)["outcome"] == "done"
+
+
+def test_a_head_frozen_after_the_last_sub_loop_does_not_hold_the_exit(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    """The head freezes while the outer loop's own check runs, after its sub-loop. The
+    run ends done at once: Ray's exit handler would wait on the head."""
+    cluster.add_nodes(1)
+    work, script, signals = _held_project(tmp_path, holds=2)
+    out, err, took = _freeze_while_held(_start(work, script, cluster.address), cluster, signals)
+    assert json.loads(out)["outcome"] == "done", err
     assert f"the Ray cluster's head {cluster.address} does not answer" in err
     assert "Traceback" not in err
     assert took < 30, f"exit {took:.1f} s after the head froze"
+
+
+def test_a_head_frozen_before_the_first_sub_loop_stops_the_run_and_it_resumes(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    """The head freezes during the baseline check, before this run first joins the
+    cluster: joining gives up (Ray would wait for many minutes) and the run stops as a
+    Ctrl-C stops it; thawed, the cluster takes the run back."""
+    cluster.add_nodes(1)
+    work, script, signals = _held_project(tmp_path, holds=1)
+    proc = _start(work, script, cluster.address, {"LOOPRUN_RAY_JOIN_TIMEOUT_S": "10"})
+    out, err, took = _freeze_while_held(proc, cluster, signals)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert took < 45, f"exit {took:.1f} s after the head froze"
+    summary = json.loads(out)
+    assert summary["outcome"] == "interrupted"
+    assert "the Ray cluster was lost" in summary["reason"]
+    assert "did not let this run join within 10 s" in summary["reason"]
+    _resumes_to_done(work, _run_dir(work), script, cluster.address)

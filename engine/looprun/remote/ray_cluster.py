@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from typing import Any
 
 from looprun.errors import UsageError
@@ -19,11 +20,20 @@ from looprun.system.abandon import probe_at_exit
 
 NEEDS_RAY = "--executor ray needs Ray: pip install 'looprun[ray]' (on every node)"
 PROBE_S = 2.0  # how long one probe of the head waits for its answer
+JOIN_S = 60.0  # how long joining an existing cluster may take
 
 
-def connect(address: str | None, num_cpus: int | None = None) -> Any:
+class SilentHead(Exception):
+    """The head accepted the connection and never answered: it is frozen or cut off."""
+
+
+def connect(
+    address: str | None, num_cpus: int | None = None, join_timeout_s: float = JOIN_S
+) -> Any:
     """Import Ray and join the cluster at ``address`` (None: start a local one bound to
-    127.0.0.1 with ``num_cpus``); returns the ``ray`` module."""
+    127.0.0.1 with ``num_cpus``); returns the ``ray`` module. Joining gives up after
+    ``join_timeout_s`` with ``SilentHead``: Ray itself would wait on a frozen head for
+    many minutes."""
     if address is None or _is_loopback(address):
         # A local cluster stays on the loopback interface (Ray's own switch for it).
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -45,13 +55,37 @@ def connect(address: str | None, num_cpus: int | None = None) -> Any:
         elif num_cpus is not None:
             options["num_cpus"] = num_cpus
         try:
-            ray.init(**options)
+            if address is None:
+                ray.init(**options)
+            else:
+                _join_within(ray, options, join_timeout_s)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"--executor ray: cannot reach the cluster: {exc}") from exc
         head = head_address(ray)
         probe_at_exit(lambda: _lost_head(ray, head))
     _messages_to_stderr(ray)
     return ray
+
+
+def _join_within(ray: Any, options: dict[str, Any], timeout_s: float) -> None:
+    """``ray.init`` in a thread of its own, waited on for ``timeout_s`` at most. (Off the
+    main thread Ray also leaves the run's own SIGTERM handler in place.)"""
+    outcome: list[BaseException | None] = []
+
+    def join() -> None:
+        try:
+            ray.init(**options)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=join, name="looprun-ray-join", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not outcome:
+        raise SilentHead(f"it did not let this run join within {timeout_s:g} s")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def _messages_to_stderr(ray: Any) -> None:

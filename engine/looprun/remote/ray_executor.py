@@ -47,7 +47,9 @@ from looprun.remote.gitsync import (
 )
 from looprun.remote.job import RemoteJob
 from looprun.remote.ray_cluster import (
+    JOIN_S,
     NEEDS_RAY,
+    SilentHead,
     connect,
     head_address,
     new_board,
@@ -71,7 +73,8 @@ class RaySettings:
     127.0.0.1), ``remote`` git URL workers reach (None: the outer repository itself, for
     workers that share this file system), and the failure policy: ``watchdog_s`` None
     means each sub-loop's own step bound; ``head_timeout_s`` is how long the head may
-    stay silent before the cluster counts as lost."""
+    stay silent before the cluster counts as lost, ``join_timeout_s`` how long joining
+    it may take."""
 
     address: str | None = None
     remote: str | None = None
@@ -80,6 +83,7 @@ class RaySettings:
     max_losses: int = 3
     num_cpus: int | None = None
     head_timeout_s: float = 5.0
+    join_timeout_s: float = JOIN_S
 
     @classmethod
     def parse(cls, spec: str, *, remote: str | None = None) -> RaySettings:
@@ -94,6 +98,7 @@ class RaySettings:
             "watchdog_s": _seconds("LOOPRUN_RAY_WATCHDOG_S"),
             "grace_s": _seconds("LOOPRUN_RAY_GRACE_S"),
             "head_timeout_s": _seconds("LOOPRUN_RAY_HEAD_TIMEOUT_S"),
+            "join_timeout_s": _seconds("LOOPRUN_RAY_JOIN_TIMEOUT_S"),
         }
         given = {k: v for k, v in values.items() if v is not None}
         return cls(address=address or None, remote=remote, **given)
@@ -149,9 +154,15 @@ class RayExecutor:
     def __init__(self, parallel: int, report: Report, settings: RaySettings | None = None):
         self.settings = settings or RaySettings()
         self._report = report
-        self._ray = connect(self.settings.address, self.settings.num_cpus)
-        self._head = head_address(self._ray)
         self._lost = ""  # why the cluster is lost, once it is
+        self._head = self.settings.address or "127.0.0.1"
+        try:
+            self._ray = connect(
+                self.settings.address, self.settings.num_cpus, self.settings.join_timeout_s
+            )
+        except SilentHead as exc:  # frozen before this run first reached it
+            raise ExecutorLost(self._given_up(str(exc))) from exc
+        self._head = head_address(self._ray)
         self._unanswered_since: float | None = None
         self._last_health = 0.0
         problem = self._answers_within(self.settings.head_timeout_s)
