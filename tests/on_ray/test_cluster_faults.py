@@ -365,7 +365,7 @@ def test_a_head_frozen_after_the_last_sub_loop_does_not_hold_the_exit(
     out, err, took = _freeze_while_held(_start(work, script, cluster.address), cluster, signals)
     assert json.loads(out)["outcome"] == "done", err
     assert f"the Ray cluster's head {cluster.address} does not answer" in err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and "SIGTERM handler" not in err  # joined off the main thread
     assert took < 30, f"exit {took:.1f} s after the head froze"
 
 

@@ -10,6 +10,7 @@ a board that starts fast is a run that starts fast.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -67,6 +68,12 @@ def connect(
     return ray
 
 
+def _keeps_sigterm_quietly(record: logging.LogRecord) -> bool:
+    """Drop Ray's warning that off the main thread it sets no SIGTERM handler: the run
+    has its own, which is the point."""
+    return "SIGTERM handler is not set" not in record.getMessage()
+
+
 def _join_within(ray: Any, options: dict[str, Any], timeout_s: float) -> None:
     """``ray.init`` in a thread of its own, waited on for ``timeout_s`` at most. (Off the
     main thread Ray also leaves the run's own SIGTERM handler in place.)"""
@@ -79,9 +86,14 @@ def _join_within(ray: Any, options: dict[str, Any], timeout_s: float) -> None:
         except BaseException as exc:  # handed to the caller's thread below
             outcome.append(exc)
 
-    thread = threading.Thread(target=join, name="looprun-ray-join", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
+    worker_log = logging.getLogger("ray._private.worker")
+    worker_log.addFilter(_keeps_sigterm_quietly)
+    try:
+        thread = threading.Thread(target=join, name="looprun-ray-join", daemon=True)
+        thread.start()
+        thread.join(timeout_s)
+    finally:
+        worker_log.removeFilter(_keeps_sigterm_quietly)
     if not outcome:
         raise SilentHead(f"it did not let this run join within {timeout_s:g} s")
     if outcome[0] is not None:
