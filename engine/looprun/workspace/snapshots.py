@@ -39,6 +39,13 @@ class _Repo:
     refs: Path | None  # the common git directory, when refs may be written here
 
 
+# what the in-process snapshot must know of the repository's format and ref logging
+_REPO_KEYS = frozenset(
+    ("core.filemode", "core.ignorecase", "core.logallrefupdates", "extensions.refstorage",
+     "extensions.objectformat")
+)  # fmt: skip
+
+
 class QuickSnapshots:
     """In-process snapshots and commits for one work tree (see the module docstring)."""
 
@@ -57,16 +64,10 @@ class QuickSnapshots:
         return self._repo  # type: ignore[return-value]
 
     def _ask_repo(self) -> _Repo | None:
-        code, cfg, _ = self.git.run_status(
-            "config", "-z", "--get-regexp",
-            r"^(core\.(filemode|ignorecase|logallrefupdates)"
-            r"|extensions\.(refstorage|objectformat))$",
-        )  # fmt: skip
-        if code not in (0, 1):  # 1: none set
-            return None
-        values = {  # a key with no value is true
-            k.lower(): v if sep else "true"
-            for k, sep, v in (r.partition("\n") for r in cfg.split("\0") if r)
+        values = {  # a key with no value is true; the last one set wins
+            k.lower(): "true" if v is None else v
+            for k, v in self.git.config()
+            if k.lower() in _REPO_KEYS
         }
         if self.git.git_dir is not None:  # pinned: where git would look, worked out
             common = str(self.git.git_dirs()[1])
