@@ -86,6 +86,11 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "naming built-in parsers validates and runs without importing importlib.metadata "
         "(and the email package it loads)"
     ),
+    ("looprun.checks.pytest_pin", "tomllib"): (
+        "a pyproject.toml or pytest.toml is parsed only when an observer's command runs "
+        "pytest: a run whose checks do not starts without the TOML parser "
+        "(tests/cli/test_plain_run_imports.py)"
+    ),
     ("looprun.template.schema_check", "jsonschema"): (
         "the validator loads only when a template is validated: `looprun --help`, `runs` "
         "and `schema` never import it"

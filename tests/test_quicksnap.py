@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from looprun.journal import sealed
 from looprun.workspace.objects import TreeModel, commit_body, object_id, write_object
 from looprun.workspace.snapshots import QuickSnapshots
 from looprun.workspace.tree import Workspace
@@ -275,3 +276,21 @@ def test_checkpoint_refs_written_in_process_are_what_git_reads(repo: Path) -> No
     assert QuickSnapshots(logged.git).set_ref("refs/looprun/run/3", commit) is False
     logged.checkpoint("run/4")
     assert git(repo, "reflog", "show", "refs/looprun/run/4").strip()
+
+
+def test_a_sealed_invocation_is_written_in_process_as_git_reads_it(repo: Path) -> None:
+    ws = Workspace.open(repo, state_dir=repo / ".looprun")
+    assert ws.quick.set_blob_ref(sealed.ref("run-1"), b'{"intent": "first"}')  # no git
+    sealed.seal(ws.git, "run-1", '{"intent": "again"}', ws.quick)  # sealed again: replaced
+    assert git(repo, "cat-file", "blob", sealed.ref("run-1")) == '{"intent": "again"}'
+    assert sealed.unseal(ws.git, "run-1") == {"intent": "again"}
+    git(repo, "fsck", "--no-dangling")  # the blob and the ref are git's own
+
+
+def test_a_packed_sealed_ref_is_left_to_git(repo: Path) -> None:
+    ws = Workspace.open(repo, state_dir=repo / ".looprun")
+    sealed.seal(ws.git, "run-1", '{"intent": "first"}', ws.quick)
+    git(repo, "pack-refs", "--all")
+    assert not ws.quick.set_blob_ref(sealed.ref("run-1"), b"{}")
+    sealed.seal(ws.git, "run-1", '{"intent": "again"}', ws.quick)
+    assert sealed.unseal(ws.git, "run-1") == {"intent": "again"}

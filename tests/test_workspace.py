@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from looprun.errors import LooprunError, UsageError
+from looprun.workspace.git import Git
+from looprun.workspace.ignore import current_ignore_rules
 from looprun.workspace.tree import Workspace
 
 GIT_ENV = {
@@ -335,3 +337,27 @@ def test_tracked_files_matching_ignore_rules_are_part_of_snapshots(repo: Path) -
     assert ws.changed_files() == ["keep.log"]
     ws.restore(base)
     assert (repo / "keep.log").read_text() == "tracked despite *.log\n"
+
+
+def test_one_config_read_answers_every_lookup_and_sees_a_change(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drivers switched off, the excludes file (``~`` expanded as ``git config
+    --path`` does) and the repository format come from one ``git config --list``, read
+    again when a config file changes."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    (home / "ignores").write_text("*.secret-draft\n")
+    git(repo, "config", "core.excludesFile", "~/ignores")
+    git(repo, "config", "filter.Shout.clean", "tr a-z A-Z")
+    pinned = Git(repo).pinned()
+    assert "*.secret-draft" in current_ignore_rules(pinned, ".looprun")
+    assert pinned.config_value("core.excludesfile") == "~/ignores"
+    off = ["-c", "filter.Shout.clean=", "-c", "filter.Shout.required=false"]
+    assert pinned.no_drivers() == off
+    git(repo, "config", "--unset", "filter.Shout.clean")
+    git(repo, "config", "core.excludesFile", str(home / "other"))
+    assert pinned.no_drivers() == []
+    assert pinned.config_value("core.excludesFile") == str(home / "other")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -237,7 +236,9 @@ def _ini_sections(text: str) -> dict[str, dict[str, str]]:
 
 
 def _toml_table(name: str, text: str) -> dict[str, object] | None:
-    document = tomllib.loads(text)
+    import tomllib
+
+    document = tomllib.loads(text)  # its TOMLDecodeError is a ValueError
     if name != "pyproject.toml":
         return dict(document.get("pytest") or {})  # type: ignore[call-overload]
     tool = document.get("tool")
@@ -258,7 +259,7 @@ def config_values(name: str, content: bytes) -> dict[str, object] | None:
         if name.endswith(".toml"):
             return _toml_table(name, text)
         sections = _ini_sections(text)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, TypeError, ValueError):
+    except (UnicodeDecodeError, TypeError, ValueError):
         return {}
     if name in ("pytest.ini", ".pytest.ini"):
         return dict(sections.get("pytest", {}))

@@ -18,16 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the loop core reads the ref's name without loading git
     from looprun.workspace.git import Git
+    from looprun.workspace.snapshots import QuickSnapshots
 
-PREFIX = "refs/looprun-sealed/"
+PREFIX = "refs/looprun-sealed/"  # as workspace.snapshots.SEALED_REFS
 
 
 def ref(run_id: str) -> str:
     return PREFIX + run_id
 
 
-def seal(git: Git, run_id: str, text: str) -> None:
-    """Record ``text`` (run.json as written) as the run's sealed invocation."""
+def seal(git: Git, run_id: str, text: str, quick: QuickSnapshots | None = None) -> None:
+    """Record ``text`` (run.json as written) as the run's sealed invocation; ``quick``
+    writes it in-process when the repository lets it (no git process)."""
+    if quick is not None and quick.set_blob_ref(ref(run_id), text.encode("utf-8")):
+        return
     blob = git.run("hash-object", "-w", "--stdin", input=text.encode("utf-8")).strip()
     git.run("update-ref", "-m", "looprun: invocation", ref(run_id), blob)
 

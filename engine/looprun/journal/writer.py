@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import stat
 import time
 from collections.abc import Mapping
@@ -122,7 +121,7 @@ def _write_durably(fh: Any, text: str) -> None:
 
 # The events that say where they ran: a run's start or resumption, and each step.
 _WHERE = frozenset({"run_started", "resumed", "iteration"})
-_HOST = socket.gethostname()
+_HOST = os.uname().nodename  # socket.gethostname()'s answer, without loading socket
 
 
 class RunJournal:

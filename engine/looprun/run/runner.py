@@ -38,6 +38,7 @@ from looprun.template.valid_cache import ValidCache, file_digest
 from looprun.tracing.config import open_trace
 from looprun.workspace.commit import current_branch
 from looprun.workspace.lock import RunLock
+from looprun.workspace.snapshots import QuickSnapshots
 from looprun.workspace.tree import Workspace
 
 
@@ -200,7 +201,7 @@ def _start(
     }
     # opened once: the invocation is sealed in its repository, then the run works in it
     ws = Workspace.open(workdir, state_dir=workdir / ".looprun", watched=True)
-    save_invocation(journal, ws.git, invocation)
+    save_invocation(journal, ws.git, invocation, ws.quick)
     config = options.get("trace")
     trace = None if config is None else open_trace(config, journal.redact, template.name)
     with journal:
@@ -232,9 +233,15 @@ def repository(workdir: Path) -> Any:
     return Workspace.open(workdir, state_dir=workdir / ".looprun").git
 
 
-def save_invocation(journal: RunJournal, git: Any, invocation: Mapping[str, Any]) -> None:
-    """``run.json``, sealed first (see :mod:`looprun.journal.sealed`): a kill between the
-    two leaves the new seal beside the previous file, which a resume refuses (saying how
-    to restore it), never a file nothing vouches for."""
-    sealed.seal(git, journal.run_id, journal.invocation_text(invocation))
+def save_invocation(
+    journal: RunJournal,
+    git: Any,
+    invocation: Mapping[str, Any],
+    quick: QuickSnapshots | None = None,
+) -> None:
+    """``run.json``, sealed first (see :mod:`looprun.journal.sealed`; ``quick``: the
+    workspace's in-process object writer): a kill between the two leaves the new seal
+    beside the previous file, which a resume refuses (saying how to restore it), never a
+    file nothing vouches for."""
+    sealed.seal(git, journal.run_id, journal.invocation_text(invocation), quick)
     journal.save_invocation(invocation)

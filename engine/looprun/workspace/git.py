@@ -43,7 +43,10 @@ GIT_OPTIONS = (
 _DRIVER_KEYS = re.compile(
     r"^(filter|merge|diff)\.(.+)\.(clean|smudge|process|driver|textconv|command)$", re.I
 )
-_DRIVERS_CACHE: dict[tuple[str, ...], tuple[tuple[int, ...], tuple[str, ...]]] = {}
+# the repository's config as `git config --list` gives it, per repository, with the
+# stamp of the files it came from
+_ConfigEntries = tuple[tuple[str, str | None], ...]
+_CONFIG_CACHE: dict[tuple[str, ...], tuple[tuple[object, ...], _ConfigEntries]] = {}
 
 
 class GitError(LooprunError):
@@ -158,28 +161,52 @@ class Git:
         )
         return proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace")
 
+    def config(self) -> _ConfigEntries:
+        """Every config entry git sees here (all scopes, includes followed), in git's
+        order, as (key, value) with section and key names lower-cased and None for a key
+        with no value: one ``git config --list`` answers each lookup a run makes (the
+        drivers to switch off, the snapshot's repository format, the excludes file).
+        Cached until a config file, or the environment naming them, changes; empty when
+        git cannot read the config."""
+        key = (str(self.workdir), str(self.git_dir or ""))
+        stamp = _config_stamp(self.workdir, self.git_dir)
+        cached = _CONFIG_CACHE.get(key)
+        if cached is None or cached[0] != stamp:
+            code, raw, _ = self._raw("config", "-z", "--includes", "--list")
+            entries: list[tuple[str, str | None]] = []
+            if code == 0:
+                for record in raw.decode("utf-8", "surrogateescape").split("\0"):
+                    if record:
+                        name, sep, value = record.partition("\n")
+                        entries.append((name, value if sep else None))
+            cached = (stamp, tuple(entries))
+            _CONFIG_CACHE[key] = cached
+        return cached[1]
+
+    def config_value(self, name: str) -> str | None:
+        """The last value of a key (as ``git config NAME``); None if unset or set with
+        no value."""
+        found = None
+        wanted = name.lower()
+        for key, value in self.config():
+            if key.lower() == wanted:
+                found = value
+        return found
+
     def no_drivers(self) -> list[str]:
         """``-c`` options switching off every filter, merge and diff driver configured
         (in any scope, includes followed): the repository's ``.gitattributes`` may name
-        one, and it would run a program on every snapshot. Cached until a config file of
-        the repository changes."""
-        key = (str(self.workdir), str(self.git_dir or ""))
-        stamp = _config_stamp(self.workdir, self.git_dir)
-        cached = _DRIVERS_CACHE.get(key)
-        if cached is None or cached[0] != stamp:
-            _, raw, _ = self._raw(
-                "config", "--includes", "--name-only", "--get-regexp", _DRIVER_KEYS.pattern
-            )
-            names = []
-            for line in raw.decode("utf-8", "replace").splitlines():
-                m = _DRIVER_KEYS.match(line.strip())
-                if m:
-                    names += ["-c", f"{m.group(1)}.{m.group(2)}.{m.group(3)}="]
-                    if m.group(1).lower() == "filter":
-                        names += ["-c", f"filter.{m.group(2)}.required=false"]
-            cached = (stamp, tuple(names))
-            _DRIVERS_CACHE[key] = cached
-        return list(cached[1])
+        one, and it would run a program on every snapshot."""
+        names: list[str] = []
+        seen: set[str] = set()
+        for key, _ in self.config():
+            m = _DRIVER_KEYS.match(key)
+            if m and key not in seen:
+                seen.add(key)
+                names += ["-c", f"{m.group(1)}.{m.group(2)}.{m.group(3)}="]
+                if m.group(1).lower() == "filter":
+                    names += ["-c", f"filter.{m.group(2)}.required=false"]
+        return names
 
     def pinned(self) -> Git:
         """This repository with its git directory fixed as it is now, found once.
@@ -214,9 +241,9 @@ class Git:
     def _pinned_at(self, git_dir: str, common: str) -> Git:
         pinned = Git(self.workdir, Path(git_dir), Path(common) if common != git_dir else None)
         # the same config files either way: what no_drivers found holds for both
-        mine = _DRIVERS_CACHE.get((str(self.workdir), ""))
+        mine = _CONFIG_CACHE.get((str(self.workdir), ""))
         if mine is not None and mine[0] == _config_stamp(pinned.workdir, pinned.git_dir):
-            _DRIVERS_CACHE.setdefault((str(pinned.workdir), str(pinned.git_dir)), mine)
+            _CONFIG_CACHE.setdefault((str(pinned.workdir), str(pinned.git_dir)), mine)
         return pinned
 
     def git_dirs(self) -> tuple[Path, Path]:
@@ -338,11 +365,21 @@ class Git:
         )  # fmt: skip
 
 
-def _config_stamp(workdir: Path, git_dir: Path | None) -> tuple[int, ...]:
-    """When the repository's config files last changed (cheap: a few ``stat`` calls)."""
-    stamp: list[int] = []
+_CONFIG_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+               "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")  # fmt: skip
+
+
+def _config_stamp(workdir: Path, git_dir: Path | None) -> tuple[object, ...]:
+    """When the config files git reads here last changed, and the environment that
+    names them (cheap: a few ``stat`` calls). A file an include names is not watched."""
+    stamp: list[object] = [os.environ.get(name) for name in _CONFIG_ENV]
     base = Path(git_dir) if git_dir is not None else Path(workdir) / ".git"
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     candidates = [base / "config", base / "config.worktree", base / "commondir"]
+    candidates += [Path(home, ".gitconfig"), Path(xdg, "git", "config"), Path("/etc/gitconfig")]
+    named = (os.environ.get(v) for v in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"))
+    candidates += [Path(v) for v in named if v]
     common = _common_dir(base)
     if common is not None:  # a linked worktree: the shared config lives there
         candidates.append(common / "config")

@@ -94,7 +94,11 @@ _RULES_CACHE: dict[tuple[str, str, str], str] = {}
 
 def _global_and_info_excludes(git: Git) -> list[str]:
     out = []
-    configured = git.run("config", "--path", "core.excludesFile", check=False).strip()
+    configured = (git.config_value("core.excludesFile") or "").strip()
+    if configured.startswith("%(prefix)/"):  # git's install prefix: git knows it
+        configured = git.run("config", "--path", "core.excludesFile", check=False).strip()
+    elif configured.startswith("~"):
+        configured = os.path.expanduser(configured)
     if configured:
         out.append(configured)
     else:

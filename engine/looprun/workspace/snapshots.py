@@ -39,6 +39,16 @@ class _Repo:
     refs: Path | None  # the common git directory, when refs may be written here
 
 
+# what the in-process snapshot must know of the repository's format and ref logging
+_REPO_KEYS = frozenset(
+    ("core.filemode", "core.ignorecase", "core.logallrefupdates", "extensions.refstorage",
+     "extensions.objectformat")
+)  # fmt: skip
+
+
+SEALED_REFS = "refs/looprun-sealed/"  # the runs' invocations (looprun.journal.sealed)
+
+
 class QuickSnapshots:
     """In-process snapshots and commits for one work tree (see the module docstring)."""
 
@@ -57,16 +67,10 @@ class QuickSnapshots:
         return self._repo  # type: ignore[return-value]
 
     def _ask_repo(self) -> _Repo | None:
-        code, cfg, _ = self.git.run_status(
-            "config", "-z", "--get-regexp",
-            r"^(core\.(filemode|ignorecase|logallrefupdates)"
-            r"|extensions\.(refstorage|objectformat))$",
-        )  # fmt: skip
-        if code not in (0, 1):  # 1: none set
-            return None
-        values = {  # a key with no value is true
-            k.lower(): v if sep else "true"
-            for k, sep, v in (r.partition("\n") for r in cfg.split("\0") if r)
+        values = {  # a key with no value is true; the last one set wins
+            k.lower(): "true" if v is None else v
+            for k, v in self.git.config()
+            if k.lower() in _REPO_KEYS
         }
         if self.git.git_dir is not None:  # pinned: where git would look, worked out
             common = str(self.git.git_dirs()[1])
@@ -106,10 +110,28 @@ class QuickSnapshots:
         repo = self.repo()
         if repo is None or repo.refs is None or not ref.startswith("refs/looprun/"):
             return False
-        path = repo.refs / ref
+        return self._write_ref(repo.refs, ref, commit)
+
+    def set_blob_ref(self, ref: str, body: bytes) -> bool:
+        """Store ``body`` as a blob and point ``ref`` (under ``refs/looprun-sealed/``) at
+        it, as ``git hash-object -w`` and ``git update-ref`` would; False: let git."""
+        repo = self.repo()
+        if repo is None or repo.refs is None or not ref.startswith(SEALED_REFS):
+            return False
+        packed = repo.refs / "packed-refs"
+        try:  # a packed one is git's to keep in step
+            if packed.exists() and f" {SEALED_REFS}".encode() in packed.read_bytes():
+                return False
+        except OSError:
+            return False
+        return self._write_ref(repo.refs, ref, write_object(repo.objects, "blob", body))
+
+    @staticmethod
+    def _write_ref(refs: Path, ref: str, commit: str) -> bool:
+        path = refs / ref
         lock = path.with_name(path.name + ".lock")
         try:
-            if (repo.refs / "logs" / ref).exists() or path.is_dir():
+            if (refs / "logs" / ref).exists() or path.is_dir():
                 return False
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)

@@ -32,6 +32,7 @@ from looprun.workspace.diffs import Differ
 from looprun.workspace.git import EMPTY_TREE, Git
 from looprun.workspace.ignore import exclude_locally, ignored_paths, remember_ignore_rules
 from looprun.workspace.merge import MergeResult, three_way
+from looprun.workspace.snapshots import QuickSnapshots
 
 
 class Workspace:
@@ -49,6 +50,12 @@ class Workspace:
         self._checkpoints = Checkpoints(self._now)
         self._diffs = Differ(git, self._now.quick, watched=watched)
         self._dot_git = _dot_git(workdir)
+
+    @property
+    def quick(self) -> QuickSnapshots:
+        """The repository's objects and refs as written in-process, where git's files
+        backend lets them be (see :mod:`looprun.workspace.snapshots`)."""
+        return self._now.quick
 
     @classmethod
     def open(
