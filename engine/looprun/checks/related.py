@@ -20,6 +20,10 @@ from pathlib import Path
 
 _MAX_FILE_BYTES = 2_000_000  # a test file larger than this is not parsed: unsure
 _MAX_TEST_FILES = 2_000  # more test files than this: not worth reading, run whole
+_MAX_CACHED = 10_000
+# what a test file imports, by (path, inode, mtime, size): a run's later iterations parse
+# only the files that changed since
+_PARSED: dict[tuple[str, int, int, int], frozenset[str] | None] = {}
 _SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__"}
 )
@@ -101,8 +105,22 @@ def _imports(root: Path, rel: str) -> set[str] | None:
         return None
     path = root / rel
     try:
-        if path.stat().st_size > _MAX_FILE_BYTES:
-            return None
+        st = path.stat()
+    except OSError:
+        return None
+    key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+    if key in _PARSED:
+        known = _PARSED[key]
+        return None if known is None else set(known)
+    names = None if st.st_size > _MAX_FILE_BYTES else _parsed_imports(path, rel)
+    if len(_PARSED) >= _MAX_CACHED:
+        _PARSED.clear()
+    _PARSED[key] = None if names is None else frozenset(names)
+    return names
+
+
+def _parsed_imports(path: Path, rel: str) -> set[str] | None:
+    try:
         tree = ast.parse(path.read_bytes(), filename=rel)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
