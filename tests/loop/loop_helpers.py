@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from looprun.checks.related import related_tests
 from looprun.errors import Location
 from looprun.journal.writer import RunJournal
 from looprun.loop.engine import RunInfo, run_loop
@@ -116,6 +117,9 @@ class CommandObserver:
             signature=normalise(res.output[-500:]),
             feedback="" if res.ok else f"exit code {res.exit_code}\n{res.output[-1000:]}",
         )
+
+    def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:
+        return related_tests(self.workdir, changed)
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from looprun.loop.observe_step import _node_id
+from looprun.loop.observe_step import _node_id, narrowed, staged
+from looprun.observe.base import Observation
 
 
 @pytest.mark.parametrize(
@@ -32,3 +33,12 @@ def test_node_ids_of_files_in_the_tree_are_selected(test_id: str) -> None:
 )
 def test_anything_else_is_never_passed_to_the_command(test_id: str) -> None:
     assert not _node_id(test_id)
+
+
+@pytest.mark.parametrize(
+    ("stage", "partial"), [("narrow", True), ("related", True), ("whole", False)]
+)
+def test_only_a_whole_stage_may_decide_done(stage: str, partial: bool) -> None:
+    obs = staged(Observation(parser="junit", ok=True), stage, ("tests/test_x.py",))
+    assert narrowed({"tests": obs}) is partial
+    assert obs.facts["stage"] == stage and list(obs.facts["selected"]) == ["tests/test_x.py"]

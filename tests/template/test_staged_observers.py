@@ -68,8 +68,16 @@ def test_a_staged_observer_loads_and_explain_shows_it(tmp_path: Path) -> None:
     assert "staged: first last_failing + task_failing + changed_tests" in out.output
 
 
+def test_related_tests_is_a_tier_of_its_own_in_explain(tmp_path: Path) -> None:
+    path = _write(tmp_path, narrow="[related_tests, last_failing]")
+    assert load_template(path).observe["tests"].narrow == ("related_tests", "last_failing")
+    out = CliRunner().invoke(main, ["explain", str(path)])
+    assert out.exit_code == 0, out.output
+    assert "staged: first last_failing, then related_tests, the whole command" in out.output
+
+
 def test_the_bugfix_template_is_staged() -> None:
     from looprun.system.resources import templates_dir
 
     spec = load_template(templates_dir() / "bugfix.yaml").observe["tests"]
-    assert spec.narrow == ("last_failing", "task_failing", "changed_tests")
+    assert spec.narrow == ("last_failing", "task_failing", "changed_tests", "related_tests")

@@ -104,7 +104,7 @@ def compare(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, list[s
     gone = sorted(base_passing - present, key=lambda i: (i not in unstable, i))
     renamed, renamed_to = _pair(gone, left, functions)
     # a narrow stage ran a selection: what it left out has not vanished
-    has_passing = "passing" in now and now.get("stage") != "narrow"
+    has_passing = "passing" in now and now.get("stage") not in ("narrow", "related")
     return {
         "newly_failing": [i for i in failing_now if i not in base_failing | old_failure],
         "regressed": [i for i in failing_now if i in base_passing or i in renamed_to],

@@ -66,17 +66,23 @@ class ObserveStep:
         out: dict[str, Observation] = {}
         for name, spec in specs.items():
             try:
-                ids = () if whole or st.baseline is None else self.selection(name, spec)
-                passed: tuple[str, ...] = ()  # a narrow selection that passed first
-                if ids:
-                    narrow, before = self.narrow_run(name, spec, ids, ctx, deadline, before)
-                    if narrow is not None:
-                        out[name] = narrow
-                        if st.baseline is not None:
-                            out[name] = only_new_findings(narrow, st.baseline.get(name), spec)
-                        ctx[name] = out[name].to_facts()
+                tiers = () if whole or st.baseline is None else self.tiers(name, spec)
+                passed: tuple[str, ...] = ()  # the selections that passed first
+                failed = None
+                for stage, ids in tiers:
+                    ids = tuple(i for i in ids if i not in passed)
+                    if not ids:
                         continue
-                    passed = ids
+                    failed, before = self.narrow_run(name, spec, stage, ids, ctx, deadline, before)
+                    if failed is not None:
+                        break
+                    passed += ids
+                if failed is not None:
+                    out[name] = failed
+                    if st.baseline is not None:
+                        out[name] = only_new_findings(failed, st.baseline.get(name), spec)
+                    ctx[name] = out[name].to_facts()
+                    continue
                 out[name] = lp.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
                 if spec.narrow:
                     out[name] = staged(out[name], "whole", passed)
@@ -94,6 +100,29 @@ class ObserveStep:
                 out[name] = only_new_findings(out[name], st.baseline.get(name), spec)
             ctx[name] = out[name].to_facts()
         return out
+
+    def tiers(self, name: str, spec: ObserverSpec) -> list[tuple[str, tuple[str, ...]]]:
+        """The selections a staged observer runs before the whole command, in order: the
+        narrow one, then (with ``related_tests``) the test files importing what the turn
+        changed. A tier with no ids, or too many, is skipped."""
+        out = [("narrow", self.selection(name, spec))]
+        if RELATED in spec.narrow:
+            out.append(("related", self.related()))
+        return [(stage, ids) for stage, ids in out if ids]
+
+    def related(self) -> tuple[str, ...]:
+        """The test files related to the turn's changes (empty when unsure, or when they
+        are every test file: the whole command is then the same run)."""
+        st, lp = self.loop.state, self.loop
+        if not st.current:
+            return ()
+        ws = lp.ports.workspace
+        changed = [c.path for c in ws.file_changes(st.current, ws.snapshot()) if c.status != "D"]
+        found = lp.ports.observer.related_tests(changed) if changed else None
+        if not found:
+            return ()
+        picked = [i for i in found if _node_id(i)]
+        return tuple(picked) if len(picked) <= _MAX_SELECTED else ()
 
     def selection(self, name: str, spec: ObserverSpec) -> tuple[str, ...]:
         """The node ids a staged observer runs first: from its ``narrow`` sources, in
@@ -122,14 +151,15 @@ class ObserveStep:
         self,
         name: str,
         spec: ObserverSpec,
+        stage: str,
         ids: tuple[str, ...],
         ctx: Mapping[str, Any],
         deadline: float | None,
         before: str,
     ) -> tuple[Observation | None, str]:
-        """The narrow stage: its observation when it failed the way tests fail (feedback
-        for the model), None when the whole command must run (it passed, or it could not
-        run as a selection: an id gone, a collection error)."""
+        """A selection's stage (narrow | related): its observation when it failed the way
+        tests fail (feedback for the model), None when the next tier must run (it passed,
+        or it could not run as a selection: an id gone, a collection error)."""
         lp = self.loop
         narrow = replace(spec, select=ids)
         obs = lp.ports.observer.observe(narrow, ctx, deadline=deadline, base=lp.state.base)
@@ -137,7 +167,7 @@ class ObserveStep:
         usable = obs.ran and not obs.error and obs.exit_code not in spec.cannot_run_exit
         if obs.ok or not usable or self.edit:
             return None, before
-        return staged(obs, "narrow", ids), before
+        return staged(obs, stage, ids), before
 
     def again(self, name: str, spec: ObserverSpec, ctx: Mapping[str, Any]) -> Observation | None:
         """One more run of one observer on the same tree (None: it could not run)."""
@@ -185,10 +215,12 @@ class ObserveStep:
 
 
 _MAX_SELECTED = 200  # more ids than this: the narrow run would not be narrow
+RELATED = "related_tests"  # the narrow source that makes a tier of its own
+SELECTION_STAGES = ("narrow", "related")  # stages that ran a part of the suite
 
 
 def staged(obs: Observation, stage: str, ids: tuple[str, ...]) -> Observation:
-    """``stage`` (narrow | whole) and ``selected`` among a staged observer's facts: the
+    """``stage`` (narrow | related | whole) and ``selected`` among a staged observer's facts: the
     iteration's record says which ran (a whole run with ids selected: the narrow run of
     those passed first), and a narrow run's missing tests never count as vanished."""
     facts = {**thaw(obs.facts), "stage": stage, "selected": list(ids)}
@@ -196,8 +228,8 @@ def staged(obs: Observation, stage: str, ids: tuple[str, ...]) -> Observation:
 
 
 def narrowed(observations: Mapping[str, Observation]) -> bool:
-    """Whether any observation is a narrow stage's (which can never decide done)."""
-    return any(o.facts.get("stage") == "narrow" for o in observations.values())
+    """Whether any observation is a selection's (which can never decide done)."""
+    return any(o.facts.get("stage") in SELECTION_STAGES for o in observations.values())
 
 
 def _strings(value: Any) -> list[str]:

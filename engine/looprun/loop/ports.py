@@ -104,6 +104,9 @@ class Observer(Protocol):
         deadline: float | None,
         base: str,
     ) -> Observation: ...
+    def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:
+        """The test files related to the ``changed`` paths; None when unsure."""
+        ...
 
 
 class Journal(Protocol):

@@ -13,6 +13,7 @@ import click
 
 from looprun.checks.git_diff import Snapshot
 from looprun.checks.holdout import Holdout
+from looprun.checks.related import related_tests
 from looprun.checks.runner import run_observer
 from looprun.errors import UsageError
 from looprun.observe.base import Observation
@@ -65,6 +66,10 @@ class RealObserver:
         finally:
             if spec.run is not None and self.on_command is not None:
                 self.on_command()
+
+    def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:
+        """Test files importing what changed, read with ``ast`` (never run); None: unsure."""
+        return related_tests(self.workdir, changed)
 
 
 class TtyApprover:

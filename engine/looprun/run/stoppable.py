@@ -59,6 +59,9 @@ class StoppableObserver:
             raise Stopped("stopped: the outer loop was interrupted")
         return obs
 
+    def related_tests(self, changed: Any) -> Any:
+        return self.inner.related_tests(changed)
+
 
 class StoppableActor:
     """Wraps the actor port (act.agent) like the observer: once stopped, no CLI turn

@@ -139,8 +139,11 @@ def explain_text(template: Template, indent: str = "") -> str:
                 line += f" [when {obs.when.source}]"
             add(line)
             if obs.narrow:
+                first = [n for n in obs.narrow if n != "related_tests"]
+                tiers = [" + ".join(first)] if first else []
+                tiers += ["related_tests"] if "related_tests" in obs.narrow else []
                 add(
-                    f"{indent}    staged: first {' + '.join(obs.narrow)}, the whole command "
+                    f"{indent}    staged: first {', then '.join(tiers)}, the whole command "
                     "when that passes (done only on a whole run)"
                 )
     add(f"{indent}exit (all must hold on fresh observations):")

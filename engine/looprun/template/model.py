@@ -282,7 +282,12 @@ class ObserverSpec:
 
 
 # where a staged observer's narrow selection comes from
-NARROW_SOURCES: tuple[str, ...] = ("last_failing", "task_failing", "changed_tests")
+NARROW_SOURCES: tuple[str, ...] = (
+    "last_failing",
+    "task_failing",
+    "changed_tests",
+    "related_tests",  # a tier of its own, run after the others pass
+)
 
 
 @dataclass(frozen=True)

@@ -397,3 +397,6 @@ class TracedObserver:
             raise
         self._trace.observed(spec.name, start, observation)
         return observation
+
+    def related_tests(self, changed: Any) -> Any:
+        return self._inner.related_tests(changed)
