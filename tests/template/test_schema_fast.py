@@ -109,10 +109,11 @@ def test_mutated_templates_are_judged_as_jsonschema_judges_them(
         op = data.draw(st.sampled_from(["delete", "replace", "add"]), label="op")
         if op == "delete":
             del parent[path[-1]]
-        elif op == "replace":
-            parent[path[-1]] = data.draw(JUNK, label="value")
+        elif op == "replace":  # a copy: a later mutation must not edit JUNK's own [] or {}
+            parent[path[-1]] = copy.deepcopy(data.draw(JUNK, label="value"))
         elif isinstance(parent, dict):
-            parent[data.draw(st.sampled_from(["extra", "9bad", "when", "max"]))] = data.draw(JUNK)
+            key = data.draw(st.sampled_from(["extra", "9bad", "when", "max"]))
+            parent[key] = copy.deepcopy(data.draw(JUNK))
     for schema in SCHEMAS:
         _agree(schema, doc)
 
