@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from looprun.data.changes import is_test_file
+
 _MAX_FILE_BYTES = 2_000_000  # a test file larger than this is not parsed: unsure
 _MAX_TEST_FILES = 2_000  # more test files than this: not worth reading, run whole
 _MAX_CACHED = 10_000
@@ -36,7 +38,7 @@ def related_tests(workdir: Path, changed: Sequence[str]) -> tuple[str, ...] | No
     modules: set[str] = set()
     picked: set[str] = set()
     for path in changed:
-        if _is_test_file(path):
+        if is_test_file(path):
             picked.add(path)
             continue
         name = _module_name(path)
@@ -57,11 +59,6 @@ def related_tests(workdir: Path, changed: Sequence[str]) -> tuple[str, ...] | No
     if tests and set(tests) <= picked:
         return None  # every test file: the whole command is the same run
     return tuple(sorted(p for p in picked if _inside(root, p)))
-
-
-def _is_test_file(path: str) -> bool:
-    base = path.rsplit("/", 1)[-1]
-    return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
 
 
 def _module_name(path: str) -> str | None:
@@ -85,7 +82,7 @@ def _test_files(root: Path) -> list[str] | None:
     for here, dirs, files in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
         for f in sorted(files):
-            if _is_test_file(f):
+            if is_test_file(f):
                 found.append(os.path.relpath(os.path.join(here, f), root).replace(os.sep, "/"))
         if len(found) > _MAX_TEST_FILES:
             return None

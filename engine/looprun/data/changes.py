@@ -13,6 +13,12 @@ DOCTEST_SUFFIXES = (".py", ".pyi", ".rst", ".txt", ".md")
 PROMPT, CONTINUATION = ">>>", "..."
 
 
+def is_test_file(path: str) -> bool:
+    """A pytest test module by its name (``test_*.py`` or ``*_test.py``)."""
+    base = path.rsplit("/", 1)[-1]
+    return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
+
+
 @dataclass(frozen=True)
 class FileChange:
     """One changed path: ``status`` is A (added), M (modified), D (deleted) or T (type

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from looprun.data.changes import is_test_file
 from looprun.data.freeze import freeze, thaw
 from looprun.errors import LooprunError
 from looprun.loop import limits as caps
@@ -142,7 +143,7 @@ class ObserveStep:
                 ids += [
                     c.path
                     for c in ws.file_changes(st.current, ws.snapshot())
-                    if c.status != "D" and _is_test_file(c.path)
+                    if c.status != "D" and is_test_file(c.path)
                 ]
         picked = list(dict.fromkeys(i for i in ids if _node_id(i)))
         return tuple(picked) if len(picked) <= _MAX_SELECTED else ()
@@ -234,11 +235,6 @@ def narrowed(observations: Mapping[str, Observation]) -> bool:
 
 def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, (list, tuple)) else []
-
-
-def _is_test_file(path: str) -> bool:
-    base = path.rsplit("/", 1)[-1]
-    return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
 
 
 def _node_id(text: str) -> bool:
