@@ -1,16 +1,36 @@
-"""The whole suite remembers templates (`looprun validate`'s and runs' valid-cache) in a
-directory of its own, never the user's: runs started by tests, in this process or as
-subprocesses, inherit it."""
+"""Session-wide environment for the suite.
+
+Templates are remembered (`looprun validate`'s and runs' valid-cache) in a directory of the
+suite's own, never the user's. The pytest runs that tests start as checks skip the
+hypothesis plugin: they run in this virtualenv, where it is installed and autoloaded, and
+importing it costs each of those runs most of its start-up; no project under test uses it.
+Runs started by tests, in this process or as subprocesses, inherit both.
+
+tests/on_ray is a tier of its own (it starts a Ray cluster and needs the `ray` extra): it
+is collected only when named, `pytest tests/on_ray`."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+_RAY_TIER = Path(__file__).parent / "on_ray"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path != _RAY_TIER:
+        return None
+    named = (Path(arg.split("::")[0]).resolve() for arg in config.args)
+    return not any(p == _RAY_TIER or _RAY_TIER in p.parents for p in named) or None
+
 
 @pytest.fixture(scope="session", autouse=True)
-def _suite_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _suite_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LOOPRUN_CACHE_DIR", str(tmp_path_factory.mktemp("looprun-cache")))
+        addopts = os.environ.get("PYTEST_ADDOPTS", "")
+        mp.setenv("PYTEST_ADDOPTS", f"{addopts} -p no:hypothesispytest".strip())
         yield

@@ -16,6 +16,9 @@ from looprun.errors import LooprunError
 from looprun.loop.ports import AgentRequest
 from looprun.template.model import AgentSpec, Constraints
 
+# a real agent CLI from npm or PyPI: the e2e tier (`pytest -m e2e`)
+pytestmark = pytest.mark.e2e
+
 SECRET = "AIza-hostile-repo-secret-7c1d"
 
 

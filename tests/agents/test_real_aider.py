@@ -19,6 +19,9 @@ from tests.support.agent_server import AgentScript, say
 from tests.support.fake_provider import Canned, FakeProvider, Recorded, openai_error
 from tests.support.invoice_bug import NEW, OLD, REPRO_TEST, journal_of, run_sample
 
+# a real agent CLI from npm or PyPI: the e2e tier (`pytest -m e2e`)
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-aider.yaml"
 SECRET = "sk-loopback-aider-secret-5d2e8b"

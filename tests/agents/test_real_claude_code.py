@@ -26,6 +26,9 @@ from tests.support.invoice_bug import (
     run_sample,
 )
 
+# a real agent CLI from npm or PyPI: the e2e tier (`pytest -m e2e`)
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-claude-code.yaml"
 SECRET = "sk-ant-loopback-secret-7f3a9c"

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from tests.support.agent_clis import require
 from tests.support.agent_server import AgentScript, call, say
@@ -14,6 +15,9 @@ from tests.support.fake_provider import FakeProvider
 from tests.support.git_repos import git_repo
 from tests.support.invoice_bug import journal_of, run_sample
 from tests.support.mcp_command import server_command
+
+# a real agent CLI from npm or PyPI: the e2e tier (`pytest -m e2e`)
+pytestmark = pytest.mark.e2e
 
 SECRET = "sk-ant-loopback-secret-mcp-51c2"
 

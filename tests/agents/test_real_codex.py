@@ -15,6 +15,9 @@ from tests.support.agent_server import AgentScript, call, say
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider
 
+# a real agent CLI from npm or PyPI: the e2e tier (`pytest -m e2e`)
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-codex.yaml"
 INTENT = (REPO / "samples" / "invoice" / "intent.txt").read_text().strip()

@@ -25,6 +25,9 @@ from tests.support.invoice_bug import (
     run_sample,
 )
 
+# a real agent CLI from npm or PyPI: the e2e tier (`pytest -m e2e`)
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "samples" / "agents" / "bugfix-gemini.yaml"
 SECRET = "AIza-gemini-loopback-secret-4b7e"

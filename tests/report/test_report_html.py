@@ -12,11 +12,15 @@ from tests.report.runs import HOSTILE
 from tests.support.browser import chromium, open_page
 from tests.support.cli import looprun
 
-# CI installs chromium (.ci/run): there a missing browser is a failure, not a skip
-pytestmark = pytest.mark.skipif(
-    chromium() is None and not os.environ.get("CI"),
-    reason="chromium is not installed (.ci/run installs it)",
-)
+# a real browser: the e2e tier (`pytest -m e2e`). CI installs chromium (.ci/run): there a
+# missing browser is a failure, not a skip
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        chromium() is None and not os.environ.get("CI"),
+        reason="chromium is not installed (.ci/run installs it)",
+    ),
+]
 
 PROBES = {  # evaluated in order; every <details> is opened first, for the screenshot
     "open_all": "document.querySelectorAll('details').forEach(d => d.open = true); true",
