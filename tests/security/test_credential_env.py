@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from looprun.system.proc import scrubbed_env
-from looprun.system.redact import Redactor, secret_values
 from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider, openai_reply
 from tests.support.git_repos import git_repo
 from tests.support.mcp_command import server_command
+
+from looprun.system.proc import scrubbed_env
+from looprun.system.redact import Redactor, secret_values
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 # a variable's name wherever the docs write one (prose, `code`, ${VAR}, NAME=value)
@@ -133,7 +134,10 @@ def test_otlp_headers_reach_no_command_mcp_server_record_or_provider(tmp_path: P
     with FakeProvider() as server:
         server.push(
             openai_reply(
-                tool_calls=[("run", {"command": printenv}), ("mcp__t__environment", {"name": probe})]
+                tool_calls=[
+                    ("run", {"command": printenv}),
+                    ("mcp__t__environment", {"name": probe}),
+                ]
             ),
             openai_reply("nothing more"),
         )
