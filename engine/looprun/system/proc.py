@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-# secret-looking names: never passed to children (and their values redacted everywhere)
-from looprun.system.redact import SECRET_NAME as _SECRET_NAME
-from looprun.system.redact import secret_values  # noqa: F401 - re-exported for the callers here
+# credentials (by name or value): never passed to children, their values redacted everywhere
+from looprun.system.redact import (
+    is_secret,
+    secret_values,  # noqa: F401 - re-exported for the callers here
+)
 
 _POLL_S = 0.1
 _DRAIN_AFTER_EXIT_S = 0.5
@@ -38,10 +40,11 @@ NO_BYTECODE: Mapping[str, str] = {"PYTHONDONTWRITEBYTECODE": "1"}
 def scrubbed_env(
     base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """A copy of the environment without anything that looks like a secret."""
+    """A copy of the environment without any variable that carries a credential (by its
+    name or its value, see ``is_secret``); ``extra`` is what the caller passes on purpose."""
     env = dict(os.environ if base is None else base)
     for name in list(env):
-        if _SECRET_NAME.search(name) and name not in _SAFE_NAMES:
+        if is_secret(name, env[name]) and name not in _SAFE_NAMES:
             del env[name]
     if extra:
         env.update(extra)

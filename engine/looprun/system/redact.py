@@ -9,19 +9,57 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 REDACTED = "[REDACTED]"
 SURROGATE = re.compile(r"[\ud800-\udfff]")
-# Environment variable names that look like credentials.
+# Environment variable names that look like credentials: keys, tokens, passwords, and
+# header lists (``OTEL_EXPORTER_OTLP_HEADERS`` and its per-signal forms carry the
+# collector's ``authorization=Bearer ...``).
 SECRET_NAME = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|HEADERS)",
+    re.IGNORECASE,
 )
+# A URL with userinfo (``http://user:pass@proxy:3128``, ``postgres://u:p@db/x``): a
+# credential whatever the variable is called (HTTPS_PROXY, DATABASE_URL, ...).
+USERINFO_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^/@\s:]*)(?::(?P<pw>[^/@\s]*))?@")
+_HEADERS_NAME = re.compile(r"HEADERS$", re.IGNORECASE)
+
+
+def is_secret(name: str, value: str = "") -> bool:
+    """Whether a variable carries a credential, by its name or by what its value is:
+    such a variable is kept from every command a run starts."""
+    return bool(SECRET_NAME.search(name) or USERINFO_URL.search(value))
+
+
+def secret_parts(name: str, value: str) -> list[str]:
+    """The pieces of a secret variable's value that must never be shown: the value, and
+    the parts a command could print alone (a URL's userinfo and password, each header
+    value of a header list and the token after its scheme)."""
+    parts = [value]
+    for m in USERINFO_URL.finditer(value):
+        user, pw = m.group("user"), m.group("pw")
+        parts += [f"{user}:{pw}" if pw is not None else user, pw or "", unquote(pw or "")]
+    if _HEADERS_NAME.search(name):
+        for item in value.split(","):
+            _, eq, header = item.partition("=")
+            if not eq:
+                continue
+            for text in (header.strip(), unquote(header.strip())):
+                parts += [text, text.split()[-1] if text.split() else ""]
+    return [p for p in parts if p]
 
 
 def secret_values(base: Mapping[str, str] | None = None, min_len: int = 8) -> list[str]:
-    """Values of secret-looking variables, longest first, for redaction of artifacts."""
+    """Values (and parts of values) of secret variables, longest first, for redaction."""
     env = os.environ if base is None else base
-    values = {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= min_len}
+    values = {
+        part
+        for k, v in env.items()
+        if is_secret(k, v)
+        for part in secret_parts(k, v)
+        if len(part) >= min_len
+    }
     return sorted(values, key=len, reverse=True)
 
 

@@ -18,6 +18,10 @@ mistake inside a parent or a fragment is reported in that file.
 from __future__ import annotations
 
 import copy
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,48 @@ def display(path: Source) -> str:
         return str(path)
 
 
+@dataclass(frozen=True)
+class _Confinement:
+    root: Path  # resolved
+    links: frozenset[str]  # repository-relative paths that are symbolic links
+
+
+_CONFINED: ContextVar[_Confinement | None] = ContextVar("looprun_compose_root", default=None)
+
+
+@contextmanager
+def confined_to(root: Path, links: Iterable[str] = ()) -> Iterator[None]:
+    """Compose only from files under ``root``: a revision extracted from git objects, whose
+    ``extends``/``include``/``uses`` must never reach the host's file system (an absolute
+    path, a ``../`` out of it, or a path through one of its symbolic ``links`` is a
+    problem at the reference, not a file read)."""
+    token = _CONFINED.set(_Confinement(root.resolve(), frozenset(links)))
+    try:
+        yield
+    finally:
+        _CONFINED.reset(token)
+
+
+def _check_confined(ref: str, base_dir: Path) -> None:
+    here = _CONFINED.get()
+    if here is None or base_dir.resolve().is_relative_to(templates_dir().resolve()):
+        return  # not confined, or a built-in template naming its own fragments
+    if ref.startswith("~") or Path(ref).is_absolute():
+        raise RefError(
+            f"'{ref}' is an absolute path; a revision is read only from its own git objects"
+        )
+    joined = Path(os.path.normpath(base_dir.resolve() / ref))
+    try:
+        parts = joined.relative_to(here.root).parts
+    except ValueError:
+        raise RefError(
+            f"'{ref}' is outside the repository; a revision is read only from its own git objects"
+        ) from None
+    for i in range(1, len(parts) + 1):
+        if "/".join(parts[:i]) in here.links:
+            raise RefError(f"'{ref}' is a symbolic link in the revision, which is not followed")
+
+
 def resolve_ref(ref: str, base_dir: Path) -> Path | None:
     """A referenced template: a path relative to ``base_dir`` first, else a built-in name."""
     candidate = Path(ref).expanduser()
@@ -80,6 +126,7 @@ def resolve_source(ref: str, base: Source, at: Location) -> Source | None:
         if base.resolver.kind(sibling) is not None:
             return sibling
         return builtin_template(ref.removesuffix(".yaml").removesuffix(".yml"))
+    _check_confined(ref, base.parent)
     return resolve_ref(ref, base.parent)
 
 

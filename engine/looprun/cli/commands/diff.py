@@ -17,6 +17,7 @@ from looprun.errors import (
     TemplateError,
     UsageError,
 )
+from looprun.template.compose import confined_to
 from looprun.template.diff import TemplateDiff, diff_templates, render
 from looprun.template.loader import load_template
 from looprun.template.model import Template
@@ -136,24 +137,26 @@ def _revision_diffs(
         except ValueError:
             raise UsageError(f"looprun diff: {p} is outside the repository {top}") from None
     with tempfile.TemporaryDirectory(prefix="looprun-diff-") as tmp:
-        sides: list[tuple[str, Path | None]] = []
+        sides: list[tuple[str, Path | None, frozenset[str]]] = []
         for i, rev in enumerate(revs):
             extracted = Path(tmp) / str(i)
-            _extract(git, rev, extracted)
-            sides.append((rev, extracted))
+            links = _extract(git, rev, extracted)
+            sides.append((rev, extracted, links))
         if len(revs) == 1:
-            sides.append(("", None))  # NEW: the files as they are now
+            sides.append(("", None, frozenset()))  # NEW: the files as they are now
         diffs = []
         for shown, rel in rels:
             loaded: list[tuple[Template | None, str]] = []
-            for rev, root in sides:
+            for rev, root, links in sides:
                 if root is None:
                     here = cwd / shown
                     loaded.append((_load(here) if here.exists() else None, shown))
                     continue
                 label = f"{rev}:{rel}"
                 where = root / rel
-                loaded.append((_load(where, rev, root) if where.is_file() else None, label))
+                with confined_to(root, links):  # the revision's own objects, nothing else
+                    template = _load(where, rev, root) if where.is_file() else None
+                loaded.append((template, label))
             (old, old_label), (new, new_label) = loaded
             if old is None and new is None:
                 raise TemplateError(
@@ -163,15 +166,17 @@ def _revision_diffs(
         return diffs
 
 
-def _extract(git: Git, rev: str, root: Path) -> None:
+def _extract(git: Git, rev: str, root: Path) -> frozenset[str]:
     """The YAML files of ``rev`` under ``root``, read as git objects: what ``extends`` and
     ``include`` named at that revision. Links are not followed, and written nowhere: a
-    symbolic link in the revision is not a file here (the repository's content is data)."""
+    symbolic link in the revision is not a file here (the repository's content is data);
+    their paths are returned, so a reference through one is named as such."""
     commit = git.run("rev-parse", "--verify", "-q", f"{rev}^{{commit}}", check=False).strip()
     if not commit:
         raise UsageError(f"looprun diff: no commit '{rev}' in the repository {git.workdir}")
     listing = git.run_bytes("ls-tree", "-r", "-z", "--full-tree", commit)
     blobs: list[tuple[str, str]] = []
+    links: set[str] = set()
     for entry in listing.split(b"\0"):
         if not entry:
             continue
@@ -179,6 +184,8 @@ def _extract(git: Git, rev: str, root: Path) -> None:
         mode, kind, oid = meta.decode().split()
         path = raw_path.decode("utf-8", "surrogateescape")
         parts = path.split("/")
+        if mode == "120000":
+            links.add(path)
         if kind != "blob" or mode not in ("100644", "100755"):
             continue
         if not path.endswith(_TEMPLATE_SUFFIXES) or any(p in ("", ".", "..") for p in parts):
@@ -186,7 +193,7 @@ def _extract(git: Git, rev: str, root: Path) -> None:
         blobs.append((path, oid))
     if not blobs:
         root.mkdir(parents=True)
-        return
+        return frozenset(links)
     out = git.run_bytes("cat-file", "--batch", input="".join(f"{o}\n" for _, o in blobs).encode())
     at = 0
     for path, _ in blobs:
@@ -199,3 +206,4 @@ def _extract(git: Git, rev: str, root: Path) -> None:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(body)
+    return frozenset(links)
