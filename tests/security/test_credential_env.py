@@ -16,6 +16,7 @@ from tests.support.cli import looprun
 from tests.support.fake_provider import FakeProvider, openai_reply
 from tests.support.git_repos import git_repo
 from tests.support.mcp_command import server_command
+from tests.tracing.otlp_receiver import otlp_receiver
 
 from looprun.system.proc import scrubbed_env
 from looprun.system.redact import Redactor, secret_values
@@ -131,7 +132,7 @@ def test_otlp_headers_reach_no_command_mcp_server_record_or_provider(tmp_path: P
     git_repo(work)
     printenv = "python notes/printenv.py"
     probe = "OTEL_EXPORTER_OTLP_HEADERS"
-    with FakeProvider() as server:
+    with FakeProvider() as server, otlp_receiver() as collector:
         server.push(
             openai_reply(
                 tool_calls=[
@@ -154,7 +155,11 @@ def test_otlp_headers_reach_no_command_mcp_server_record_or_provider(tmp_path: P
             server.openai_url,
             "--json",
             cwd=tmp_path,
-            env={"OPENAI_API_KEY": "sk-test-0000", probe: f"authorization=Bearer {token}"},
+            env={
+                "OPENAI_API_KEY": "sk-test-0000",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+                probe: f"authorization=Bearer {token}",
+            },
         )
         bodies = [r.body.decode() for r in server.requests]
     assert proc.stdout.strip(), proc.stderr
@@ -173,3 +178,9 @@ def test_otlp_headers_reach_no_command_mcp_server_record_or_provider(tmp_path: P
     assert len(files) > 3
     assert [str(p) for p in files if token.encode() in p.read_bytes()] == []
     assert token not in proc.stderr and token not in proc.stdout
+    # the SDK exporter sent the run's trace with the header, as the collector's token is
+    # meant to go, and no span carries it
+    assert collector.spans and {h.get("authorization") for h in collector.headers} == {
+        f"Bearer {token}"
+    }
+    assert [b for b in collector.bodies if token.encode() in b] == []

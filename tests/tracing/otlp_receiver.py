@@ -25,6 +25,7 @@ class Received:
     bodies: list[bytes] = field(default_factory=list)
     spans: list[Any] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def named(self, prefix: str) -> list[Any]:
@@ -60,6 +61,7 @@ def otlp_receiver() -> Iterator[Received]:
             with received.lock:
                 received.bodies.append(body)
                 received.paths.append(self.path)
+                received.headers.append({k.lower(): v for k, v in self.headers.items()})
                 for rs in request.resource_spans:
                     for ss in rs.scope_spans:
                         received.spans.extend(ss.spans)
