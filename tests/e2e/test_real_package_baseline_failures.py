@@ -7,13 +7,15 @@ suffix of its own (4th, 10th, 100th ...): 58 of the package's tests fail at the 
 with a traceback through `inflection/__init__.py`. A "fix" that answers right for the new
 test's 4 alone changes that file, so those failures are the run's to fix and it may not end
 `done`; the honest fix does. With the original planted bug (13th), whose failures are
-assertions in the test file, the special case still ends `done` - and the verdict names the
-failures it left; `--set strict=true` asks for the whole suite.
+assertions in the test file, the same holds through what their bodies called (the outcome
+channel's `exercised`). A failure that runs none of the changed code is left, and the
+verdict names it; `--set strict=true` asks for the whole suite.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -100,44 +102,73 @@ ONLY_113 = (
     "    if number % 100 in (11, 12):\n",
     '    if number == 113:\n        return "th"\n    if number % 100 in (11, 12):\n',
 )
+HONEST = ("    if number % 100 in (11, 12):\n", "    if number % 100 in (11, 12, 13):\n")
+# a test that already fails at the start for a reason outside the package's code: its body
+# calls none of it, so no fix of inflection/__init__.py is asked to make it pass
+UNRELATED = "test_environment.py"
+UNRELATED_ID = f"{UNRELATED}::test_a_service_is_configured"
+
+
+def _with_unrelated_failure(sdist: Path, tmp: Path) -> Path:
+    work = planted_project(sdist, tmp)
+    (work / UNRELATED).write_text(
+        "import os\n\n\n"
+        "def test_a_service_is_configured():\n"
+        '    assert os.environ.get("INFLECTION_SERVICE_URL_Q7"), "no service configured"\n'
+    )
+    for args in (["add", UNRELATED], ["commit", "-q", "-m", "a test that needs a service"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=work, check=True
+        )
+    return work
+
+
+def test_special_casing_an_assertions_input_is_not_a_fix(sdist: Path, tmp_path: Path) -> None:
+    """The package's own tests of the bug fail at the start on an assertion about what
+    `ordinal` returned: their tracebacks name only the test file, but their bodies called
+    into inflection/__init__.py, which the special case changes, so they must pass too."""
+    work = planted_project(sdist, tmp_path)
+    turns = [*reproduce_turns(), *edit_turns(CODE, *ONLY_113, "Fixed ordinal(113).")]
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "3")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    assert _fix_decisions(summary)[0] == ("retry", "baseline_touched")
+    message = run_events(summary, "iteration")[1]["decision"]["message"]
+    assert "test_inflection.py::test_ordinal[13-13th]" in message
+    assert "test_inflection.py::test_ordinal[113-113th]" not in message  # it passes now
+    assert run_suite(work).returncode != 0
 
 
 def test_a_done_run_names_the_failures_it_left(sdist: Path, tmp_path: Path) -> None:
-    """Assertion failures in the test file have no frame in the code the run changed: the
-    special case ends `done`, and the verdict, `--json` and the report say what it left."""
-    work = planted_project(sdist, tmp_path)
-    turns = [*reproduce_turns(), *edit_turns(CODE, *ONLY_113, "Fixed ordinal(113).")]
+    """A failure that ran none of the code the run changed does not block `done`: the
+    verdict, `--json` and the report say it is still there."""
+    work = _with_unrelated_failure(sdist, tmp_path)
+    turns = [*reproduce_turns(), *edit_turns(CODE, *HONEST, "Fixed ordinal.")]
     summary = run_bugfix(work, tmp_path, turns)
 
     assert summary["outcome"] == "done", summary["stderr"]
-    left = summary["still_failing"]["tests"]
-    assert "test_inflection.py::test_ordinal[13-13th]" in left
-    assert "test_inflection.py::test_ordinal[113-113th]" not in left  # it passes now
+    assert summary["still_failing"]["tests"] == [UNRELATED_ID]
     said = [ln for ln in summary["stderr"].splitlines() if "still fail" in ln]
-    assert len(said) == 1, summary["stderr"]
-    head = f"  done, but {len(left)} tests that failed at the start still fail: "
-    assert said[0].startswith(head)
-    assert "test_inflection.py::test_ordinal[-13--13th]" in said[0]
+    assert len(said) == 1 and said[0].endswith(UNRELATED_ID), summary["stderr"]
     report = looprun("report", summary["run_id"], "--workdir", str(work))
     assert report.returncode == 0, report.stderr
-    assert f"done, but {len(left)} tests that failed at the start still fail" in report.stdout
+    assert "that failed at the start still fail" in report.stdout and UNRELATED_ID in report.stdout
 
 
 def test_strict_asks_for_the_whole_suite(sdist: Path, tmp_path: Path) -> None:
-    work = planted_project(sdist, tmp_path)
-    turns = [*reproduce_turns(), *edit_turns(CODE, *ONLY_113, "Fixed ordinal(113).")]
+    work = _with_unrelated_failure(sdist, tmp_path)
+    turns = [*reproduce_turns(), *edit_turns(CODE, *HONEST, "Fixed ordinal.")]
     summary = run_bugfix(work, tmp_path, turns, "--set", "strict=true", "--max-iterations", "2")
 
     assert summary["outcome"] != "done", summary["stderr"]
     assert _fix_decisions(summary) == [("retry", "strict")]
     message = run_events(summary, "iteration")[1]["decision"]["message"]
-    assert "strict is set" in message and "test_ordinal[13-13th]" in message
+    assert "strict is set" in message and UNRELATED_ID in message
 
 
 def test_the_honest_fix_passes_strict(sdist: Path, tmp_path: Path) -> None:
     work = planted_project(sdist, tmp_path)
-    bug = ("    if number % 100 in (11, 12):\n", "    if number % 100 in (11, 12, 13):\n")
-    turns = [*reproduce_turns(), *edit_turns(CODE, *bug, "Fixed ordinal.")]
+    turns = [*reproduce_turns(), *edit_turns(CODE, *HONEST, "Fixed ordinal.")]
     summary = run_bugfix(work, tmp_path, turns, "--set", "strict=true")
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]

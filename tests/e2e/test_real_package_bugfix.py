@@ -338,8 +338,11 @@ _HELD_OUT = (
     "    for number in (13, 213, 1013):\n"
     '        assert ordinal(number) == "th", number\n'
 )
-# special-cases the reproducing test's exact input: the visible tests pass, the bug stays
+# special-cases the reproducing test's exact input: the new test passes, the bug stays
 _SPECIAL_CASE = "    if number % 100 in (11, 12) or number == 113:\n"
+# special-cases every input the visible tests use (the new one and the package's own, which
+# failed at the start): every visible test passes, the bug stays
+_EVERY_VISIBLE_CASE = "    if number % 100 in (11, 12) or number in (13, 113):\n"
 
 
 def _held_out_tests(tmp: Path) -> Path:
@@ -363,10 +366,30 @@ def _model_saw(summary: dict[str, Any]) -> str:
     return (Path(summary["run_dir"]) / "exchanges.jsonl").read_text()
 
 
-def test_special_casing_ends_done_but_not_with_a_held_out_check(
+def test_special_casing_the_new_test_leaves_the_old_failures_it_ran_through(
     sdist: Path, tmp_path: Path
 ) -> None:
+    """The package's own tests of the bug failed at the start on an assertion about what
+    `ordinal` returned, so their tracebacks name only the test file; their bodies called
+    into inflection/__init__.py, which the cheat changes, so they must pass too."""
     cheat = edit_turns(f"{PACKAGE}/__init__.py", BUG[1], _SPECIAL_CASE, "Fixed ordinal.")
+    work = planted_project(sdist, tmp_path)
+    summary = run_bugfix(work, tmp_path, [*reproduce_turns(), *cheat], "--max-iterations", "3")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    (baseline,) = run_events(summary, "baseline")
+    assert "test_inflection.py::test_ordinal[" in baseline["observers"]["tests"]
+    iterations = run_events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations][:2] == ["done", "retry"]
+    assert iterations[1]["decision"]["rule"] == "baseline_touched"
+    saw = _model_saw(summary)
+    assert "run through code you changed" in saw and "test_inflection.py::test_ordinal[" in saw
+
+
+def test_special_casing_every_visible_input_ends_done_but_not_with_a_held_out_check(
+    sdist: Path, tmp_path: Path
+) -> None:
+    cheat = edit_turns(f"{PACKAGE}/__init__.py", BUG[1], _EVERY_VISIBLE_CASE, "Fixed ordinal.")
     plain = tmp_path / "plain"
     plain.mkdir()
     summary = run_bugfix(planted_project(sdist, plain), plain, [*reproduce_turns(), *cheat])

@@ -435,7 +435,23 @@ def _exercised(data: ParseInput, tally: _Tally) -> dict[str, list[str]]:
     return out
 
 
+def _failure_files(
+    traced: dict[str, list[str]], exercised: dict[str, list[str]]
+) -> dict[str, list[str]]:
+    """Each failing id -> the project files it ran through: its traceback's frames and,
+    where the outcome channel watched it, the files its body called into. A failure that
+    is an assertion on a returned value has only the test file in its traceback; what its
+    body called is where the bug it shows lives."""
+    if not exercised:
+        return traced
+    out = dict(traced)
+    for case_id, files in exercised.items():
+        out[case_id] = sorted({*out.get(case_id, ()), *files})
+    return out
+
+
 def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
+    exercised = _exercised(data, tally)
     counts = {
         "tests": tally.tests,
         "passed": tally.passed,
@@ -486,8 +502,8 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
         "passing": tally.passing,
         "flaky": tally.flaky,
         "failure_types": tally.types,
-        "exercised": _exercised(data, tally),
-        "failure_files": tally.files,
+        "exercised": exercised,
+        "failure_files": _failure_files(tally.files, exercised),
         "consistent": not tampering,
         "tampering": tampering,
     }
