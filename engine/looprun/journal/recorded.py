@@ -182,6 +182,70 @@ def template_unchanged(
     return {**invocation, "template_sha256": digest}
 
 
+def built_from(files: Mapping[str, str], workdir: Path) -> dict[str, str]:
+    """Every file a template was composed from (its own, ``extends`` parents, ``include``
+    fragments, sub-loops, ``looprun.lock``) with its sha256; a path in the workdir is kept
+    relative to it, so a bundle resumed in another clone checks that clone's copy."""
+    root = Path(os.path.realpath(workdir))
+    out: dict[str, str] = {}
+    for name, digest in sorted(files.items()):
+        path = Path(os.path.realpath(name))
+        out[str(path.relative_to(root)) if path.is_relative_to(root) else name] = digest
+    return out
+
+
+def _changed(recorded: Mapping[str, Any], now: Mapping[str, str | None]) -> list[str]:
+    return sorted(n for n in {*recorded, *now} if recorded.get(n) != now.get(n))
+
+
+def built_unchanged(invocation: Mapping[str, Any], workdir: Path, named: bool, run_id: str) -> None:
+    """Refuse, before the template is loaded again, a file it was composed from that
+    changed since the run started: a command the run ran may have rewritten a fragment or
+    moved the lock to another commit. ``named`` (``--template`` given) accepts them."""
+    recorded = invocation.get("template_files")
+    if named or not isinstance(recorded, dict):
+        return
+    now = {n: file_digest(str(Path(workdir) / n)) for n in recorded}
+    _refuse_changed(recorded, now, invocation, run_id)
+
+
+def built_same(
+    invocation: Mapping[str, Any], files: Mapping[str, str], named: bool, run_id: str
+) -> None:
+    """Refuse a template that, loaded again, was composed from other files than the run
+    recorded (a file it now reads that it did not then)."""
+    recorded = invocation.get("template_files")
+    if named or not isinstance(recorded, dict):
+        return
+    _refuse_changed(recorded, files, invocation, run_id)
+
+
+def _refuse_changed(
+    recorded: Mapping[str, Any],
+    now: Mapping[str, str | None],
+    invocation: Mapping[str, Any],
+    run_id: str,
+) -> None:
+    changed = _changed(recorded, now)
+    if not changed:
+        return
+    name = changed[0]
+    was, is_ = recorded.get(name), now.get(name)
+    what = (
+        "is new"
+        if was is None
+        else "is gone"
+        if is_ is None
+        else f"changed (sha256 {str(was)[:12]}, now {str(is_)[:12]})"
+    )
+    more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+    raise UsageError(
+        f"{name}: the template of run {run_id} was built from this file, which {what} "
+        f"since the run started{more}; nothing was resumed. Restore it, or resume with "
+        f"--template {invocation.get('template')} to go on with the files as they are now"
+    )
+
+
 def shown(invocation: Mapping[str, Any]) -> str:
     """Every choice a resume goes on with, on one line, before anything runs."""
     models = {k: v for k, v in (invocation.get("models") or {}).items() if v}
