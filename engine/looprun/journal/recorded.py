@@ -14,8 +14,10 @@ Every choice is shown before anything runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,10 @@ from typing import Any
 
 from looprun.errors import UsageError
 from looprun.journal import sealed
+from looprun.system.resources import templates_dir
 from looprun.system.safefs import STATE_DIR_NAME
+from looprun.template.deps import Deps
+from looprun.template.sharing.refs import is_remote
 from looprun.template.valid_cache import file_digest
 
 STRENGTH = {"off": 0, "auto": 1, "required": 2}
@@ -182,20 +187,62 @@ def template_unchanged(
     return {**invocation, "template_sha256": digest}
 
 
-def built_from(files: Mapping[str, str], workdir: Path) -> dict[str, str]:
+BUILTIN = "looprun:"  # a built-in template file, named apart from where it is installed
+
+
+def built_from(built: Deps, workdir: Path) -> dict[str, str]:
     """Every file a template was composed from (its own, ``extends`` parents, ``include``
-    fragments, sub-loops, ``looprun.lock``) with its sha256; a path in the workdir is kept
-    relative to it, so a bundle resumed in another clone checks that clone's copy."""
-    root = Path(os.path.realpath(workdir))
-    out: dict[str, str] = {}
-    for name, digest in sorted(files.items()):
-        path = Path(os.path.realpath(name))
-        out[str(path.relative_to(root)) if path.is_relative_to(root) else name] = digest
-    return out
+    fragments, sub-loops, ``looprun.lock``, remote files at their commits) with its
+    sha256. A path in the workdir is kept relative to it, and a built-in one relative to
+    the built-in templates, so a bundle resumed in another clone, or by a looprun
+    installed elsewhere, checks that copy; a remote file's value also names its commit."""
+    out = dict(built.remote)
+    out.update((_name(name, workdir), digest) for name, digest in built.files.items())
+    return dict(sorted(out.items()))
+
+
+def _name(file: str, workdir: Path) -> str:
+    """How the run records a local file: relative to the workdir, or to the built-in
+    templates, else its absolute path."""
+    path = Path(os.path.realpath(file))
+    for root, prefix in ((workdir, ""), (templates_dir(), BUILTIN)):
+        real = Path(os.path.realpath(root))
+        if path.is_relative_to(real):
+            return prefix + path.relative_to(real).as_posix()
+    return file
+
+
+def _where(name: str, root: Path) -> Path | None:
+    """The file a recorded name stands for (``None``: a remote file, checked as it is
+    read again through the lock)."""
+    if is_remote(name):
+        return None
+    if name.startswith(BUILTIN):
+        return templates_dir() / name.removeprefix(BUILTIN)
+    return root / name
+
+
+def _regular_digest(path: Path) -> str | None:
+    """The sha256 of a regular file (``None``: gone, unreadable, or a FIFO or device put
+    in its place, which is never read: it could block the resume or never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def _order(name: str) -> tuple[int, str]:
+    """Files of the workdir first, remote files last: the refusal names the file to
+    restore (``looprun.lock`` rather than the remote file it moved)."""
+    return (2 if is_remote(name) else 1 if name.startswith((BUILTIN, "/")) else 0, name)
 
 
 def _changed(recorded: Mapping[str, Any], now: Mapping[str, str | None]) -> list[str]:
-    return sorted(n for n in {*recorded, *now} if recorded.get(n) != now.get(n))
+    return sorted((n for n in {*recorded, *now} if recorded.get(n) != now.get(n)), key=_order)
 
 
 def built_unchanged(invocation: Mapping[str, Any], workdir: Path, named: bool, run_id: str) -> None:
@@ -205,19 +252,47 @@ def built_unchanged(invocation: Mapping[str, Any], workdir: Path, named: bool, r
     recorded = invocation.get("template_files")
     if named or not isinstance(recorded, dict):
         return
-    now = {n: file_digest(str(Path(workdir) / n)) for n in recorded}
-    _refuse_changed(recorded, now, invocation, run_id)
+    now: dict[str, str | None] = {}
+    for name, digest in recorded.items():
+        where = _where(str(name), Path(workdir))
+        now[name] = digest if where is None else _regular_digest(where)
+    _refuse_changed(recorded, now, invocation, run_id, workdir)
 
 
 def built_same(
-    invocation: Mapping[str, Any], files: Mapping[str, str], named: bool, run_id: str
+    invocation: Mapping[str, Any],
+    files: Mapping[str, str],
+    named: bool,
+    run_id: str,
+    workdir: Path,
 ) -> None:
     """Refuse a template that, loaded again, was composed from other files than the run
-    recorded (a file it now reads that it did not then)."""
+    recorded (a file it now reads that it did not then: ``extends: base`` finding a
+    ``base.yaml`` created next to it, a remote file at another commit)."""
     recorded = invocation.get("template_files")
     if named or not isinstance(recorded, dict):
         return
-    _refuse_changed(recorded, files, invocation, run_id)
+    _refuse_changed(recorded, files, invocation, run_id, workdir)
+
+
+def _short(digest: Any) -> str:
+    """A recorded digest, shortened (a remote one: its commit and content digest)."""
+    text = str(digest)
+    content, at, commit = text.partition("@")
+    content = content.removeprefix("sha256:")
+    return f"commit {commit[:12]}, sha256 {content[:12]}" if at else f"sha256 {content[:12]}"
+
+
+def _what(was: Any, is_: Any) -> str:
+    if was is None:
+        return "is new"
+    if is_ is None:
+        return "is gone (or is no longer a regular file)"
+    return f"changed ({_short(was)}, now {_short(is_)})"
+
+
+def _more(changed: list[str]) -> str:
+    return f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
 
 
 def _refuse_changed(
@@ -225,24 +300,22 @@ def _refuse_changed(
     now: Mapping[str, str | None],
     invocation: Mapping[str, Any],
     run_id: str,
+    workdir: Path,
 ) -> None:
     changed = _changed(recorded, now)
     if not changed:
         return
-    name = changed[0]
-    was, is_ = recorded.get(name), now.get(name)
-    what = (
-        "is new"
-        if was is None
-        else "is gone"
-        if is_ is None
-        else f"changed (sha256 {str(was)[:12]}, now {str(is_)[:12]})"
+    name, template = changed[0], str(invocation.get("template"))
+    what = _what(recorded.get(name), now.get(name))
+    said = (
+        f"the template changed since run {run_id} started ({what.removeprefix('changed ')})"
+        if name == _name(template, workdir)  # its own file
+        else f"the template of run {run_id} was built from this file, which {what} since "
+        "the run started"
     )
-    more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
     raise UsageError(
-        f"{name}: the template of run {run_id} was built from this file, which {what} "
-        f"since the run started{more}; nothing was resumed. Restore it, or resume with "
-        f"--template {invocation.get('template')} to go on with the files as they are now"
+        f"{name}: {said}{_more(changed)}; nothing was resumed. Restore it, or resume with "
+        f"--template {template} to go on with the files as they are now"
     )
 
 

@@ -106,12 +106,10 @@ def resume_from_cli(
         recorded.built_unchanged(invocation, wd, named, journal.run_id)
         with recording() as built:
             template = load(invocation["template"])
-        recorded.built_same(invocation, recorded.built_from(built.files, wd), named, journal.run_id)
+        files = recorded.built_from(built, wd)
+        recorded.built_same(invocation, files, named, journal.run_id, wd)
         if named:  # the files as they are now, recorded for the next resume
-            invocation = {
-                **invocation,
-                "template_files": recorded.built_from(built.files, wd),
-            }
+            invocation = {**invocation, "template_files": files}
         invocation = recorded.template_unchanged(
             invocation, template.source, choices.template is not None, journal.run_id
         )

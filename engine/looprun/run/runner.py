@@ -137,7 +137,7 @@ def run_from_cli(
         ref = resolve_ref(options["template"])
     with recording() as built:  # every file composed in, recorded for a resume to check
         template = load(ref, None if until_text is not None else cache)
-    options = {**options, "template_files": recorded.built_from(built.files, workdir)}
+    options = {**options, "template_files": recorded.built_from(built, workdir)}
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
     if until_text is not None and options.get("save"):
