@@ -328,3 +328,109 @@ def test_an_unmoved_lock_resumes_and_the_run_records_the_commit(tmp_path: Path) 
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["outcome"] == "done"
     assert not (outside / "planted").exists()
+
+
+# -- a sub-loop loads its template again: held to the run's record too ------------------
+
+INNER = """\
+looprun: 1
+name: edit
+include: [inner_frag.yaml]
+inputs:
+  intent: {type: string, required: true}
+plan: {mode: none}
+act:
+  prompt: "{{ intent }}"
+  tools: [write_file]
+  max_steps: 4
+exit: ["diff.lines > 0"]
+refine:
+  - else: {escalate: "no change"}
+limits: {max_iterations: 2}
+"""
+INNER_FRAGMENT = "observe:\n  diff: {parser: git_diff}\n"
+
+OUTER = """\
+looprun: 1
+name: pair
+inputs:
+  intent: {type: string, required: true}
+plan:
+  mode: static
+  tasks:
+    - {id: left, goal: "change the left file"}
+    - {id: right, goal: "change the right file", depends_on: [left]}
+each_task:
+  uses: ./edit.yaml
+  with: {intent: "{{ task.goal }}"}
+  isolation: worktree
+  parallel: 1
+exit: ["subloops.all_done"]
+refine:
+  - if: subloops.failed
+    then: {escalate: "{{ subloops.failed }} sub-loop(s) did not finish"}
+  - else: {escalate: "unexpected"}
+limits: {max_iterations: 1}
+"""
+
+
+def _writes(path: str, content: str) -> list[dict[str, Any]]:
+    call = {"name": "write_file", "arguments": {"path": path, "content": content}}
+    return [{"tool_calls": [call]}, {"text": "done"}]
+
+
+def _pair(tmp: Path) -> tuple[Path, list[str], str]:
+    """An outer loop over two sub-loops in worktrees, ``right`` after ``left``, whose
+    sub-template includes a fragment; ``left``'s model rewrites that fragment (the
+    model's edits are data), which merged into the outer tree is what ``right`` would
+    load. The run's arguments, and the planted fragment."""
+    work = tmp / "proj"
+    (work / "loops").mkdir(parents=True)
+    (work / "right.txt").write_text("r\n")
+    (work / "loops" / "pair.yaml").write_text(OUTER)
+    (work / "loops" / "edit.yaml").write_text(INNER)
+    (work / "loops" / "inner_frag.yaml").write_text(INNER_FRAGMENT)
+    (work / ".gitignore").write_text(".looprun/\nbuild/\n")
+    git_init(work)
+    planted = (
+        INNER_FRAGMENT
+        + '  planted: {run: "mkdir -p build && touch build/planted", parser: exit_code}\n'
+    )
+    script = tmp / "outer.yaml"
+    script.write_text(yaml.safe_dump({"tasks": {
+        "left": _writes("loops/inner_frag.yaml", planted),
+        "right": _writes("right.txt", "outer right\n"),
+    }}))  # fmt: skip
+    return work, _run_args(work / "loops" / "pair.yaml", work, script), planted
+
+
+def _right_refused(work: Path, proc: subprocess.CompletedProcess[str], planted: str) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["outcome"] != "done", proc.stderr
+    assert (work / "loops" / "inner_frag.yaml").read_text() == planted  # left's edit merged
+    assert "loops/inner_frag.yaml: the sub-loop" in proc.stderr
+    assert "right-1 was built from this file, which changed" in proc.stderr
+    run_dir = Path(summary["run_dir"])
+    right = run_dir / "subloops" / "right-1" / "journal.jsonl"
+    assert not right.exists() or "planted" not in right.read_text()
+    assert not list(run_dir.rglob("build/planted")) and not (work / "build").exists()
+
+
+def test_a_later_subloop_refuses_a_fragment_an_earlier_one_rewrote(tmp_path: Path) -> None:
+    work, args, planted = _pair(tmp_path)
+    _right_refused(work, looprun(*args, cwd=work), planted)
+
+
+def test_a_resumed_runs_subloops_are_held_to_the_recorded_files(tmp_path: Path) -> None:
+    """Killed as the first sub-loop is recorded, then resumed: the files are as recorded
+    when the resume checks them, and the sub-loop that runs after a resumed one that
+    rewrote the fragment still refuses it."""
+    work, args, planted = _pair(tmp_path)
+    proc = start(*args, env={"LOOPRUN_CRASH_AT": "subloop.recorded@1"})
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, err)
+    assert (work / "loops" / "inner_frag.yaml").read_text() == INNER_FRAGMENT
+    resumed = _resume(work)
+    assert "resuming run" in resumed.stderr, resumed.stderr
+    _right_refused(work, resumed, planted)

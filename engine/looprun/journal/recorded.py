@@ -275,6 +275,23 @@ def built_same(
     _refuse_changed(recorded, files, invocation, run_id, workdir)
 
 
+def held_to(recorded: Any, files: Mapping[str, str], what: str) -> None:
+    """Refuse a sub-loop's template read again from disk (each sub-loop loads its own)
+    when one of its files is not as the run recorded it: a command run since the run
+    started or resumed (by an earlier sub-loop, say) may have rewritten it. ``recorded``
+    holds every file of the outer template, so only the files read now are compared."""
+    if not isinstance(recorded, dict):
+        return  # a run recorded by an older looprun: nothing to hold it to
+    changed = sorted((n for n in files if recorded.get(n) != files[n]), key=_order)
+    if changed:
+        raise UsageError(
+            f"{changed[0]}: {what} was built from this file, which "
+            f"{_what(recorded.get(changed[0]), files[changed[0]])} since the run started"
+            f"{_more(changed)}; the sub-loop was not started (a run goes on with the files it "
+            "started with, or was last resumed with)"
+        )
+
+
 def _short(digest: Any) -> str:
     """A recorded digest, shortened (a remote one: its commit and content digest)."""
     text = str(digest)
