@@ -14,8 +14,10 @@ Every choice is shown before anything runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,10 @@ from typing import Any
 
 from looprun.errors import UsageError
 from looprun.journal import sealed
+from looprun.system.resources import templates_dir
 from looprun.system.safefs import STATE_DIR_NAME
+from looprun.template.deps import Deps
+from looprun.template.sharing.refs import is_remote
 from looprun.template.valid_cache import file_digest
 
 STRENGTH = {"off": 0, "auto": 1, "required": 2}
@@ -180,6 +185,155 @@ def template_unchanged(
             f"--template {invocation.get('template')} to go on with it as it is now"
         )
     return {**invocation, "template_sha256": digest}
+
+
+BUILTIN = "looprun:"  # a built-in template file, named apart from where it is installed
+
+
+def built_from(built: Deps, workdir: Path) -> dict[str, str]:
+    """Every file a template was composed from (its own, ``extends`` parents, ``include``
+    fragments, sub-loops, ``looprun.lock``, remote files at their commits) with its
+    sha256. A path in the workdir is kept relative to it, and a built-in one relative to
+    the built-in templates, so a bundle resumed in another clone, or by a looprun
+    installed elsewhere, checks that copy; a remote file's value also names its commit."""
+    out = dict(built.remote)
+    out.update((_name(name, workdir), digest) for name, digest in built.files.items())
+    return dict(sorted(out.items()))
+
+
+def _name(file: str, workdir: Path) -> str:
+    """How the run records a local file: relative to the workdir, or to the built-in
+    templates, else its absolute path."""
+    path = Path(os.path.realpath(file))
+    for root, prefix in ((workdir, ""), (templates_dir(), BUILTIN)):
+        real = Path(os.path.realpath(root))
+        if path.is_relative_to(real):
+            return prefix + path.relative_to(real).as_posix()
+    return file
+
+
+def _where(name: str, root: Path) -> Path | None:
+    """The file a recorded name stands for (``None``: a remote file, checked as it is
+    read again through the lock)."""
+    if is_remote(name):
+        return None
+    if name.startswith(BUILTIN):
+        return templates_dir() / name.removeprefix(BUILTIN)
+    return root / name
+
+
+def _regular_digest(path: Path) -> str | None:
+    """The sha256 of a regular file (``None``: gone, unreadable, or a FIFO or device put
+    in its place, which is never read: it could block the resume or never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def _order(name: str) -> tuple[int, str]:
+    """Files of the workdir first, remote files last: the refusal names the file to
+    restore (``looprun.lock`` rather than the remote file it moved)."""
+    return (2 if is_remote(name) else 1 if name.startswith((BUILTIN, "/")) else 0, name)
+
+
+def _changed(recorded: Mapping[str, Any], now: Mapping[str, str | None]) -> list[str]:
+    return sorted((n for n in {*recorded, *now} if recorded.get(n) != now.get(n)), key=_order)
+
+
+def built_unchanged(invocation: Mapping[str, Any], workdir: Path, named: bool, run_id: str) -> None:
+    """Refuse, before the template is loaded again, a file it was composed from that
+    changed since the run started: a command the run ran may have rewritten a fragment or
+    moved the lock to another commit. ``named`` (``--template`` given) accepts them."""
+    recorded = invocation.get("template_files")
+    if named or not isinstance(recorded, dict):
+        return
+    now: dict[str, str | None] = {}
+    for name, digest in recorded.items():
+        where = _where(str(name), Path(workdir))
+        now[name] = digest if where is None else _regular_digest(where)
+    _refuse_changed(recorded, now, invocation, run_id, workdir)
+
+
+def built_same(
+    invocation: Mapping[str, Any],
+    files: Mapping[str, str],
+    named: bool,
+    run_id: str,
+    workdir: Path,
+) -> None:
+    """Refuse a template that, loaded again, was composed from other files than the run
+    recorded (a file it now reads that it did not then: ``extends: base`` finding a
+    ``base.yaml`` created next to it, a remote file at another commit)."""
+    recorded = invocation.get("template_files")
+    if named or not isinstance(recorded, dict):
+        return
+    _refuse_changed(recorded, files, invocation, run_id, workdir)
+
+
+def held_to(recorded: Any, files: Mapping[str, str], what: str) -> None:
+    """Refuse a sub-loop's template read again from disk (each sub-loop loads its own)
+    when one of its files is not as the run recorded it: a command run since the run
+    started or resumed (by an earlier sub-loop, say) may have rewritten it. ``recorded``
+    holds every file of the outer template, so only the files read now are compared."""
+    if not isinstance(recorded, dict):
+        return  # a run recorded by an older looprun: nothing to hold it to
+    changed = sorted((n for n in files if recorded.get(n) != files[n]), key=_order)
+    if changed:
+        raise UsageError(
+            f"{changed[0]}: {what} was built from this file, which "
+            f"{_what(recorded.get(changed[0]), files[changed[0]])} since the run started"
+            f"{_more(changed)}; the sub-loop was not started (a run goes on with the files it "
+            "started with, or was last resumed with)"
+        )
+
+
+def _short(digest: Any) -> str:
+    """A recorded digest, shortened (a remote one: its commit and content digest)."""
+    text = str(digest)
+    content, at, commit = text.partition("@")
+    content = content.removeprefix("sha256:")
+    return f"commit {commit[:12]}, sha256 {content[:12]}" if at else f"sha256 {content[:12]}"
+
+
+def _what(was: Any, is_: Any) -> str:
+    if was is None:
+        return "is new"
+    if is_ is None:
+        return "is gone (or is no longer a regular file)"
+    return f"changed ({_short(was)}, now {_short(is_)})"
+
+
+def _more(changed: list[str]) -> str:
+    return f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+
+
+def _refuse_changed(
+    recorded: Mapping[str, Any],
+    now: Mapping[str, str | None],
+    invocation: Mapping[str, Any],
+    run_id: str,
+    workdir: Path,
+) -> None:
+    changed = _changed(recorded, now)
+    if not changed:
+        return
+    name, template = changed[0], str(invocation.get("template"))
+    what = _what(recorded.get(name), now.get(name))
+    said = (
+        f"the template changed since run {run_id} started ({what.removeprefix('changed ')})"
+        if name == _name(template, workdir)  # its own file
+        else f"the template of run {run_id} was built from this file, which {what} since "
+        "the run started"
+    )
+    raise UsageError(
+        f"{name}: {said}{_more(changed)}; nothing was resumed. Restore it, or resume with "
+        f"--template {template} to go on with the files as they are now"
+    )
 
 
 def shown(invocation: Mapping[str, Any]) -> str:

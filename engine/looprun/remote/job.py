@@ -52,6 +52,9 @@ class RemoteJob:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # the trace the sub-loop's spans join: endpoint, W3C traceparent, content opt-in
     trace: Mapping[str, Any] = field(default_factory=dict)
+    # the files the run's template was composed from, relative to the repository root (a
+    # worker holds the sub-template's files in its clone to them); None: not recorded
+    template_files: Mapping[str, str] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -84,6 +87,7 @@ class RemoteJob:
             depth=job.depth,
             trace=dict(job.trace),
             sandbox=job.sandbox,
+            template_files=None if job.template_files is None else dict(job.template_files),
         )
 
     @classmethod

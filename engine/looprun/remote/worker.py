@@ -116,6 +116,8 @@ def _run(
     pushed = git.run("rev-parse", "-q", "--verify", sync_ref(job.run_id, "journal"), check=False)
     if job.resume and pushed.strip():
         extract_commit(git, pushed.strip(), run_dir)  # continue after the last pushed step
+    # a sub-loop refused before it writes anything (its template) still publishes its end
+    run_dir.mkdir(exist_ok=True)
     try:
         template = locate_template(job.template, tree)
     except JobRefused as exc:
@@ -165,6 +167,9 @@ def _run(
         depth=job.depth,
         trace=dict(job.trace),
         sandbox=job.sandbox,
+        # the clone is the outer workdir at the start commit: the run's names hold here
+        template_files=job.template_files,
+        template_root=str(tree),
     )
     try:
         result = run_subloop(local, stop, report, after_save=lambda: publish("step"))

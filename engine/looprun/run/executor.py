@@ -43,6 +43,10 @@ class SubloopJob:
     sandbox: str | None = None  # the command line's --sandbox, passed down
     held_out: tuple[str, ...] = ()  # the outer loops' held-out tests, hidden here too
     trace: Mapping[str, Any] = field(default_factory=dict)  # TraceConfig; empty: untraced
+    # the files the run's template was composed from (``run.json``'s ``template_files``,
+    # names relative to ``template_root``); ``None``: a run recorded by an older looprun
+    template_files: Mapping[str, str] | None = None
+    template_root: str = ""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from looprun.run.runner import (
 )
 from looprun.run.subrun import local_executor
 from looprun.run.workdir import workdir_of
+from looprun.template.deps import recording
 from looprun.tracing.config import open_trace
 from looprun.workspace.lock import RunLock
 
@@ -101,7 +102,14 @@ def resume_from_cli(
             invocation = {**invocation, "sync_remote": choices.sync_remote}
         if choices.template is not None:
             invocation = {**invocation, "template": choices.template}
-        template = load(invocation["template"])
+        named = choices.template is not None
+        recorded.built_unchanged(invocation, wd, named, journal.run_id)
+        with recording() as built:
+            template = load(invocation["template"])
+        files = recorded.built_from(built, wd)
+        recorded.built_same(invocation, files, named, journal.run_id, wd)
+        if named:  # the files as they are now, recorded for the next resume
+            invocation = {**invocation, "template_files": files}
         invocation = recorded.template_unchanged(
             invocation, template.source, choices.template is not None, journal.run_id
         )

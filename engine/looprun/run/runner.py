@@ -14,7 +14,7 @@ from typing import Any
 
 from looprun.checks.holdout import resolve as resolve_holdouts
 from looprun.errors import UsageError
-from looprun.journal import sealed
+from looprun.journal import recorded, sealed
 from looprun.journal.runs import new_run_id
 from looprun.journal.writer import RunJournal
 from looprun.loop.inputs import build_inputs, parse_sets
@@ -135,7 +135,9 @@ def run_from_cli(
         ref, until_text = template_ref(workdir, options)
     else:
         ref = resolve_ref(options["template"])
-    template = load(ref, None if until_text is not None else cache)
+    with recording() as built:  # every file composed in, recorded for a resume to check
+        template = load(ref, None if until_text is not None else cache)
+    options = {**options, "template_files": recorded.built_from(built, workdir)}
     sets = parse_sets(options.get("sets") or ())
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
     if until_text is not None and options.get("save"):
@@ -198,6 +200,7 @@ def _start(
         "workdir": str(workdir),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "template_sha256": file_digest(template.source),
+        "template_files": options.get("template_files"),
     }
     # opened once: the invocation is sealed in its repository, then the run works in it
     ws = Workspace.open(workdir, state_dir=workdir / ".looprun", watched=True)

@@ -284,6 +284,9 @@ class SubLoops:
             limits=share,
             resume=resume,
             trace={} if self.trace is None else self.trace.carrier(),
+            # what the sub-template's files must still be when the sub-loop loads them
+            template_files=self._invocation().get("template_files"),
+            template_root=self._invocation().get("template_root") or e.run_info.workdir,
         )
         where = "local" if self._invocation().get("executor") in (None, "local") else "ray"
         if resume and prev.get("executor", "local") != where:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from looprun.errors import LooprunError
+from looprun.journal import recorded
 from looprun.journal.writer import RunJournal
 from looprun.loop.inputs import build_inputs
 from looprun.loop.state import LoopState
@@ -24,7 +25,9 @@ from looprun.run.executor import LocalExecutor, Report, Stopped, SubloopJob, Sub
 from looprun.run.models import NO_MODEL, ModelEvents, agent_role, needs_http_model
 from looprun.run.session import Wiring, assemble
 from looprun.run.stoppable import StoppableModel
+from looprun.template.deps import recording
 from looprun.template.loader import load_template
+from looprun.template.model import Template
 from looprun.tracing.config import TraceConfig, open_trace
 
 
@@ -52,7 +55,7 @@ def run_subloop(
     run_dir = Path(job.run_dir)
 
     try:
-        template = load_template(job.template)
+        template = _held_template(job)
         events = ModelEvents()  # the config file, and retries journaled in the sub-loop's run
         agent = template.act is not None and template.act.agent is not None
         if agent:  # its CLI's own model, named like at the top; not the outer's act model
@@ -82,6 +85,8 @@ def run_subloop(
                 "cli_models": dict(job.cli_models),
                 "base_url": job.base_url,
                 "sandbox": job.sandbox,
+                "template_files": job.template_files,
+                "template_root": job.template_root,
             }
             journal.save_invocation(invocation)
             state = None
@@ -156,6 +161,18 @@ def run_subloop(
         return SubloopResult(
             job.task_id, job.attempt, Path(job.template).stem, "error", str(exc), code="error"
         )
+
+
+def _held_template(job: SubloopJob) -> Template:
+    """The sub-template, loaded again (a worker has only its path), refused when a file
+    it is composed from is not as the run recorded it: a command of an earlier sub-loop
+    may have rewritten a fragment the outer loop composed before any command ran."""
+    with recording() as built:
+        template = load_template(job.template)
+    if job.template_files is not None:
+        files = recorded.built_from(built, Path(job.template_root or job.workdir))
+        recorded.held_to(job.template_files, files, f"the sub-loop {job.run_id}")
+    return template
 
 
 def _typed_inputs(template: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,9 @@ class Deps:
 
     files: dict[str, str] = field(default_factory=dict)
     probes: dict[str, bool] = field(default_factory=dict)
+    # remote files read through the lock (``git+URL@REF#PATH`` -> ``sha256:...@commit``):
+    # a run records them with its own files, so a resume names the commit it ran
+    remote: dict[str, str] = field(default_factory=dict)
     # the verdict also depended on something outside files (installed plugins): not kept
     volatile: bool = False
 
@@ -39,6 +42,12 @@ def read(path: Path, digest: str) -> None:
     """Note that ``path`` was parsed with this content digest."""
     for deps in _ACTIVE:
         deps.files.setdefault(_key(path), digest)
+
+
+def read_remote(name: str, digest: str, commit: str) -> None:
+    """Note that the remote file ``name`` was parsed at ``commit`` with this digest."""
+    for deps in _ACTIVE:
+        deps.remote.setdefault(name, f"{digest}@{commit}")
 
 
 def probe(path: Path, exists: bool) -> None:

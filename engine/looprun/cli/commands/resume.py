@@ -53,7 +53,8 @@ from looprun.tracing.config import trace_config
     "--template",
     metavar="TEMPLATE",
     help="The template to go on with: with --bundle, default the bundle's if in this clone; "
-    "else needed when the template file changed since the run started.",
+    "else needed when a file of the template (a fragment, a parent, a sub-loop's, "
+    "looprun.lock) changed since the run started: goes on with them as they are now.",
 )
 @click.option("--commit", is_flag=True, help="With --bundle: commit when done, as the run asked.")
 @click.option("--no-verify", is_flag=True, help="With --bundle --commit: skip the commit hooks.")

@@ -3,6 +3,7 @@ from it, at the root of the repository that holds the templates."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from looprun.errors import Location, Problem, TemplateError
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
+from looprun.template import deps
 
 NAME = "looprun.lock"
 VERSION = 1
@@ -64,6 +66,8 @@ def read(root: Path) -> Lock:
     raw = safefs.read_bytes(path)
     if raw is None:
         return Lock(path)
+    # its pins decide which commits run: a run records it with the files it was built from
+    deps.read(path, hashlib.sha256(raw).hexdigest())
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -161,6 +161,7 @@ class Resolver:
                     f"has {digest[:19]}...); never used: refetch or review and re-lock"
                 )
         self.used[key].files[f.path] = digest
+        deps.read_remote(str(f), digest, f.commit)
         remember(f)
         files = self.parts[key].files
         if f.path not in files:
