@@ -260,7 +260,8 @@ class SubLoops:
         model = e.ports.model
         if self._config is None:
             self._config = load_config()
-        refs, cli = model_refs(self._invocation(), self._config, self.each, model.ref)
+        invoked = self._invocation()  # read once: each call checks run.json on disk
+        refs, cli = model_refs(invoked, self._config, self.each, model.ref)
         outer_script = model.ref == refs["act"]
         job = SubloopJob(
             task_id=task.id,
@@ -275,7 +276,7 @@ class SubLoops:
             model=refs["act"],
             plan_model=refs["plan"],
             cli_models=cli,
-            sandbox=self._invocation().get("sandbox"),
+            sandbox=invoked.get("sandbox"),
             held_out=self.held_out,
             # the outer script's part for this task; a script of the sub-template's own
             # is played whole
@@ -285,10 +286,10 @@ class SubLoops:
             resume=resume,
             trace={} if self.trace is None else self.trace.carrier(),
             # what the sub-template's files must still be when the sub-loop loads them
-            template_files=self._invocation().get("template_files"),
-            template_root=self._invocation().get("template_root") or e.run_info.workdir,
+            template_files=invoked.get("template_files"),
+            template_root=invoked.get("template_root") or e.run_info.workdir,
         )
-        where = "local" if self._invocation().get("executor") in (None, "local") else "ray"
+        where = "local" if invoked.get("executor") in (None, "local") else "ray"
         if resume and prev.get("executor", "local") != where:
             self._hand_over(job, where)
         self.book.set(
