@@ -15,7 +15,6 @@ verdict names it; `--set strict=true` asks for the whole suite.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from real_package import (
     run_events,
     run_suite,
 )
+from tests.support.git_repos import git
 
 CODE = f"{PACKAGE}/__init__.py"
 RAISES = ('        }.get(number % 10, "th")\n', "        }[number % 10]\n")
@@ -116,10 +116,8 @@ def _with_unrelated_failure(sdist: Path, tmp: Path) -> Path:
         "def test_a_service_is_configured():\n"
         '    assert os.environ.get("INFLECTION_SERVICE_URL_Q7"), "no service configured"\n'
     )
-    for args in (["add", UNRELATED], ["commit", "-q", "-m", "a test that needs a service"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=work, check=True
-        )
+    git("add", UNRELATED, cwd=work)
+    git("commit", "-q", "-m", "a test that needs a service", cwd=work)
     return work
 
 

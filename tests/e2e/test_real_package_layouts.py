@@ -10,13 +10,13 @@ pass too, on either layout; the honest fix ends `done`.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_helpers import scripted_bugfix
 from real_package import BUG, PACKAGE, edit_turns, planted_project, run_events, run_suite
+from tests.support.git_repos import git
 
 # layout -> (where the package goes, where its tests go)
 LAYOUTS = {"src": (f"src/{PACKAGE}", "tests"), "inside": (PACKAGE, f"{PACKAGE}/tests")}
@@ -34,10 +34,8 @@ def _laid_out(sdist: Path, tmp: Path, layout: str) -> tuple[Path, str, str]:
     shutil.move(work / "test_inflection.py", work / tests / "test_inflection.py")
     if layout == "src":
         (work / "pytest.ini").write_text("[pytest]\npythonpath = src\n")
-    for args in (["add", "-A"], ["commit", "-q", "-m", f"{layout} layout"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=work, check=True
-        )
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", f"{layout} layout", cwd=work)
     return work, f"{package}/__init__.py", tests
 
 

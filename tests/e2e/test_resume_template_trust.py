@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from e2e_helpers import git_init, looprun, run_dirs, start
+from tests.support.git_repos import git
 
 FINAL = "start\none\ntwo\n"
 # the first iteration's state is the second one saved (the baseline's is the first)
@@ -212,20 +213,6 @@ def test_a_file_shadowing_a_built_in_fragment_is_refused(tmp_path: Path) -> None
 # -- looprun.lock moved to another commit of a remote template --------------------------
 
 
-def _git(*args: str, cwd: Path) -> str:
-    env = {
-        "GIT_AUTHOR_NAME": "p",
-        "GIT_AUTHOR_EMAIL": "p@example.com",
-        "GIT_COMMITTER_NAME": "p",
-        "GIT_COMMITTER_EMAIL": "p@example.com",
-    }
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **env}, check=True, capture_output=True,
-        text=True,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
 BASE = LOOP.replace("include: [frag.yaml]\n", "") + FRAGMENT
 
 
@@ -242,18 +229,18 @@ class TemplateRepo:
     def __init__(self, root: Path):
         self.work, self.bare = root / "platform", root / "served" / "platform.git"
         self.work.mkdir()
-        _git("init", "-q", "-b", "main", cwd=self.work)
+        git("init", "-q", "-b", "main", cwd=self.work)
         self.commit(BASE)
         self.bare.parent.mkdir()
-        _git("clone", "-q", "--bare", str(self.work), str(self.bare), cwd=root)
+        git("clone", "-q", "--bare", str(self.work), str(self.bare), cwd=root)
 
     def commit(self, base: str) -> str:
         (self.work / "base.yaml").write_text(base)
-        _git("add", ".", cwd=self.work)
-        _git("commit", "-q", "-m", "change", cwd=self.work)
+        git("add", ".", cwd=self.work)
+        git("commit", "-q", "-m", "change", cwd=self.work)
         if self.bare.exists():
-            _git("push", "-q", str(self.bare), "main", cwd=self.work)
-        return _git("rev-parse", "HEAD", cwd=self.work)
+            git("push", "-q", str(self.bare), "main", cwd=self.work)
+        return git("rev-parse", "HEAD", cwd=self.work)
 
     @property
     def key(self) -> str:
@@ -274,7 +261,7 @@ def _team(
     writing ``outside``. A hostile test of the team repository points the lock at it."""
     work = tmp / "team"
     (work / "templates").mkdir(parents=True)
-    _git("init", "-q", "-b", "main", cwd=work)
+    git("init", "-q", "-b", "main", cwd=work)
     template = work / "templates" / "team.yaml"
     template.write_text(f"looprun: 1\nname: team\nextends: {platform.key}#base.yaml\n")
     locked = looprun("lock", "templates/team.yaml", cwd=work)
@@ -317,7 +304,7 @@ def test_an_unmoved_lock_resumes_and_the_run_records_the_commit(tmp_path: Path) 
     outside = tmp_path / "outside"
     outside.mkdir()
     platform = TemplateRepo(tmp_path)
-    first = _git("rev-parse", "HEAD", cwd=platform.work)
+    first = git("rev-parse", "HEAD", cwd=platform.work)
     work, args = _team(tmp_path, platform, outside, hostile=False)
     _interrupted(args)
     [run_dir] = run_dirs(work)

@@ -15,23 +15,10 @@ from pathlib import Path
 
 import pytest
 from tests.support.cli import looprun
+from tests.support.git_repos import git
 
 BASE = "looprun: 1\nname: platform-bugfix\nextends: bugfix\ninclude: [limits.yaml]\n"
 LIMITS = "limits:\n  max_iterations: 7\n"
-
-
-def git(*args: str, cwd: Path) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "p",
-        "GIT_AUTHOR_EMAIL": "p@example.com",
-        "GIT_COMMITTER_NAME": "p",
-        "GIT_COMMITTER_EMAIL": "p@example.com",
-    }
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
-    )
-    return done.stdout.strip()
 
 
 class Platform:
