@@ -1,0 +1,54 @@
+"""What a check needs to know about one ecosystem, behind one shape.
+
+A stack is a unit: its observer pack (``templates/observers/NAME.yaml``) says which
+checks run and how their output is read; its adapter (a module beside this one holding a
+``STACK``) says how to recognise a repository of it, which programs the checks need, which
+files configure the checks (taken from the run's base in the tree a check runs on), which
+files are never trusted (build output, bytecode, metadata), which dependency directories
+are shared read-only, and where its tools keep their caches. The loop never branches on a
+stack: the check runner asks the adapter named by an observer's ``stack:`` key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A program a stack's checks run, and how a user gets it."""
+
+    program: str  # looked up on PATH before the run starts
+    install: str  # what to do when it is missing: "install Go (apt-get install golang-go)"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One ecosystem's adapter: plain data, read by detection and the check runner."""
+
+    name: str  # the pack: templates/observers/NAME.yaml
+    # files at the repository's root whose presence marks the stack (go.mod, Cargo.toml)
+    markers: tuple[str, ...]
+    # source suffixes that mark it when no marker file is present (".go")
+    sources: tuple[str, ...] = ()
+    tools: tuple[Tool, ...] = ()
+    # gitignore-style globs of what configures the checks (package.json, Cargo.toml,
+    # pom.xml, pytest.ini ...): the tree a check runs on holds them as they were at the
+    # run's base, whatever the working tree says
+    pinned: tuple[str, ...] = ()
+    # gitignore-style globs never copied into a check's tree, even when the diff has them:
+    # build output, bytecode, package metadata a tool would trust (target/, __pycache__/)
+    untrusted: tuple[str, ...] = ()
+    # top-level directories of installed dependencies (node_modules) that a check's tree
+    # links to read-only instead of copying; a change to them during the run is tampering
+    shared: tuple[str, ...] = ()
+    # environment variable -> a directory under the run's cache its tools write there
+    # (GOCACHE -> "go-build"), so caches work inside the sandbox and stay out of the tree
+    caches: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # environment variables every check of this stack runs with (GOFLAGS=-mod=readonly)
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def describe(self) -> str:
+        return f"{self.name} ({', '.join(self.markers)})"
