@@ -1,0 +1,65 @@
+"""Node (JavaScript/TypeScript): the project's ``npm test`` on node's built-in test runner.
+
+The pack (templates/observers/node.yaml) hands the runner two reporters through
+NODE_OPTIONS: looprun's own (its path is ``LOOPRUN_NODE_REPORTER``, fixed here, outside
+the tree) and node's JUnit; the node_test parser compares them with the exit code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+
+import looprun.observe
+from looprun.checks.stacks.base import Stack, Tool
+
+# the reporter ships in the engine package, never in the repository a check runs on
+REPORTER = Path(looprun.observe.__file__).resolve().parent / "node_reporter" / "looprun_outcome.mjs"
+
+STACK = Stack(
+    name="node",
+    markers=("package.json",),
+    sources=(".js", ".mjs", ".cjs", ".ts", ".mts", ".cts"),
+    tools=(
+        Tool("node", "install Node.js 20 or later (apt-get install nodejs npm)"),
+        Tool("npm", "install npm (apt-get install npm)"),
+    ),
+    # what decides which tests run and how: the scripts (package.json at any depth, for
+    # workspaces), npm's own settings (`node-options`, `script-shell`), the lock files a
+    # script's tools come from, and the configuration of the runners and compilers
+    pinned=(
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        ".npmrc",
+        "tsconfig*.json",
+        "jest.config.*",
+        "vitest.config.*",
+        "vite.config.*",
+        ".mocharc*",
+        "babel.config.*",
+        ".babelrc*",
+    ),
+    # build output, caches and compiler state a tool would trust: `*.tsbuildinfo` would
+    # let an incremental `tsc` skip the files it names. dist/ is not here: some projects
+    # track their built files, and the diff can only bring what the run changed
+    untrusted=(
+        "coverage/",
+        ".nyc_output/",
+        "*.tsbuildinfo",
+        ".eslintcache",
+        "node_modules/.cache/",
+    ),
+    shared=("node_modules",),
+    caches=MappingProxyType({"npm_config_cache": "npm"}),
+    env=MappingProxyType(
+        {
+            "LOOPRUN_NODE_REPORTER": str(REPORTER),
+            # npm asks the registry whether it is current: never from a check
+            "npm_config_update_notifier": "false",
+            "npm_config_fund": "false",
+            "npm_config_audit": "false",
+            "NO_COLOR": "1",
+        }
+    ),
+)
