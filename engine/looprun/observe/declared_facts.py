@@ -73,7 +73,8 @@ DIAGNOSTIC_FORMATS: tuple[str, ...] = ("mypy", "pyright", "eslint")
 COMMON_OPTIONS: frozenset[str] = frozenset({"max_feedback"})
 OPTIONS: dict[str, frozenset[str]] = {
     "junit": frozenset({"outcome_channel", "exercised"}),
-    "node_test": frozenset(),
+    # exercised: accepted for the templates that ask it of any runner; node cannot tell
+    "node_test": frozenset({"exercised"}),
     "sarif": frozenset({"fail_on"}),
     "coverage": frozenset({"min", "paths"}),
     "git_diff": frozenset({"allow", "deny", "forbidden_patterns", "max_lines"}),

@@ -28,17 +28,17 @@ STACK = Stack(
     # workspaces), npm's own settings (`node-options`, `script-shell`), the lock files a
     # script's tools come from, and the configuration of the runners and compilers
     pinned=(
-        "package.json",
-        "package-lock.json",
-        "npm-shrinkwrap.json",
-        ".npmrc",
-        "tsconfig*.json",
-        "jest.config.*",
-        "vitest.config.*",
-        "vite.config.*",
-        ".mocharc*",
-        "babel.config.*",
-        ".babelrc*",
+        "**/package.json",
+        "**/package-lock.json",
+        "**/npm-shrinkwrap.json",
+        "**/.npmrc",
+        "**/tsconfig*.json",
+        "**/jest.config.*",
+        "**/vitest.config.*",
+        "**/vite.config.*",
+        "**/.mocharc*",
+        "**/babel.config.*",
+        "**/.babelrc*",
     ),
     # build output, caches and compiler state a tool would trust: `*.tsbuildinfo` would
     # let an incremental `tsc` skip the files it names. dist/ is not here: some projects
