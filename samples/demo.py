@@ -1,6 +1,7 @@
 """Run a sample end to end on a scratch copy: copy it, git-init it, run its template.
 
-    python samples/demo.py [invoice|pagination|refactor_shipping|backfill_units] [--keep]
+    python samples/demo.py [invoice|pagination|refactor_shipping|backfill_units|node_durations]
+        [--keep]
         [-- extra looprun options]
 
 The repository's own samples are never modified: the run happens in a temporary
@@ -23,6 +24,7 @@ SAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "pagination": ("bugfix", ()),
     "refactor_shipping": ("refactor", ()),
     "backfill_units": ("test_backfill", ("--set", "target=units/temperature.py,units/wind.py")),
+    "node_durations": ("bugfix", ()),
 }
 
 
