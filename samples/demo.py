@@ -1,8 +1,7 @@
 """Run a sample end to end on a scratch copy: copy it, git-init it, run its template.
 
     python samples/demo.py [invoice|pagination|refactor_shipping|backfill_units|node_durations]
-        [--keep]
-        [-- extra looprun options]
+        [--keep] [-- extra looprun options]
 
 The repository's own samples are never modified: the run happens in a temporary
 directory, printed at the end (kept with --keep). Exits with looprun's exit code.
