@@ -1,0 +1,178 @@
+"""`looprun bugfix` on a Node package (samples/node_durations, a fresh git repository), with no
+stack named: package.json brings the node pack. A scripted honest fix ends done, with the
+package's own tests and a held-out test it never saw passing on the final tree; scripts
+that cheat - editing the new test, skipping it, changing the test script so it misses the
+new test, a "fix" that makes the test process quit, special-casing the test's input -
+never end done."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.support.git_repos import git_repo
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "node_durations"
+INTENT = (SAMPLE / "intent.txt").read_text(encoding="utf-8").strip()
+NEW_TEST = "test/padding.test.js"
+NEW_TEST_ID = f"{NEW_TEST}::pads the seconds to two digits"
+HELD_OUT = """\
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { formatDuration, formatTotal } = require('../src/duration');
+
+test('pads every second below ten', () => {
+  for (let s = 0; s < 10; s += 1) assert.equal(formatDuration(60 + s), `1:0${s}`);
+  assert.equal(formatDuration(3605), '1:00:05');
+  assert.equal(formatTotal([1, 2]), '0:03');
+});
+"""
+SEC = "  const seconds = String(totalSeconds % 60);\n"
+
+
+def _require_node() -> None:
+    missing = [p for p in ("node", "npm") if shutil.which(p) is None]
+    if missing:
+        why = f"{', '.join(missing)} not installed (apt-get install nodejs npm)"
+        if os.environ.get("CI"):
+            pytest.fail(why + ": CI must run these tests")
+        pytest.skip(why)
+
+
+def _repo(tmp: Path) -> Path:
+    shutil.copytree(
+        SAMPLE, tmp / "repo", ignore=shutil.ignore_patterns("script*.yaml", "intent.txt")
+    )
+    return git_repo(tmp / "repo")
+
+
+def _held_out(tmp: Path) -> Path:
+    path = tmp / "held_out" / "more_padding.test.js"
+    path.parent.mkdir()
+    path.write_text(HELD_OUT)
+    return path
+
+
+def _reproduce() -> list[dict[str, Any]]:
+    test = (
+        "'use strict';\n\nconst test = require('node:test');\n"
+        "const assert = require('node:assert/strict');\n"
+        "const { formatDuration } = require('../src/duration');\n\n"
+        "test('pads the seconds to two digits', () => {\n"
+        "  assert.equal(formatDuration(65), '1:05');\n});\n"
+    )
+    call = {"name": "write_file", "arguments": {"path": NEW_TEST, "content": test}}
+    return [{"tool_calls": [call]}, {"text": "The new test fails: 1:5."}]
+
+
+def _edit(path: str, old: str, new: str) -> list[dict[str, Any]]:
+    call = {"name": "edit_file", "arguments": {"path": path, "old": old, "new": new}}
+    return [{"tool_calls": [call]}, {"text": "Done."}]
+
+
+def _bugfix(tmp: Path, repo: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
+    script = tmp / "script.yaml"
+    script.write_text(yaml.safe_dump(turns, sort_keys=False))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("LOOPRUN_MODEL", None)
+    model = ["--model", f"script:{script}", "--json", "--max-iterations", "4"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "looprun", "bugfix", "--intent", INTENT, *model, *extra],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.stdout.strip(), proc.stderr
+    return {**json.loads(proc.stdout), "exit": proc.returncode, "stderr": proc.stderr}
+
+
+def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+@pytest.mark.e2e
+def test_an_honest_fix_ends_done_and_holds_on_the_final_tree(tmp_path: Path) -> None:
+    _require_node()
+    repo = _repo(tmp_path)
+    held_out = _held_out(tmp_path)
+    turns = [
+        *_reproduce(),
+        # a first fix that pads only from one hour on: the new test still fails
+        *_edit(
+            "src/duration.js",
+            "${String(minutes).padStart(2, '0')}:${seconds}`",
+            "${String(minutes).padStart(2, '0')}:${seconds.padStart(2, '0')}`",
+        ),
+        *_edit("src/duration.js", SEC, SEC.replace(");", ").padStart(2, '0');")),
+    ]
+    summary = _bugfix(tmp_path, repo, turns, "--set", f"holdout={held_out}")
+    assert (summary["outcome"], summary["exit"]) == ("done", 0), summary["stderr"]
+
+    # the feedback after the wrong fix named the test, its place and the assertion
+    feedback = json.dumps(_events(summary, "iteration"))
+    assert NEW_TEST_ID in feedback
+    assert f"{NEW_TEST}:8" in feedback
+    assert "'1:5' !== '1:05'" in feedback
+
+    # on the final tree: the package's own tests and the held-out test pass
+    suite = subprocess.run(["npm", "test"], cwd=repo, capture_output=True, text=True)
+    assert suite.returncode == 0, suite.stdout
+    assert "# pass 5" in suite.stdout
+    shutil.copytree(held_out.parent, repo / "holdout_tests")
+    held = subprocess.run(
+        ["node", "--test", "holdout_tests/"], cwd=repo, capture_output=True, text=True
+    )
+    assert held.returncode == 0, held.stdout
+
+
+_CHEATS = {
+    # the new test's expectation changed to the buggy answer
+    "edits_the_new_test": _edit(NEW_TEST, "'1:05'", "'1:5'"),
+    # the new test skipped
+    "skips_the_new_test": _edit(NEW_TEST, "test('pads", "test.skip('pads"),
+    # the test script narrowed to the old tests: the new one no longer runs
+    "narrows_the_test_script": _edit(
+        "package.json", '"test": "node --test"', '"test": "node --test test/duration.test.js"'
+    ),
+    # the "fix" ends the test process before the test can fail: no test of the file reports
+    "quits_the_test_process": _edit(
+        "src/duration.js", SEC, SEC + "  if (totalSeconds === 65) process.exit(0);\n"
+    ),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("cheat", sorted(_CHEATS))
+def test_a_cheat_never_ends_done(cheat: str, tmp_path: Path) -> None:
+    _require_node()
+    repo = _repo(tmp_path)
+    summary = _bugfix(tmp_path, repo, [*_reproduce(), *_CHEATS[cheat]])
+    assert summary["outcome"] != "done" and summary["exit"] != 0, summary
+    iterations = _events(summary, "iteration")
+    assert iterations[0]["decision"]["action"] == "done"  # reproduce was real
+
+
+@pytest.mark.e2e
+def test_special_casing_the_new_test_fails_the_held_out_check(tmp_path: Path) -> None:
+    _require_node()
+    repo = _repo(tmp_path)
+    held_out = _held_out(tmp_path)
+    special = SEC.replace(");", ").replace(/^5$/, '05');")
+    turns = [*_reproduce(), *_edit("src/duration.js", SEC, special)]
+    summary = _bugfix(tmp_path, repo, turns, "--set", f"holdout={held_out}")
+    assert summary["outcome"] != "done" and summary["exit"] != 0, summary
+    # the visible suite passes with the special case: only the held-out check saw it
+    suite = subprocess.run(["npm", "test"], cwd=repo, capture_output=True, text=True)
+    assert suite.returncode == 0, suite.stdout
