@@ -84,7 +84,7 @@ def _bugfix(tmp: Path, repo: Path, turns: list[dict[str, Any]], *extra: str) -> 
     script.write_text(yaml.safe_dump(turns, sort_keys=False))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("LOOPRUN_MODEL", None)
-    model = ["--model", f"script:{script}", "--json", "--max-iterations", "4"]
+    model = ["--model", f"script:{script}", "--json"]
     proc = subprocess.run(
         [sys.executable, "-m", "looprun", "bugfix", "--intent", INTENT, *model, *extra],
         cwd=repo,
@@ -117,7 +117,9 @@ def test_an_honest_fix_ends_done_and_holds_on_the_final_tree(tmp_path: Path) -> 
         ),
         *_edit("src/duration.js", SEC, SEC.replace(");", ").padStart(2, '0');")),
     ]
-    summary = _bugfix(tmp_path, repo, turns, "--set", f"holdout={held_out}")
+    summary = _bugfix(
+        tmp_path, repo, turns, "--set", f"holdout={held_out.parent}", "--max-iterations", "3"
+    )
     assert (summary["outcome"], summary["exit"]) == ("done", 0), summary["stderr"]
 
     # the feedback after the wrong fix named the test, its place and the assertion
@@ -137,18 +139,40 @@ def test_an_honest_fix_ends_done_and_holds_on_the_final_tree(tmp_path: Path) -> 
     assert held.returncode == 0, held.stdout
 
 
-_CHEATS = {
+# cheat -> its fix turn, the decision on it, and what the iteration's record must say
+_CHEATS: dict[str, tuple[list[dict[str, Any]], str, list[str]]] = {
     # the new test's expectation changed to the buggy answer
-    "edits_the_new_test": _edit(NEW_TEST, "'1:05'", "'1:5'"),
-    # the new test skipped
-    "skips_the_new_test": _edit(NEW_TEST, "test('pads", "test.skip('pads"),
-    # the test script narrowed to the old tests: the new one no longer runs
-    "narrows_the_test_script": _edit(
-        "package.json", '"test": "node --test"', '"test": "node --test test/duration.test.js"'
+    "edits_the_new_test": (
+        _edit(NEW_TEST, "'1:05'", "'1:5'"),
+        "rollback",
+        [f"{NEW_TEST} is protected"],
     ),
-    # the "fix" ends the test process before the test can fail: no test of the file reports
-    "quits_the_test_process": _edit(
-        "src/duration.js", SEC, SEC + "  if (totalSeconds === 65) process.exit(0);\n"
+    # the new test skipped
+    "skips_the_new_test": (
+        _edit(NEW_TEST, "test('pads", "test.skip('pads"),
+        "rollback",
+        ["tests may not be skipped"],
+    ),
+    # the test script narrowed to the old tests: the check still ran package.json as it
+    # was at the base, so the new test ran and failed, and the change was rolled back
+    "narrows_the_test_script": (
+        _edit(
+            "package.json", '"test": "node --test"', '"test": "node --test test/duration.test.js"'
+        ),
+        "rollback",
+        ["package.json is protected", f"FAILED (5 tests, 1 failed: {NEW_TEST_ID}"],
+    ),
+    "exits_zero_from_the_test_script": (
+        _edit("package.json", '"test": "node --test"', '"test": "exit 0"'),
+        "rollback",
+        ["package.json is protected", f"FAILED (5 tests, 1 failed: {NEW_TEST_ID}"],
+    ),
+    # the "fix" ends the test process before the test can fail: no test of the file
+    # reports, so the new test is not passing (the rest of the suite is)
+    "quits_the_test_process": (
+        _edit("src/duration.js", SEC, SEC + "  if (totalSeconds === 65) process.exit(0);\n"),
+        "retry",
+        ["was not collected or not run", "test files that reported no test"],
     ),
 }
 
@@ -158,10 +182,16 @@ _CHEATS = {
 def test_a_cheat_never_ends_done(cheat: str, tmp_path: Path) -> None:
     _require_node()
     repo = _repo(tmp_path)
-    summary = _bugfix(tmp_path, repo, [*_reproduce(), *_CHEATS[cheat]])
+    turns, action, evidence = _CHEATS[cheat]
+    # two iterations: reproduce, then the cheat; the run ends without a third
+    summary = _bugfix(tmp_path, repo, [*_reproduce(), *turns], "--max-iterations", "2")
     assert summary["outcome"] != "done" and summary["exit"] != 0, summary
-    iterations = _events(summary, "iteration")
-    assert iterations[0]["decision"]["action"] == "done"  # reproduce was real
+    first, second = _events(summary, "iteration")[:2]
+    assert first["decision"]["action"] == "done"  # reproduce was real
+    assert second["decision"]["action"] == action, second
+    record = json.dumps(second)
+    for text in evidence:
+        assert json.dumps(text)[1:-1] in record, (text, second)
 
 
 @pytest.mark.e2e
@@ -171,8 +201,11 @@ def test_special_casing_the_new_test_fails_the_held_out_check(tmp_path: Path) ->
     held_out = _held_out(tmp_path)
     special = SEC.replace(");", ").replace(/^5$/, '05');")
     turns = [*_reproduce(), *_edit("src/duration.js", SEC, special)]
-    summary = _bugfix(tmp_path, repo, turns, "--set", f"holdout={held_out}")
+    summary = _bugfix(
+        tmp_path, repo, turns, "--set", f"holdout={held_out.parent}", "--max-iterations", "2"
+    )
     assert summary["outcome"] != "done" and summary["exit"] != 0, summary
+    assert _events(summary, "iteration")[1]["decision"]["rule"] == "holdout"
     # the visible suite passes with the special case: only the held-out check saw it
     suite = subprocess.run(["npm", "test"], cwd=repo, capture_output=True, text=True)
     assert suite.returncode == 0, suite.stdout
