@@ -131,6 +131,9 @@ def test_a_mixed_suite_is_read_with_ids_places_messages_and_types(tmp_path: Path
     # the place is the first frame in the project: the code under test, where it threw
     assert (null.file, null.line) == ("src/math.js", 2)
     assert null.message.startswith("TypeError: Cannot read properties of null")
+    # the stack's project frames, with repository-relative paths
+    assert "at pick (src/math.js:2:" in null.detail and f"({f}:12:" in null.detail
+    assert str(project) not in obs.feedback
     assert facts["failure_files"][f"{f}::by zero::reads null"] == ["src/math.js", f]
     assert (items[f"{f}::hooked"].file, items[f"{f}::hooked"].line) == (f, 20)
     # the feedback names the id, the place and the message

@@ -151,17 +151,13 @@ def _location(record: dict[str, Any]) -> tuple[str | None, int | None]:
     return file or None, line
 
 
-def _project_frames(stack: str, limit: int = 4) -> list[str]:
-    """The stack's lines that point into the project (relative paths), not node's own."""
-    out: list[str] = []
-    for line in stack.splitlines()[1:]:
-        text = line.strip()
-        if not text.startswith("at ") or "node:" in text or "node_modules" in text:
-            continue
-        out.append(text)
-        if len(out) >= limit:
-            break
-    return out
+def _project_frames(record: dict[str, Any], limit: int = 4) -> list[str]:
+    """The stack's lines that point into the project (paths relative to its root), as the
+    reporter picked them."""
+    frames = record.get("frames")
+    if not isinstance(frames, list):
+        return []
+    return [strip_ansi(str(f))[:300] for f in frames[:limit]]
 
 
 def _headline(record: dict[str, Any], kind: str) -> str:
@@ -179,7 +175,7 @@ def _detail(record: dict[str, Any]) -> str:
         err = [x for x in _text(record, "stderr").splitlines() if x.strip()][:6]
         parts.extend(err)
     else:
-        parts.extend(_project_frames(_text(record, "stack")))
+        parts.extend(_project_frames(record))
     return "\n".join(parts)
 
 

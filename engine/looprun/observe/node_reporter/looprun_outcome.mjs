@@ -42,6 +42,21 @@ function where(stack) {
   return null;
 }
 
+// the stack's lines that point into the project, with paths relative to its root
+function projectFrames(stack, limit = 5) {
+  const out = [];
+  for (const line of String(stack ?? '').split('\n').slice(1)) {
+    const text = line.trim();
+    const m = FRAME.exec(text);
+    if (!m) continue;
+    const file = relative(m[1]);
+    if (path.isAbsolute(file) || file.split('/').includes('node_modules')) continue;
+    out.push(text.replace(m[1], file));
+    if (out.length >= limit) break;
+  }
+  return out;
+}
+
 function describeError(error) {
   // the runner wraps what a test threw in ERR_TEST_FAILURE, with the thrown value as cause
   const failureType = error?.failureType ?? '';
@@ -59,6 +74,7 @@ function describeError(error) {
     out.actual = bounded(inspect(cause.actual, { depth: 3 }));
     out.operator = String(cause.operator ?? '');
   }
+  out.frames = projectFrames(out.stack);
   // a syntax error names its place on the stack's first line: "/abs/file.js:3"
   out.at = where(out.stack) ?? where(String(out.stack).split('\n')[0]);
   return out;
