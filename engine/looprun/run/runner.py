@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from looprun.checks.clean_tree import missing_tools
 from looprun.checks.holdout import resolve as resolve_holdouts
+from looprun.checks.stacks import get as get_stack
 from looprun.checks.stacks.detect import detect as detect_stack
 from looprun.checks.stacks.detect import given as given_stack
-from looprun.errors import UsageError
+from looprun.errors import LooprunError, UsageError
 from looprun.journal import recorded, sealed
 from looprun.journal.runs import new_run_id
 from looprun.journal.writer import RunJournal
@@ -89,6 +91,18 @@ def recorded_stack(invocation: Mapping[str, Any]) -> StackChoice | None:
 def uses_stack(template: Template) -> bool:
     """Whether a stack's pack was composed in (any observer runs through a stack)."""
     return any(spec.stack for spec in template.observe.values()) or "stack" in template.inputs
+
+
+def check_toolchains(template: Template) -> None:
+    """A stack's checks whose tools are missing can never pass: stop before any model
+    call (exit 1) with what to install, not a check that fails every iteration."""
+    stacks_used = {spec.stack: spec.name for spec in template.observe.values() if spec.stack}
+    for stack, observer in sorted(stacks_used.items()):
+        missing = missing_tools([get_stack(stack)])
+        if missing:
+            raise LooprunError(
+                f"observer {observer!r} ({stack} stack) cannot run: {'; '.join(missing)}"
+            )
 
 
 def resolve_ref(ref: str) -> str:
@@ -182,6 +196,7 @@ def run_from_cli(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
     check_sandbox(template, options.get("sandbox"))
+    check_toolchains(template)
     if resolve_holdouts(template.observe, inputs, workdir):  # a wrong path stops here
         mode = options.get("sandbox") or template.sandbox.mode
         backend = pick(mode, lambda _line: None) if mode != "off" else None

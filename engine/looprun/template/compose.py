@@ -332,7 +332,7 @@ def compose(
             return None
         if target is None:
             choice = slots.current()
-            if slot and choice is not None:
+            if slot:
                 packs = ", ".join(stack_packs())
                 message = f"no pack '{ref}' for stack '{choice.name}' (packs: {packs})"
             else:

@@ -26,6 +26,9 @@ class StackChoice:
     why: str  # how it was chosen ("go.mod at the repository's root"), or the problem
 
 
+# a load nobody chose a stack for (a library caller, a test): the pack looprun began with;
+# a run always chooses, from the repository, and refuses to guess
+DEFAULT = StackChoice("python", "the default for a load outside a run")
 _CHOICE: ContextVar[StackChoice | None] = ContextVar("looprun_stack", default=None)
 
 
@@ -42,8 +45,8 @@ def chosen(choice: StackChoice | None) -> Iterator[None]:
         _CHOICE.reset(token)
 
 
-def current() -> StackChoice | None:
-    return _CHOICE.get()
+def current() -> StackChoice:
+    return _CHOICE.get() or DEFAULT
 
 
 def render(ref: str) -> tuple[str | None, str]:
@@ -53,8 +56,7 @@ def render(ref: str) -> tuple[str | None, str]:
         return ref, ""
     if not SLOT.search(ref) or SLOT.sub("", ref).count("{{"):
         return None, "a reference may hold only `{{ inputs.stack }}`, nothing else in braces"
-    choice = _CHOICE.get()
-    if choice is None or choice.name is None:
-        why = choice.why if choice is not None else "no stack was chosen for this load"
-        return None, why
+    choice = _CHOICE.get() or DEFAULT
+    if choice.name is None:
+        return None, choice.why
     return SLOT.sub(choice.name, ref), ""

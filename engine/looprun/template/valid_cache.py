@@ -131,7 +131,7 @@ class ValidCache:
         where = os.path.abspath(ref)
         # the stack a load composes in picks the pack: a verdict holds for one stack
         choice = slots.current()
-        stack = "" if choice is None else str(choice.name)
+        stack = str(choice.name)
         name = hashlib.sha256(f"{engine_stamp()}\0{where}\0{stack}".encode()).hexdigest()[:40]
         return self.root / f"{name}.json", where
 
