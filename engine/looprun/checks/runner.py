@@ -231,21 +231,6 @@ def run_observer(
         # a narrow stage: test node ids, data quoted one by one (checked by the engine)
         command = command.rstrip() + " " + " ".join(shlex.quote(i) for i in spec.select)
     file = Path(spec.file.render(context).strip()) if spec.file is not None else None
-    if spec.pin_config is not None and command is not None:
-        try:
-            if pinned is None:
-                raise PinError("no run directory to keep the pinned configuration in")
-            channel = spec.options.get("outcome_channel") == "pytest"
-            command = pin(
-                command,
-                workdir=workdir,
-                git_dir=git_dir,
-                base=base,
-                into=pinned / spec.name,
-                ahead=(PLUGIN_DIR,) if channel else (),
-            )
-        except PinError as exc:
-            return _failed(spec.parser, f"{spec.name}: pin_config {spec.pin_config}: {exc}")
     extra_env: Mapping[str, str] | None = None
     checked = workdir  # where the command runs and the parser reads paths from
     if spec.stack is not None and command is not None:
@@ -259,6 +244,22 @@ def run_observer(
             return _failed(spec.parser, f"{spec.name}: stack {spec.stack}: {exc}")
         if tampered:
             return _tampered(spec.parser, f"{spec.name}: {tampered}")
+    if spec.pin_config is not None and command is not None:
+        try:
+            if pinned is None:
+                raise PinError("no run directory to keep the pinned configuration in")
+            channel = spec.options.get("outcome_channel") == "pytest"
+            command = pin(
+                command,
+                tree=None if checked == workdir else checked,
+                workdir=workdir,
+                git_dir=git_dir,
+                base=base,
+                into=pinned / spec.name,
+                ahead=(PLUGIN_DIR,) if channel else (),
+            )
+        except PinError as exc:
+            return _failed(spec.parser, f"{spec.name}: pin_config {spec.pin_config}: {exc}")
     if spec.holdout is not None:
         return _held_out(
             spec,
