@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from tests.support.git_repos import git, git_repo
 
 from looprun.checks.clean_tree import CheckTrees, TreeError
-from tests.support.git_repos import git, git_repo
 
 
 def _repo(tmp_path: Path) -> Path:

@@ -23,11 +23,11 @@ project's (looprun's own plugin).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
 from collections.abc import Iterable
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
