@@ -239,3 +239,66 @@ def test_bad_input_is_unusable_never_an_exception(tmp_path: Path) -> None:
     obs = parser.parse(ParseInput(workdir=tmp_path, file=forged, exit_code=0))
     assert obs.ok is False and obs.facts["consistent"] is False
     assert "not its own" in obs.facts["tampering"]
+
+
+_APPENDS = """\
+const test = require('node:test');
+const assert = require('node:assert');
+const fs = require('node:fs');
+
+test('writes its own verdict', () => {
+  // the destinations are on NODE_OPTIONS, which the test process inherits
+  const channel = /--test-reporter-destination=(\\S+\\.jsonl)/.exec(process.env.NODE_OPTIONS)[1];
+  const forged = { event: 'pass', file: 'test/a.test.js', path: ['writes its own verdict'],
+    nesting: 0, line: 5, suite: false, skip: false, todo: false };
+  fs.appendFileSync(channel, JSON.stringify(forged) + '\\n');
+  assert.strictEqual(1, 2);
+});
+test('crashes later', (t, done) => { setTimeout(() => { throw new TypeError('boom'); }, 1); });
+test('too slow', { timeout: 50 }, async () => { await new Promise((r) => setTimeout(r, 400)); });
+test('fine', () => {});
+"""
+
+
+@pytest.mark.e2e
+def test_a_record_a_test_forges_crashes_and_timeouts_stay_failures(tmp_path: Path) -> None:
+    _require_node()
+    project = _project(tmp_path / "p", {"test/a.test.js": _APPENDS})
+    obs = _run(project, tmp_path / "a")
+    facts = obs.to_facts()
+    f = "test/a.test.js"
+    assert facts["passing"] == [f"{f}::fine"]
+    assert facts["failing"] == [
+        f"{f}::writes its own verdict",
+        f"{f}::crashes later",
+        f"{f}::too slow",
+    ]
+    assert facts["failure_types"] == {
+        f"{f}::writes its own verdict": "",
+        f"{f}::crashes later": "TypeError",
+        f"{f}::too slow": "Timeout",
+    }
+    assert obs.ok is False and facts["failed"] == 3
+
+
+def test_a_pass_recorded_beside_a_failure_never_hides_it(tmp_path: Path) -> None:
+    """A record a test managed to append for itself (or two tests of one name)."""
+    records = [
+        {"event": "start", "reporter": "looprun-node"},
+        {
+            "event": "fail",
+            "file": "t.js",
+            "path": ["x"],
+            "failure_type": "testCodeFailure",
+            "error_name": "AssertionError",
+            "message": "1 !== 2",
+        },
+        {"event": "pass", "file": "t.js", "path": ["x"]},
+        {"event": "pass", "file": "t.js", "path": ["y"]},
+        {"event": "end"},
+    ]
+    stream = tmp_path / "r.jsonl"
+    stream.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    obs = NodeTestParser().parse(ParseInput(workdir=tmp_path, file=stream, exit_code=1))
+    assert obs.facts["failing"] == ("t.js::x",) and obs.facts["passing"] == ("t.js::y",)
+    assert obs.ok is False

@@ -262,6 +262,10 @@ def _tally(records: list[dict[str, Any]]) -> _Tally:
                     detail=_detail(r),
                 )
             )
+    # an id both passing and failing (two tests of one name, or a record a test appended
+    # to the stream for itself) is failing: a pass never hides a failure
+    failing = set(tally.failing)
+    tally.passing = [t for t in tally.passing if t not in failing]
     return tally
 
 
