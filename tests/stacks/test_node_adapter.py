@@ -10,6 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 from tests.support.git_repos import git, git_repo
@@ -92,8 +93,8 @@ def test_the_check_runs_the_base_script_with_node_modules_linked(tmp_path: Path)
     pack = yaml.safe_load(PACK.read_text())["observe"]["tests"]
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    command = pack["run"].replace("{{ run.artifacts }}", str(artifacts))
-    command = command.replace("{{ inputs.test_command }}", "npm test")
+    inputs = {"test_command": "npm test", "runner": "node"}
+    command = jinja2.Template(pack["run"]).render(run={"artifacts": artifacts}, inputs=inputs)
     obs = observe_command(
         "node_test",
         workdir=root,

@@ -10,11 +10,16 @@ import os
 import shutil
 from pathlib import Path
 
+import jinja2
 import pytest
+import yaml
 
+from looprun.checks import stacks
 from looprun.checks.runner import observe_command
 from looprun.observe.base import Observation, ParseInput
-from looprun.observe.node_test import REPORTER, NodeTestParser
+from looprun.observe.node_test import NodeTestParser
+
+PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.yaml"
 
 
 def _require_node() -> None:
@@ -38,16 +43,19 @@ def _project(root: Path, files: dict[str, str], script: str = "node --test") -> 
 
 
 def _run(project: Path, artifacts: Path, after: str = "") -> Observation:
-    """``npm test`` with both reporters, as templates/observers/node.yaml runs it."""
+    """`npm test` with both reporters: the pack's `tests` command, rendered as the engine
+    renders it, with the environment the node adapter gives every check."""
     artifacts.mkdir(exist_ok=True)
-    out = artifacts / "node-tests"
-    command = (
-        f'rm -f {out}.xml && NODE_OPTIONS="--test-reporter={REPORTER} '
-        f"--test-reporter-destination={out}.jsonl --test-reporter=junit "
-        f'--test-reporter-destination={out}.xml" npm test{after}'
-    )
+    run = yaml.safe_load(PACK.read_text())["observe"]["tests"]["run"]
+    inputs = {"test_command": "npm test", "runner": "node"}
+    command = jinja2.Template(run).render(run={"artifacts": artifacts}, inputs=inputs)
     return observe_command(
-        "node_test", workdir=project, command=command, file=Path(f"{out}.jsonl"), timeout_s=120
+        "node_test",
+        workdir=project,
+        command=command + after,
+        file=artifacts / "node-tests.jsonl",
+        extra_env=stacks.get("node").env,
+        timeout_s=120,
     )
 
 

@@ -62,6 +62,7 @@ class _Stream:
 
     started: bool = False
     ended: bool = False
+    runner: str = "node"  # "vitest" when looprun's vitest reporter wrote the records
     records: list[dict[str, Any]] = field(default_factory=list)
     malformed: int = 0
 
@@ -86,6 +87,7 @@ def _read_stream(path: Path, shown: str) -> _Stream:
         event = record.get("event")
         if event == "start" and record.get("reporter") == "looprun-node":
             stream.started = True
+            stream.runner = "vitest" if record.get("runner") == "vitest" else "node"
         elif event == "end":
             stream.ended = True
         elif event in ("pass", "fail") and stream.started:
@@ -214,7 +216,17 @@ def _parents(records: list[dict[str, Any]]) -> set[tuple[str, tuple[str, ...]]]:
     return out
 
 
-def _tally(records: list[dict[str, Any]]) -> _Tally:
+def _junit_name(record: dict[str, Any], runner: str) -> str:
+    """The name the runner's JUnit report gives this test: node's its own name (a file
+    that did not load: its absolute path), vitest's the suites and name joined by ``>``
+    (a file that did not load: its path)."""
+    path = [str(p) for p in record.get("path") or []]
+    if runner == "vitest":
+        return str(record.get("file")) if record.get("whole_file") else " > ".join(path)
+    return path[-1] if path else ""
+
+
+def _tally(records: list[dict[str, Any]], runner: str = "node") -> _Tally:
     tally = _Tally()
     parents = _parents(records)
     for r in records:
@@ -242,8 +254,7 @@ def _tally(records: list[dict[str, Any]]) -> _Tally:
             tally.errors += 1
         else:
             tally.failed += 1
-        path = r.get("path") or []
-        tally.stream_failing[str(path[-1]) if path else ""] += 0 if r.get("suite") else 1
+        tally.stream_failing[_junit_name(r, runner)] += 0 if r.get("suite") else 1
         if tid not in tally.types:
             tally.failing.append(tid)
         ftype = failure_type(r)
@@ -305,11 +316,11 @@ class NodeTestParser:
             stream = _read_stream(path, shown)
         except ReportProblem as exc:
             hint = (
-                " (does the test script run `node --test`, and keep NODE_OPTIONS, which "
-                "carries the reporters?)"
+                " (does the test script run `node --test` and keep NODE_OPTIONS, which "
+                "carries the reporters, or vitest with `runner: vitest`?)"
             )
             return unusable(NAME, data, str(exc) + hint, EMPTY_FACTS)
-        tally = _tally(stream.records)
+        tally = _tally(stream.records, stream.runner)
         return _observation(data, stream, tally, shown, path.with_suffix(".xml"))
 
 

@@ -14,7 +14,9 @@ import looprun.observe
 from looprun.checks.stacks.base import Stack, Tool
 
 # the reporter ships in the engine package, never in the repository a check runs on
-REPORTER = Path(looprun.observe.__file__).resolve().parent / "node_reporter" / "looprun_outcome.mjs"
+_REPORTERS = Path(looprun.observe.__file__).resolve().parent / "node_reporter"
+REPORTER = _REPORTERS / "looprun_outcome.mjs"
+VITEST_REPORTER = _REPORTERS / "looprun_vitest.mjs"
 
 STACK = Stack(
     name="node",
@@ -55,6 +57,7 @@ STACK = Stack(
     env=MappingProxyType(
         {
             "LOOPRUN_NODE_REPORTER": str(REPORTER),
+            "LOOPRUN_VITEST_REPORTER": str(VITEST_REPORTER),
             # npm asks the registry whether it is current: never from a check
             "npm_config_update_notifier": "false",
             "npm_config_fund": "false",
