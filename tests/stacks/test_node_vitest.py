@@ -205,7 +205,16 @@ def test_bugfix_on_a_vitest_package_ends_done(vitest_modules: Path, tmp_path: Pa
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump(turns, sort_keys=False))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    held_out = tmp_path / "held_out"
+    held_out.mkdir()
+    (held_out / "more.test.js").write_text(
+        _NEW_TEST.replace("pads the seconds", "pads every second below ten").replace(
+            "expect(formatDuration(65)).toBe('1:05');",
+            "for (let s = 0; s < 10; s += 1) expect(formatDuration(60 + s)).toBe(`1:0${s}`);",
+        )
+    )
     args = ["--model", f"script:{script}", "--json", "--set", "runner=vitest"]
+    args += ["--set", f"holdout={held_out}"]
     proc = subprocess.run(
         [sys.executable, "-m", "looprun", "bugfix", "--intent", "65 is 1:5", *args],
         cwd=repo,
@@ -216,3 +225,5 @@ def test_bugfix_on_a_vitest_package_ends_done(vitest_modules: Path, tmp_path: Pa
     )
     summary = json.loads(proc.stdout)
     assert (summary["outcome"], proc.returncode) == ("done", 0), proc.stderr
+    # the held-out check ran on the final tree, and passed
+    assert "holdout: ok" in proc.stderr.splitlines()[-2], proc.stderr
