@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.git_repos import git_repo
+from tests.support.git_repos import git, git_repo
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "node_durations"
 INTENT = (SAMPLE / "intent.txt").read_text(encoding="utf-8").strip()
@@ -209,3 +209,18 @@ def test_special_casing_the_new_test_fails_the_held_out_check(tmp_path: Path) ->
     # the visible suite passes with the special case: only the held-out check saw it
     suite = subprocess.run(["npm", "test"], cwd=repo, capture_output=True, text=True)
     assert suite.returncode == 0, suite.stdout
+
+
+@pytest.mark.e2e
+def test_a_script_that_does_not_run_node_test_stops_before_any_model_call(
+    tmp_path: Path,
+) -> None:
+    _require_node()
+    repo = _repo(tmp_path)
+    package = json.loads((repo / "package.json").read_text())
+    package["scripts"]["test"] = "echo all tests passed"
+    (repo / "package.json").write_text(json.dumps(package))
+    git("commit", "-qam", "a test script that runs nothing", cwd=repo)
+    summary = _bugfix(tmp_path, repo, _reproduce())
+    assert summary["outcome"] == "error" and summary["exit"] != 0, summary
+    assert "report not found" in summary["stderr"] and "No model was called" in summary["stderr"]
