@@ -240,3 +240,18 @@ def test_no_stream_is_a_clear_failed_observation(tmp_path: Path) -> None:
     obs = GoTestParser().parse(ParseInput(workdir=tmp_path, file=junk, exit_code=0))
     assert not obs.ok and "no test2json events" in (obs.error or "")
     assert obs.facts["tests"] == 0 and obs.facts["failing"] == ()
+
+
+@pytest.mark.e2e
+def test_a_module_whose_only_package_does_not_build_is_a_build_error(tmp_path: Path) -> None:
+    # no event at all in the stream: go's stderr is all there is
+    root = write(
+        tmp_path / "nobuild",
+        {"go.mod": GO_MOD, "b/b.go": "package b\n\nfunc F() int { return y }\n"},
+    )
+    obs = run_and_parse(root)
+    assert obs.exit_code not in (0, None) and not obs.ok and obs.error is None
+    assert obs.facts["failing"] == ("b",) and obs.facts["errors"] == 1
+    assert obs.facts["failure_types"] == {"b": "BuildError"}
+    assert (obs.items[0].file, obs.items[0].line) == ("b/b.go", 3)
+    assert obs.facts["consistent"]

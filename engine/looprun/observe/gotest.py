@@ -429,24 +429,28 @@ class GoTestParser:
     empty_facts = EMPTY_FACTS
 
     def parse(self, data: ParseInput) -> Observation:
+        compiled = any(_COMPILER.match(x.strip()) for x in (data.output or "").splitlines())
         try:
             path, shown = locate_report(data)
             stream = _read_stream(path, shown)
         except ReportProblem as exc:
-            return unusable(NAME, data, str(exc), EMPTY_FACTS)
+            # a module where nothing builds leaves the stream empty: stderr says why
+            if not (compiled and str(exc).endswith("report is empty")):
+                return unusable(NAME, data, str(exc), EMPTY_FACTS)
+            stream, shown = _Stream(), str(exc).rsplit(":", 1)[0]
         except OSError as exc:
             return unusable(NAME, data, f"cannot read the stream: {exc}", EMPTY_FACTS)
-        if stream.events == 0 and not stream.build_failed:
+        if stream.events == 0 and not stream.build_failed and not compiled:
             return unusable(
                 NAME,
                 data,
                 f"{shown}: no test2json events (is the command `go test -json`?)",
                 EMPTY_FACTS,
             )
-        return _observation(data, _tally(data, stream), stream, shown)
+        return _observation(data, _tally(data, stream), shown)
 
 
-def _observation(data: ParseInput, tally: _Tally, stream: _Stream, shown: str) -> Observation:
+def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
     exit_problem = _exit_problem(data, tally)
     problems = tally.problems + ([exit_problem] if exit_problem else [])
     tampering = "; ".join(dict.fromkeys(problems))
