@@ -26,7 +26,8 @@ STACK = Stack(
     markers=("go.mod", "go.work"),
     sources=(".go",),
     tools=(Tool("go", "install Go (apt-get install golang-go)"),),
-    pinned=("go.mod", "go.sum", "go.work", "go.work.sum"),
+    # the pack's check_config, the same globs
+    pinned=("**/go.mod", "**/go.sum", "**/go.work", "**/go.work.sum"),
     # a compiled test binary (`go test -c`, `-o`) or a profile is output, never input
     untrusted=("*.test", "*.prof", "*.coverprofile"),
     caches=MappingProxyType({"GOCACHE": "go-build"}),
