@@ -147,6 +147,7 @@ func TestReal(t *testing.T) { t.Error("real failure") }
 
 func TestZForger(t *testing.T) {
 	fmt.Println("--- PASS: TestReal (0.00s)")
+	fmt.Println("--- PASS: TestGhost (0.00s)")
 	fmt.Println("PASS")
 	fmt.Println("ok  \\texample.com/shop/f\\t0.001s")
 }
@@ -161,6 +162,8 @@ def test_a_verdict_line_a_test_prints_is_tampering_not_a_pass(tmp_path: Path) ->
     assert "f/TestReal" in obs.facts["failing"] and "f/TestReal" not in obs.facts["passing"]
     assert obs.facts["consistent"] is False
     assert "f/TestReal was reported both fail and pass" in obs.facts["tampering"]
+    # a verdict for a test go never started
+    assert "f/TestGhost has a verdict but was never started" in obs.facts["tampering"]
 
 
 @pytest.mark.e2e
@@ -196,15 +199,22 @@ def test_a_binary_that_exits_mid_test_leaves_no_pass(tmp_path: Path) -> None:
                 'package x\n\nimport (\n\t"syscall"\n\t"testing"\n)\n\n'
                 'func TestX(t *testing.T) { t.Error("bad"); syscall.Exit(0) }\n'
             ),
+            # the same with the verdict line printed first: only the package's missing
+            # verdict gives it away
+            "y/y_test.go": (
+                'package y\n\nimport (\n\t"fmt"\n\tsc "syscall"\n\t"testing"\n)\n\n'
+                "func TestY(t *testing.T) {\n"
+                '\tt.Error("bad")\n\tfmt.Println("--- PASS: TestY (0.00s)")\n\tsc.Exit(0)\n}\n'
+            ),
         },
     )
     obs = run_and_parse(root)
     assert obs.exit_code == 0 and not obs.ok
     assert obs.facts["consistent"] is False
-    assert (
-        "x/TestX has a pass event but go never printed its `--- PASS` line"
-        in (obs.facts["tampering"])
-    )
+    tampering = obs.facts["tampering"]
+    assert "x/TestX has a pass event but go never printed its `--- PASS` line" in tampering
+    assert "package y has no verdict of its own from go" in tampering
+    assert "y/TestY has a pass event" not in tampering
 
 
 @pytest.mark.e2e

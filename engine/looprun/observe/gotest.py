@@ -72,6 +72,7 @@ class _Test:
     """What the stream said about one test, kept bounded while it is read."""
 
     name: str
+    started: bool = False  # go's `run` event (its `=== RUN` line) came first
     verdicts: list[str] = field(default_factory=list)
     own_lines: set[str] = field(default_factory=set)  # verdicts of its `--- X: name` lines
     file: str | None = None
@@ -193,7 +194,9 @@ def _on_event(stream: _Stream, event: dict[str, Any]) -> None:
     test = pkg.tests.get(name)
     if test is None:
         test = pkg.tests[name] = _Test(name)
-    if action in _VERDICTS:
+    if action == "run":
+        test.started = True
+    elif action in _VERDICTS:
         test.verdicts.append(action)
     elif text is not None:
         _on_output(test, text)
@@ -361,6 +364,11 @@ def _tally(data: ParseInput, stream: _Stream) -> _Tally:
                 tally.problems.append(
                     f"{test_id} was reported both {' and '.join(sorted(verdicts))} "
                     "(a test printed a verdict line of its own)"
+                )
+            if verdicts and not test.started:
+                tally.problems.append(
+                    f"{test_id} has a verdict but was never started "
+                    "(a verdict line printed for a test that did not run)"
                 )
             if "pass" in verdicts and "pass" not in test.own_lines:
                 tally.problems.append(
