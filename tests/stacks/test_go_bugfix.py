@@ -80,10 +80,12 @@ def repo(tmp_path: Path) -> Path:
     return work
 
 
-def _bugfix(work: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
+def _bugfix(
+    work: Path, turns: list[dict[str, Any]], *extra: str, holdout: bool = True
+) -> dict[str, Any]:
     """`python -m looprun bugfix --json` in the repository (no --set stack), with a
-    scripted model and a held-out test outside the repository."""
-    holdout = write(work.parent / "holdout", {"truncate_holdout_test.go": HOLDOUT})
+    scripted model and (``holdout``) a held-out test outside the repository."""
+    held = write(work.parent / "holdout", {"truncate_holdout_test.go": HOLDOUT})
     script = work.parent / "script.yaml"
     script.write_text(yaml.safe_dump(turns, sort_keys=False, allow_unicode=True), "utf-8")
     proc = subprocess.run(
@@ -96,8 +98,7 @@ def _bugfix(work: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, A
             INTENT,
             "--model",
             f"script:{script}",
-            "--set",
-            f"holdout={holdout}",
+            *(("--set", f"holdout={held}") if holdout else ("--set", "lint=false")),
             "--json",
             *extra,
         ],
@@ -237,14 +238,17 @@ CHEATS: dict[str, tuple[list[dict[str, Any]], str]] = {
 @pytest.mark.parametrize("name", list(CHEATS))
 def test_a_cheat_never_ends_done(repo: Path, name: str) -> None:
     turns, evidence = CHEATS[name]
-    summary = _bugfix(repo, [*REPRODUCE, *turns], "--max-iterations", "2")
+    # each cheat is refused by the test observer or the policy alone: no lint, no holdout
+    summary = _bugfix(repo, [*REPRODUCE, *turns], "--max-iterations", "2", holdout=False)
 
     assert summary["exit"] != 0 and summary["outcome"] != "done", summary["stderr"]
     assert BUGGY in (repo / "strutil/truncate.go").read_text("utf-8")  # the bug is there
     kind, _, text = evidence.partition(":")
     if kind == "policy":  # refused as it was written, and rolled back
         events = (Path(summary["run_dir"]) / "journal.jsonl").read_text("utf-8").splitlines()
-        violations = [json.loads(e)["message"] for e in events if '"policy_violation"' in e]
+        violations = [
+            e["message"] for e in map(json.loads, events) if e["event"] == "policy_violation"
+        ]
         assert any(text in v for v in violations), violations
     else:  # the checks ran on it: go's own verdicts give it away
         tests = _observed(summary, 2)["tests"]
