@@ -5,7 +5,9 @@ a build cache of the run's own."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,31 @@ def test_the_check_tree_holds_the_base_module_files_and_runs_offline(tmp_path: P
     obs = parse(root, stream, done.stderr.decode(), done.returncode)
     assert obs.ok and obs.facts["passing"] == ("strutil/TestTwice",), obs.feedback
     assert any(cache.iterdir())  # the build cache is the run's own
+
+
+def test_without_go_the_run_stops_before_any_model_call_with_the_install_hint(
+    tmp_path: Path,
+) -> None:
+    repo = git_repo(write(tmp_path / "repo", MODULE))
+    bin_dir = tmp_path / "bin"  # git (and bwrap, for the sandbox) but no go
+    bin_dir.mkdir()
+    for program in ("git", "bwrap"):
+        found = shutil.which(program)
+        if found:
+            (bin_dir / program).symlink_to(found)
+    script = tmp_path / "script.yaml"
+    script.write_text("- text: never asked\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "looprun", "bugfix", "--intent", "x", "--model", f"script:{script}"],
+        cwd=repo,
+        env={**os.environ, "PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "stack: go (go.mod at the repository's root)" in done.stderr
+    assert "go was not found on PATH: install Go (apt-get install golang-go)" in done.stderr
+    assert not (repo / ".looprun" / "runs").exists() or not any(
+        (run / "exchanges.jsonl").exists() for run in (repo / ".looprun" / "runs").iterdir()
+    )
