@@ -163,6 +163,10 @@ def test_an_honest_fix_ends_done_and_really_fixes_the_bug(repo: Path) -> None:
     last = _observed(summary, 3)
     assert last["tests"]["ok"] and last["tests"]["consistent"]
     assert last["holdout"]["ok"], last["holdout"]["feedback"]
+    assert (last["holdout"]["tests"], last["holdout"]["passed"]) == (1, 1)
+    # the held-out test ran in its own check only: never in the suite, never in the tree
+    assert not any(t.startswith("holdout_tests/") for t in last["tests"]["passing"])
+    assert last["tests"]["tests"] == 3 and not (repo / "holdout_tests").exists()
     # the final tree: the module's tests and the held-out test pass, as go runs them
     assert BUGGY not in (repo / "strutil/truncate.go").read_text("utf-8")
     assert _suite(repo).returncode == 0
