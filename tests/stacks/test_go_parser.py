@@ -113,6 +113,36 @@ def test_failures_name_file_line_message_and_type(mixed) -> None:
         assert needle in obs.feedback
 
 
+GREEN_TEST = """package a
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestOne(t *testing.T) {
+	t.Log("checking")
+	t.Run("sub", func(t *testing.T) {})
+	if One() != 1 {
+		t.Fatal("bad")
+	}
+}
+
+// parallel subtests report at their parent's end, interleaved
+func TestPar(t *testing.T) {
+	for _, name := range []string{"x", "y", "z"} {
+		name := name
+		t.Run(name, func(t *testing.T) { t.Parallel(); t.Log(name) })
+	}
+}
+
+func ExampleOne() {
+	fmt.Println(One())
+	// Output: 1
+}
+"""
+
+
 @pytest.mark.e2e
 def test_an_honest_green_suite_is_ok_and_consistent(tmp_path: Path) -> None:
     root = write(
@@ -120,18 +150,21 @@ def test_an_honest_green_suite_is_ok_and_consistent(tmp_path: Path) -> None:
         {
             "go.mod": GO_MOD,
             "a/a.go": "package a\n\nfunc One() int { return 1 }\n",
-            "a/a_test.go": (
-                'package a\n\nimport "testing"\n\n'
-                'func TestOne(t *testing.T) {\n\tt.Log("checking")\n'
-                '\tt.Run("sub", func(t *testing.T) {})\n'
-                '\tif One() != 1 {\n\t\tt.Fatal("bad")\n\t}\n}\n'
-            ),
+            "a/a_test.go": GREEN_TEST,
         },
     )
     obs = run_and_parse(root)
     assert obs.ok and obs.exit_code == 0, obs.feedback
-    assert set(obs.facts["passing"]) == {"a/TestOne", "a/TestOne/sub"}
-    assert obs.facts["consistent"]
+    assert set(obs.facts["passing"]) == {
+        "a/TestOne",
+        "a/TestOne/sub",
+        "a/TestPar",
+        "a/TestPar/x",
+        "a/TestPar/y",
+        "a/TestPar/z",
+        "a/ExampleOne",
+    }
+    assert obs.facts["consistent"] and obs.facts["tampering"] == ""
 
 
 FORGING = {

@@ -179,7 +179,12 @@ def _on_event(stream: _Stream, event: dict[str, Any]) -> None:
     pkg = stream.package(pkg_path)
     name = event.get("Test")
     output = event.get("Output")
-    text = strip_ansi(output[:_MAX_LINE]).rstrip("\n") if isinstance(output, str) else None
+    # Go 1.24+ may mark its own framing lines with ^V: a verdict line is still a verdict line
+    text = (
+        strip_ansi(output[:_MAX_LINE]).lstrip("\x16").rstrip("\n")
+        if isinstance(output, str)
+        else None
+    )
     if not isinstance(name, str) or not name:
         if action in _VERDICTS:
             pkg.verdict = "fail" if "fail" in (pkg.verdict, action) else action
