@@ -298,3 +298,26 @@ def test_a_module_whose_only_package_does_not_build_is_a_build_error(tmp_path: P
     assert obs.facts["failure_types"] == {"b": "BuildError"}
     assert (obs.items[0].file, obs.items[0].line) == ("b/b.go", 3)
     assert obs.facts["consistent"]
+
+
+@pytest.mark.e2e
+def test_the_modules_of_a_workspace_are_named_by_their_directories(tmp_path: Path) -> None:
+    root = write(
+        tmp_path / "work",
+        {
+            "go.work": "go 1.19\n\nuse (\n\t./api\n\t./lib\n)\n",
+            "api/go.mod": "module example.com/api\n\ngo 1.19\n",
+            "api/a_test.go": 'package api\n\nimport "testing"\n\nfunc TestA(t *testing.T) {}\n',
+            "lib/go.mod": "module example.com/lib\n\ngo 1.19\n",
+            "lib/x/x_test.go": (
+                'package x\n\nimport "testing"\n\nfunc TestX(t *testing.T) { t.Error("no") }\n'
+            ),
+        },
+    )
+    # a workspace whose root is no module is tested by import path (go 1.19: not ./...)
+    obs = parse(root, *go_test(root, "example.com/..."))
+    assert obs.facts["passing"] == ("api/TestA",)
+    assert obs.facts["failing"] == ("lib/x/TestX",)
+    item = obs.items[0]
+    assert (item.file, item.line, item.message) == ("lib/x/x_test.go", 5, "no")
+    assert obs.facts["consistent"]

@@ -118,11 +118,15 @@ class _Modules:
         except OSError:
             work = ""
         for m in _USE.finditer(work):
-            found = m["block"].split() if m["block"] is not None else [m["one"]]
-            dirs += [d.strip('"') for d in found if not d.startswith("//")]
+            used = m["block"].split() if m["block"] is not None else [m["one"]]
+            dirs += [d.strip('"') for d in used if not d.startswith("//")]
+        top = workdir.resolve()
         for d in dirs:
+            mod = (workdir / d / "go.mod").resolve()
+            if top not in mod.parents:  # a module outside the tree is not the project's
+                continue
             try:
-                text = (workdir / d / "go.mod").read_text(errors="replace")
+                text = mod.read_text(errors="replace")
             except OSError:
                 continue
             found = _MODULE.search(text)
@@ -169,9 +173,9 @@ def _read_stream(path: Path, shown: str) -> _Stream:
 def _on_event(stream: _Stream, event: dict[str, Any]) -> None:
     action = event["Action"]
     if action in ("build-output", "build-fail"):  # Go 1.24+: build output as events
-        pkg_path = str(event.get("ImportPath") or "").split(" ")[0]
-        if action == "build-fail" and pkg_path and pkg_path not in stream.build_failed:
-            stream.build_failed.append(pkg_path)
+        built = str(event.get("ImportPath") or "").split(" ")[0]
+        if action == "build-fail" and built and built not in stream.build_failed:
+            stream.build_failed.append(built)
         return
     pkg_path = event.get("Package")
     if not isinstance(pkg_path, str) or not pkg_path:
