@@ -259,3 +259,24 @@ def test_a_cheat_never_ends_done(repo: Path, name: str) -> None:
         assert tests["consistent"] is False and not tests["ok"]
         assert text in tests["tampering"], tests["tampering"]
         assert "tampered with" in tests["feedback"]
+
+
+@pytest.mark.e2e
+def test_a_reproducing_test_that_does_not_compile_is_no_reproduction(repo: Path) -> None:
+    broken = (
+        'package strutil\n\nimport "testing"\n\n'
+        "func TestTruncateCountsCharacters(t *testing.T) {\n"
+        '\tif got := TruncateRunes("héllo wörld", 4); got != "héll…" {\n'
+        '\t\tt.Errorf("got %q", got)\n\t}\n}\n'
+    )
+    turns = [{"tool_calls": [_write(NEW_TEST, broken)]}, {"text": "The test reproduces it."}]
+    summary = _bugfix(repo, turns, "--max-iterations", "1", holdout=False)
+
+    assert summary["exit"] != 0 and summary["outcome"] != "done", summary["stderr"]
+    assert summary["tasks"][0]["id"] == "reproduce"
+    assert summary["tasks"][0]["outcome"] != "done"
+    tests = _observed(summary, 1)["tests"]
+    # the package does not build: an error with the compiler's place, never a failure type
+    # that reproduces the bug
+    assert tests["failure_types"] == {"strutil": "BuildError"} and tests["errors"] == 1
+    assert f"strutil ({NEW_TEST}:6:12): undefined: TruncateRunes" in tests["feedback"]
