@@ -80,6 +80,8 @@ OPTIONS: dict[str, frozenset[str]] = {
     "regex": frozenset({"preset", "pattern", "fail_on"}),
     "json": frozenset({"facts", "ok"}),
     "diagnostics": frozenset({"format", "fail_on"}),
+    "cargo_test": frozenset(),
+    "cargo_diagnostics": frozenset({"fail_on"}),
 }
 REGEX_PRESETS: tuple[str, ...] = (
     "mypy",
@@ -101,6 +103,7 @@ OPTION_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
     ("regex", "preset"): REGEX_PRESETS,
     ("diagnostics", "format"): DIAGNOSTIC_FORMATS,
     ("diagnostics", "fail_on"): ("error", "warning", "note"),
+    ("cargo_diagnostics", "fail_on"): ("error", "warning", "note"),
 }
 
 

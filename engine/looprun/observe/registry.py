@@ -36,6 +36,11 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
         "looprun.observe.diagnostics:DiagnosticsParser",
         frozenset(declared_facts.DIAGNOSTICS),
     ),
+    "cargo_test": ("looprun.observe.cargo_test:CargoTestParser", frozenset(declared_facts.JUNIT)),
+    "cargo_diagnostics": (
+        "looprun.observe.cargo_diagnostics:CargoDiagnosticsParser",
+        frozenset(declared_facts.DIAGNOSTICS),
+    ),
 }
 
 
@@ -49,6 +54,8 @@ _EMPTY: dict[str, Mapping[str, Any]] = {
     "regex": declared_facts.REGEX,
     "json": MappingProxyType({}),
     "diagnostics": declared_facts.DIAGNOSTICS,
+    "cargo_test": declared_facts.JUNIT,
+    "cargo_diagnostics": declared_facts.DIAGNOSTICS,
 }
 
 
