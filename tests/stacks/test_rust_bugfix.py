@@ -141,7 +141,7 @@ def test_an_honest_fix_ends_done_and_holds_for_the_held_out_tests(repo: Path, ho
 
     assert (summary["outcome"], proc.returncode) == ("done", 0), proc.stderr[-3000:]
     assert summary["iterations"] == 3
-    assert sorted(summary["changed_files"]) == [NEW_TEST, "src/lib.rs"]
+    assert sorted(summary["changed_files"]) == ["src/lib.rs", NEW_TEST]
     # the wrong first fix came back as feedback naming the test, where it panicked and why
     lib = (SAMPLE / "src/lib.rs").read_text().splitlines()
     line = next(n for n, text in enumerate(lib, 1) if "total_cents(lines) / units" in text)
