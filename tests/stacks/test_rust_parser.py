@@ -332,3 +332,31 @@ def test_output_file_is_read_as_cargo_wrote_it(tmp_path: Path):
     assert "warning" in out_file.read_text()
     obs = CargoTestParser().parse(ParseInput(workdir=root, file=out_file, exit_code=code))
     assert obs.ok is True and obs.counts["errors"] == 0
+
+
+@pytest.mark.e2e
+def test_workspace_crates_with_the_same_paths_get_distinct_ids(tmp_path: Path):
+    """Two members each with src/lib.rs: the crate goes in front of a unit test's id;
+    locations and doctest names are the workspace's paths; two doctests on one item are
+    told apart by their order in the file, not by their line."""
+    doc = "/// ```\n/// assert!(true);\n/// ```\n///\n/// ```\n/// assert!(false);\n/// ```\n"
+    root = tmp_path / "ws"
+    for name, right in (("alpha", 1), ("beta", 2)):
+        test = f"#[test]\nfn t() {{\n    assert_eq!(1, {right});\n}}\n"
+        crate(root / name, name, {"src/lib.rs": f"{doc}pub fn f() {{}}\n{test}"})
+    (root / "Cargo.toml").write_text('[workspace]\nmembers = ["alpha", "beta"]\nresolver = "2"\n')
+    obs, _ = cargo_test(root)
+    facts = obs.to_facts()
+    assert sorted(facts["passing"]) == [
+        "alpha@src/lib.rs::t",
+        "doc::alpha/src/lib.rs - f",
+        "doc::beta/src/lib.rs - f",
+    ]
+    assert sorted(facts["failing"]) == [
+        "beta@src/lib.rs::t",
+        "doc::alpha/src/lib.rs - f#2",
+        "doc::beta/src/lib.rs - f#2",
+    ]
+    (item,) = [i for i in obs.items if i.id == "beta@src/lib.rs::t"]
+    assert (item.file, item.line) == ("beta/src/lib.rs", 11)
+    assert facts["consistent"] is True

@@ -65,6 +65,8 @@ _PANIC = re.compile(r"^thread '(.*)'(?: \(\d+\))? panicked at (.+?):(\d+):(\d+):
 _OLD_PANIC = re.compile(r"^thread '(.*)' panicked at '(.*)', (.+?):(\d+):(\d+)$")
 _NO_PANIC = re.compile(r"^note: test did not panic as expected(?: at (.+?):(\d+):(\d+))?")
 _FRAME = re.compile(r"^\s+at (.+?):(\d+):(\d+)$")
+_FUNCTION = re.compile(r"^\s*\d+: (.+)$")  # a backtrace frame's function, before its `at`
+_MAX_FRAMES = 4
 _ERROR = re.compile(r"^error(\[E\d+\])?: (.+)$")
 _ARROW = re.compile(r"^\s*--> (.+?):(\d+):(\d+)$")
 _DOC_NAME = re.compile(r"^(.*?) \(line (\d+)\)(?: - .*)?$")
@@ -243,6 +245,8 @@ def _failure(block: list[str], workdir: str) -> _Failure:
     if "failures:" in block:  # the listing of failing names that ends the last block
         block = block[: len(block) - block[::-1].index("failures:") - 1]
     out = _Failure(PANIC, "", None, None, [], [])
+    frames: list[str] = []  # the backtrace's project frames, innermost first
+    seen: set[str] = set()
     panicked = any(_PANIC.match(t) or _OLD_PANIC.match(t) for t in block)
     for i, text in enumerate(block):
         frame = _FRAME.match(text)
@@ -250,6 +254,11 @@ def _failure(block: list[str], workdir: str) -> _Failure:
             where = project_path(frame.group(1), workdir)
             if where and where not in out.files:
                 out.files.append(where)
+            function = _FUNCTION.match(block[i - 1]) if i else None
+            at = f"{where}:{frame.group(2)}"
+            if where and function and len(frames) < _MAX_FRAMES and at not in seen:
+                seen.add(at)  # a test's closure is at its function's line
+                frames.append(f"  at {at} in {function.group(1)}")
             continue
         if out.message:
             continue
@@ -289,6 +298,8 @@ def _failure(block: list[str], workdir: str) -> _Failure:
         out.message = useful[0] if useful else "failed (no output)"
     if out.file and out.file not in out.files:
         out.files.insert(0, out.file)
+    if len(frames) > 1:  # one frame says no more than the panic's location
+        out.detail = [*out.detail, *frames]
     return out
 
 
@@ -315,16 +326,19 @@ class _Tally:
 
 
 def _labels(sections: list[_Section]) -> None:
-    """Each binary's id prefix: its source path (``doc`` for doctests), with the crate in
-    front when two crates of a workspace have a target at the same path."""
+    """Each binary's id prefix: its source path, with the crate in front when two crates of
+    a workspace have a target at the same (package-relative) path; ``doc`` for doctests,
+    whose names already carry the workspace-relative path."""
     stems: dict[tuple[str, str], set[str]] = {}
     for sec in sections:
-        key = (sec.kind, sec.path if sec.kind != "doc" else "doc")
-        stems.setdefault(key, set()).add(sec.stem)
+        stems.setdefault((sec.kind, sec.path), set()).add(sec.stem)
     for sec in sections:
-        base = sec.path if sec.kind != "doc" else "doc"
-        shared = len(stems[(sec.kind, base)]) > 1
-        sec.label = f"{sec.stem}@{base}" if shared else base
+        if sec.kind == "doc":
+            sec.label = "doc"
+        elif len(stems[(sec.kind, sec.path)]) > 1:
+            sec.label = f"{sec.stem}@{sec.path}"
+        else:
+            sec.label = sec.path
 
 
 def _names(sec: _Section) -> dict[str, tuple[str, int | None]]:
