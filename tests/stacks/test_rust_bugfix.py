@@ -149,6 +149,14 @@ def test_an_honest_fix_ends_done_and_holds_for_the_held_out_tests(repo: Path, ho
     assert NEW_TEST_ID in prompt
     assert f"src/lib.rs:{line + 3}" in prompt  # the wrong fix added three lines above it
     assert "attempt to divide by zero" in prompt
+    # the held-out tests ran on the final tree and passed; the model saw none of them
+    last = json.loads((Path(summary["run_dir"]) / "observe" / "3.json").read_text())
+    held = last["observers"]["holdout"]
+    assert (held["ran"], held["ok"], held["passed"], held["failed"]) == (True, True, 3, 0)
+    assert (
+        "cancelled_lines_do_not_count"
+        not in (Path(summary["run_dir"]) / "exchanges.jsonl").read_text()
+    )
     # the final tree passes the crate's own tests and the held-out ones
     assert "holdout" not in json.dumps(summary.get("changed_files"))
     shutil.copy(holdout, repo / "tests" / "held_out.rs")
@@ -156,6 +164,26 @@ def test_an_honest_fix_ends_done_and_holds_for_the_held_out_tests(repo: Path, ho
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "only_cancelled_lines_average_zero ... ok" in done.stdout
     assert "several_cancelled_lines_average_zero ... ok" in done.stdout
+
+
+SPECIAL_CASE = (
+    "    let units: u64 = lines.iter().map(|line| u64::from(line.quantity)).sum();\n",
+    "    if lines.len() == 1 && lines[0].quantity == 0 {\n        return 0;\n    }\n"
+    "    let units: u64 = lines.iter().map(|line| u64::from(line.quantity)).sum();\n",
+)
+
+
+def test_a_fix_for_the_new_test_s_input_only_fails_the_held_out_tests(repo: Path, holdout: Path):
+    turns = [*_reproduce(), *_edit("src/lib.rs", *SPECIAL_CASE, "Fixed.")]
+    summary, proc = _bugfix(
+        repo, turns, "--set", f"holdout={holdout}", "--set", "lint=false", "--max-iterations", "2"
+    )
+
+    assert summary["outcome"] != "done" and proc.returncode != 0, proc.stderr[-3000:]
+    last = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
+    assert NEW_TEST_ID in last["observers"]["tests"]["passing"]  # the visible test passes
+    held = last["observers"]["holdout"]
+    assert (held["ran"], held["ok"], held["failed"]) == (True, False, 2)
 
 
 def _rollbacks(summary: dict[str, Any]) -> tuple[list[str], list[tuple[str, str]]]:
