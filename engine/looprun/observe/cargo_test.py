@@ -56,13 +56,19 @@ _MAX_DETAIL = 8
 _RUNNING = re.compile(r"^\s*Running (unittests )?(\S.*?) \((.+)\)\s*$")
 _DOC_TESTS = re.compile(r"^\s*Doc-tests (\S+)\s*$")
 _ANNOUNCE = re.compile(r"^running (\d+) tests?$")
-_RESULT = re.compile(r"^test (.+) \.\.\. (ok|FAILED|ignored)(?:, .*)?$")
+# what a test writes to stderr unbuffered can land between libtest's `test x ... ` and its
+# verdict (Rust 1.63 prints a returned Err that way): the first verdict word after it counts
+# (a word that is not the verdict makes the counts disagree: tampering, never a pass)
+_RESULT = re.compile(r"^test (\S.*?) \.\.\. (?:.*?[^\w])?(ok|FAILED|ignored)\b")
 _SUMMARY = re.compile(
     r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
 )
 _BLOCK = re.compile(r"^---- (.+) std(?:out|err) ----$")
 _PANIC = re.compile(r"^thread '(.*)'(?: \(\d+\))? panicked at (.+?):(\d+):(\d+):$")
-_OLD_PANIC = re.compile(r"^thread '(.*)' panicked at '(.*)', (.+?):(\d+):(\d+)$")
+# before Rust 1.73: the message in quotes, then its location; it may span lines
+_OLD_PANIC = re.compile(r"^thread '(.*)' panicked at '(.*)$")
+_OLD_END = re.compile(r"^(.*)', (.+?):(\d+):(\d+)$")
+_RETURNED = "the test returned a termination value with a non-zero status code"
 _NO_PANIC = re.compile(r"^note: test did not panic as expected(?: at (.+?):(\d+):(\d+))?")
 _FRAME = re.compile(r"^\s+at (.+?):(\d+):(\d+)$")
 _FUNCTION = re.compile(r"^\s*\d+: (.+)$")  # a backtrace frame's function, before its `at`
@@ -239,6 +245,18 @@ def _panic_body(block: list[str], start: int) -> list[str]:
     return body
 
 
+def _old_panic_body(first: str, rest: list[str]) -> tuple[list[str], tuple[str, int] | None]:
+    """The lines of a panic message written ``panicked at 'MESSAGE', FILE:LINE:COL`` (Rust
+    before 1.73), the message possibly spanning lines; and its (file, line)."""
+    body: list[str] = []
+    for text in [first, *rest]:
+        end = _OLD_END.match(text)
+        body.append(end.group(1) if end else text)
+        if end:
+            return [b for b in body if b.strip()], (end.group(2), int(end.group(3)))
+    return [first], None
+
+
 def _failure(block: list[str], workdir: str) -> _Failure:
     """What one failing test's output says: the panic (or returned Err, or compile error of
     a doctest), its location and the project files of its backtrace."""
@@ -256,9 +274,12 @@ def _failure(block: list[str], workdir: str) -> _Failure:
                 out.files.append(where)
             function = _FUNCTION.match(block[i - 1]) if i else None
             at = f"{where}:{frame.group(2)}"
-            if where and function and len(frames) < _MAX_FRAMES and at not in seen:
-                seen.add(at)  # a test's closure is at its function's line
-                frames.append(f"  at {at} in {function.group(1)}")
+            name = function.group(1) if function else ""
+            # a test's body runs in a closure of the test function: one frame says it
+            closure = name.removesuffix("::{{closure}}") in seen
+            if where and name and len(frames) < _MAX_FRAMES and at not in seen and not closure:
+                seen.update((at, name))
+                frames.append(f"  at {at} in {name}")
             continue
         if out.message:
             continue
@@ -272,8 +293,14 @@ def _failure(block: list[str], workdir: str) -> _Failure:
             out.message = body[0] if body else "panicked"
             out.detail = body[1:_MAX_DETAIL]
         elif old:
-            out.message = old.group(2)
-            out.file, out.line = project_path(old.group(3), workdir), int(old.group(4))
+            body, where = _old_panic_body(old.group(2), block[i + 1 : i + 1 + _MAX_BLOCK_LINES])
+            if where is not None:
+                out.file, out.line = project_path(where[0], workdir), where[1]
+            out.message = body[0] if body else "panicked"
+            out.detail = body[1:_MAX_DETAIL]
+            if any(_RETURNED in b for b in body):  # Rust 1.63's report of a returned Err
+                out.message, out.kind = f"the test returned Err ({_RETURNED})", RETURNED_ERR
+                continue
         elif no_panic:
             out.message = "test did not panic as expected"
             if no_panic.group(1):
@@ -326,19 +353,18 @@ class _Tally:
 
 
 def _labels(sections: list[_Section]) -> None:
-    """Each binary's id prefix: its source path, with the crate in front when two crates of
-    a workspace have a target at the same (package-relative) path; ``doc`` for doctests,
-    whose names already carry the workspace-relative path."""
+    """Each binary's id prefix: its source path (``doc`` for doctests), with the binary's
+    name in front where the run has two binaries of one kind at the same path: two crates
+    of a workspace (cargo prints paths relative to the package; doctest names are relative
+    to the workspace since Rust 1.7x, to the package before)."""
     stems: dict[tuple[str, str], set[str]] = {}
     for sec in sections:
-        stems.setdefault((sec.kind, sec.path), set()).add(sec.stem)
+        base = "doc" if sec.kind == "doc" else sec.path
+        stems.setdefault((sec.kind, base), set()).add(sec.stem)
     for sec in sections:
-        if sec.kind == "doc":
-            sec.label = "doc"
-        elif len(stems[(sec.kind, sec.path)]) > 1:
-            sec.label = f"{sec.stem}@{sec.path}"
-        else:
-            sec.label = sec.path
+        base = "doc" if sec.kind == "doc" else sec.path
+        shared = len(stems[(sec.kind, base)]) > 1
+        sec.label = f"{sec.stem}@{base}" if shared else base
 
 
 def _names(sec: _Section) -> dict[str, tuple[str, int | None]]:
