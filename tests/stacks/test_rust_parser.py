@@ -7,7 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.stacks.rust_support import cargo_clippy, cargo_test, crate, run_cargo
+from tests.stacks.rust_support import (
+    cargo_diagnostics,
+    cargo_test,
+    crate,
+    require_clippy,
+    run_cargo,
+)
 
 from looprun.observe.base import ParseInput
 from looprun.observe.cargo_test import CargoTestParser
@@ -268,13 +274,14 @@ def test_all_passing_is_ok_and_an_ignored_test_is_skipped(tmp_path: Path):
 
 
 @pytest.mark.e2e
-def test_clippy_findings_and_compile_errors(tmp_path: Path):
+def test_clippy_findings(tmp_path: Path):
     root = crate(
         tmp_path / "lint",
         "lint",
         {"src/lib.rs": "pub fn v() -> usize {\n    let v = vec![1, 2];\n    v.len()\n}\n"},
     )
-    obs = cargo_clippy(root)
+    require_clippy(root)
+    obs = cargo_diagnostics(root, "clippy")
     assert obs.ok is True and obs.facts["errors"] == 0
     (item,) = obs.items
     assert (item.rule, item.file, item.line, item.severity) == (
@@ -283,10 +290,23 @@ def test_clippy_findings_and_compile_errors(tmp_path: Path):
         2,
         "warning",
     )
+
+
+@pytest.mark.e2e
+def test_rustc_warnings_and_compile_errors_without_clippy(tmp_path: Path):
+    """`cargo check`, the pack's lint where clippy is not installed: one finding for a file
+    two targets compile (the lib and its tests), errors with their code and location."""
+    lib = "pub fn v() -> usize {\n    let unused = 1;\n    2\n}\n#[test]\nfn t() {}\n"
+    root = crate(tmp_path / "check", "check", {"src/lib.rs": lib})
+    obs = cargo_diagnostics(root, "check")
+    assert obs.ok is True and obs.facts["errors"] == 0
+    (item,) = obs.items
+    assert (item.rule, item.file, item.line, item.col) == ("unused_variables", "src/lib.rs", 2, 9)
     (root / "src/lib.rs").write_text("pub fn v() -> usize {\n    missing()\n}\n")
-    obs = cargo_clippy(root)
+    obs = cargo_diagnostics(root, "check")
     assert obs.facts["errors"] == 1 and obs.ok is False
-    assert (obs.items[0].rule, obs.items[0].line) == ("E0425", 2)
+    assert (obs.items[0].rule, obs.items[0].line, obs.items[0].severity) == ("E0425", 2, "error")
+    assert "src/lib.rs:2:5: error [E0425]" in obs.feedback
 
 
 def test_cargo_that_never_ran_a_test_is_an_unusable_observation(tmp_path: Path):
