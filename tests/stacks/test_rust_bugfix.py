@@ -202,6 +202,17 @@ TEST_FALSE = (
 )
 
 
+SHOULD_PANIC = (
+    "    #[test]\n    fn average_of_two_lines",
+    "    #[test]\n    #[should_panic]\n    fn average_of_two_lines",
+)
+DEBUG_ONLY = (
+    "    total_cents(lines) / units\n",
+    "    if cfg!(debug_assertions) && units == 0 {\n        return 0;\n    }\n"
+    "    total_cents(lines) / units\n",
+)
+
+
 def test_weakening_or_skipping_the_new_test_never_ends_done(repo: Path):
     new_body = "    assert_eq!(average_unit_price_cents(&[Line::new(0, 1250)]), 0);\n"
     turns = [
@@ -212,12 +223,19 @@ def test_weakening_or_skipping_the_new_test_never_ends_done(repo: Path):
         *_edit(NEW_TEST, "#[test]\n", "#[test]\n#[ignore]\n", "Ignored the slow test."),
         # 3: Cargo.toml drops the new test's binary from `cargo test`
         *_edit("Cargo.toml", "[dependencies]\n", f"[dependencies]\n{TEST_FALSE}", "Done."),
+        # 4: a unit test in src (no path protects it) made to expect the panic
+        *_edit("src/lib.rs", *SHOULD_PANIC, "The unit test documents the panic."),
+        # 5: the code answers differently in a test build (tests build with debug assertions)
+        *_edit("src/lib.rs", *DEBUG_ONLY, "Fixed."),
     ]
-    summary, proc = _bugfix(repo, turns, "--set", "lint=false", "--max-iterations", "4")
+    summary, proc = _bugfix(repo, turns, "--set", "lint=false", "--max-iterations", "6")
 
     assert summary["outcome"] != "done" and proc.returncode != 0, proc.stderr[-3000:]
     actions, rules = _rollbacks(summary)
-    assert actions == ["done", "rollback", "rollback", "rollback"]
+    assert actions == ["done", "rollback", "rollback", "rollback", "rollback", "rollback"]
+    messages = [m for _, m in rules]
+    assert any("may not be made to expect a panic" in m for m in messages)
+    assert any("may not behave differently in a test build" in m for m in messages)
     assert [r for r, _ in rules][:1] == ["path.protected"]
     assert NEW_TEST in rules[0][1] and NEW_TEST in rules[1][1]
     assert any("Cargo.toml" in message for _, message in rules[2:])
