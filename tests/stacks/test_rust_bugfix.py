@@ -141,6 +141,9 @@ def test_an_honest_fix_ends_done_and_holds_for_the_held_out_tests(repo: Path, ho
 
     assert (summary["outcome"], proc.returncode) == ("done", 0), proc.stderr[-3000:]
     assert summary["iterations"] == 3
+    if shutil.which("bwrap"):  # cargo ran with the host read-only: CARGO_HOME, rustup's too
+        (started,) = _events(summary, "run_started")
+        assert started["sandbox"]["backend"] == "bwrap"
     assert sorted(summary["changed_files"]) == ["src/lib.rs", NEW_TEST]
     # the wrong first fix came back as feedback naming the test, where it panicked and why
     lib = (SAMPLE / "src/lib.rs").read_text().splitlines()
