@@ -389,3 +389,23 @@ def test_workspace_crates_with_the_same_paths_get_distinct_ids(tmp_path: Path):
     (item,) = [i for i in obs.items if i.id == "beta@src/lib.rs::t"]
     assert (item.file, item.line) == ("beta/src/lib.rs", 11)
     assert facts["consistent"] is True
+
+
+def test_thousands_of_failures_give_bounded_feedback(tmp_path: Path):
+    """Memory and feedback stay bounded: every failure counted, a few KB of feedback."""
+    n = 3000
+    lines = ["     Running unittests src/lib.rs (t/x-0123456789abcdef)", f"running {n} tests"]
+    lines += [f"test t{i} ... FAILED" for i in range(n)] + ["", "failures:", ""]
+    for i in range(n):
+        lines += [f"---- t{i} stdout ----", f"thread 't{i}' panicked at src/lib.rs:{i + 1}:5:"]
+        lines += [f"boom {i}", ""]
+    lines += ["failures:", *(f"    t{i}" for i in range(n)), ""]
+    lines.append(
+        f"test result: FAILED. 0 passed; {n} failed; 0 ignored; 0 measured; 0 filtered out"
+    )
+    obs = CargoTestParser().parse(
+        ParseInput(workdir=tmp_path, output="\n".join(lines), exit_code=101)
+    )
+    assert obs.counts["failed"] == n and obs.facts["consistent"] is True
+    assert len(obs.feedback.encode()) <= 4096
+    assert "src/lib.rs::t0 (src/lib.rs:1): boom 0" in obs.feedback

@@ -99,6 +99,7 @@ class _Section:
     results: list[tuple[str, str]] = field(default_factory=list)  # (name, verdict)
     summary: tuple[int, int, int] | None = None  # passed, failed, ignored
     blocks: dict[str, list[str]] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)  # the names whose output block is read
     state: str = "results"  # results -> failures -> done
     crash: str = ""  # how cargo said the binary ended, when it died before its summary
     label: str = ""
@@ -202,6 +203,7 @@ class _Reader:
                 return
             if line == "failures:":
                 sec.state = "failures"
+                sec.failed = {_base(n) for n, v in sec.results if v == "FAILED"}
                 return
         if sec.state in ("results", "failures"):
             summary = _SUMMARY.match(line)
@@ -212,8 +214,7 @@ class _Reader:
                 return
         if sec.state == "failures":
             block = _BLOCK.match(line)
-            failed = {_base(n) for n, v in sec.results if v == "FAILED"}
-            if block and block.group(1) in failed and block.group(1) not in sec.blocks:
+            if block and block.group(1) in sec.failed and block.group(1) not in sec.blocks:
                 self._block = sec.blocks[block.group(1)] = []
                 return
             if self._block is not None and len(self._block) < _MAX_BLOCK_LINES:
