@@ -23,6 +23,7 @@ SAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "pagination": ("bugfix", ()),
     "refactor_shipping": ("refactor", ()),
     "backfill_units": ("test_backfill", ("--set", "target=units/temperature.py,units/wind.py")),
+    "go_textkit": ("bugfix", ()),
     "rust_invoice": ("bugfix", ()),
 }
 

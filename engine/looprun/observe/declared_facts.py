@@ -82,6 +82,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "regex": frozenset({"preset", "pattern", "fail_on"}),
     "json": frozenset({"facts", "ok"}),
     "diagnostics": frozenset({"format", "fail_on"}),
+    "go_test": frozenset(),
     "cargo_test": frozenset(),
     "cargo_diagnostics": frozenset({"fail_on"}),
 }

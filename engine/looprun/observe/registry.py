@@ -36,6 +36,7 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
         "looprun.observe.diagnostics:DiagnosticsParser",
         frozenset(declared_facts.DIAGNOSTICS),
     ),
+    "go_test": ("looprun.observe.gotest:GoTestParser", frozenset(declared_facts.JUNIT)),
     "cargo_test": ("looprun.observe.cargo_test:CargoTestParser", frozenset(declared_facts.JUNIT)),
     "cargo_diagnostics": (
         "looprun.observe.cargo_diagnostics:CargoDiagnosticsParser",
@@ -54,6 +55,7 @@ _EMPTY: dict[str, Mapping[str, Any]] = {
     "regex": declared_facts.REGEX,
     "json": MappingProxyType({}),
     "diagnostics": declared_facts.DIAGNOSTICS,
+    "go_test": declared_facts.JUNIT,
     "cargo_test": declared_facts.JUNIT,
     "cargo_diagnostics": declared_facts.DIAGNOSTICS,
 }

@@ -96,7 +96,10 @@ def uses_stack(template: Template) -> bool:
 def check_toolchains(template: Template) -> None:
     """A stack's checks whose tools are missing can never pass: stop before any model
     call (exit 1) with what to install, not a check that fails every iteration."""
-    stacks_used = {spec.stack: spec.name for spec in template.observe.values() if spec.stack}
+    stacks_used: dict[str, str] = {}
+    for spec in template.observe.values():
+        if spec.stack:
+            stacks_used.setdefault(spec.stack, spec.name)
     for stack, observer in sorted(stacks_used.items()):
         missing = missing_tools([get_stack(stack)])
         if missing:
