@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pathspec
 import pytest
+import yaml
 from tests.stacks.rust_support import cargo_bin, crate
 from tests.support.git_repos import git, git_repo
 
@@ -19,6 +20,7 @@ from looprun.checks.stacks.detect import detect
 from looprun.observe.base import ParseInput
 from looprun.observe.cargo_test import CargoTestParser
 
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 FAILING = "#[test]\nfn fails() {\n    assert_eq!(pinned::answer(), 42);\n}\n"
 
 
@@ -103,3 +105,14 @@ def test_a_cargo_repository_is_detected_as_rust(tmp_path: Path):
     repo = _repo(tmp_path)
     found = detect(repo)
     assert (found.name, found.why) == ("rust", "Cargo.toml at the repository's root")
+
+
+def test_the_pack_protects_and_declares_what_the_adapter_pins():
+    """One list in three places: the adapter's `pinned`, the pack's `check_config` input and
+    the files its act constraints protect; a file missing from one is a hole."""
+    pack = yaml.safe_load((TEMPLATES / "observers" / "rust.yaml").read_text())
+    pinned = list(stacks.get("rust").pinned)
+    assert pack["inputs"]["check_config"]["default"] == pinned
+    assert pack["act"]["constraints"]["protect"]["paths"] == pinned
+    assert pack["observe"]["tests"]["stack"] == "rust"
+    assert pack["observe"]["tests"]["parser"] == "cargo_test"
