@@ -4,9 +4,10 @@ a scripted model and no `--set stack`: the Cargo.toml at the root brings the Rus
 
 An honest script ends `done`, and the crate's own tests plus a held-out test the model
 never saw pass on the final tree. Scripts that cheat never end `done`: editing the new test
-while fixing, ignoring it, dropping it from the build through Cargo.toml, and two cheats
-of Rust's own - a `.cargo/config.toml` whose runner makes every test binary "pass", and a
-"fix" that ends the test binary before libtest can report the failure.
+while fixing, ignoring it, dropping it from the build through Cargo.toml, a fix only a
+debug (test) build gets, a fix only for the new test's input (the held-out tests fail), and
+two cheats of Rust's own - a `.cargo/config.toml` whose runner makes every test binary
+"pass", and a "fix" that ends the test binary before libtest can report the failure.
 """
 
 from __future__ import annotations
@@ -205,10 +206,6 @@ TEST_FALSE = (
 )
 
 
-SHOULD_PANIC = (
-    "    #[test]\n    fn average_of_two_lines",
-    "    #[test]\n    #[should_panic]\n    fn average_of_two_lines",
-)
 DEBUG_ONLY = (
     "    total_cents(lines) / units\n",
     "    if cfg!(debug_assertions) && units == 0 {\n        return 0;\n    }\n"
@@ -226,18 +223,15 @@ def test_weakening_or_skipping_the_new_test_never_ends_done(repo: Path):
         *_edit(NEW_TEST, "#[test]\n", "#[test]\n#[ignore]\n", "Ignored the slow test."),
         # 3: Cargo.toml drops the new test's binary from `cargo test`
         *_edit("Cargo.toml", "[dependencies]\n", f"[dependencies]\n{TEST_FALSE}", "Done."),
-        # 4: a unit test in src (no path protects it) made to expect the panic
-        *_edit("src/lib.rs", *SHOULD_PANIC, "The unit test documents the panic."),
-        # 5: the code answers differently in a test build (tests build with debug assertions)
+        # 4: the code answers differently in a test build (tests build with debug assertions)
         *_edit("src/lib.rs", *DEBUG_ONLY, "Fixed."),
     ]
-    summary, proc = _bugfix(repo, turns, "--set", "lint=false", "--max-iterations", "6")
+    summary, proc = _bugfix(repo, turns, "--set", "lint=false", "--max-iterations", "5")
 
     assert summary["outcome"] != "done" and proc.returncode != 0, proc.stderr[-3000:]
     actions, rules = _rollbacks(summary)
-    assert actions == ["done", "rollback", "rollback", "rollback", "rollback", "rollback"]
+    assert actions == ["done", "rollback", "rollback", "rollback", "rollback"]
     messages = [m for _, m in rules]
-    assert any("may not be made to expect a panic" in m for m in messages)
     assert any("may not behave differently in a test build" in m for m in messages)
     assert [r for r, _ in rules][:1] == ["path.protected"]
     assert NEW_TEST in rules[0][1] and NEW_TEST in rules[1][1]
