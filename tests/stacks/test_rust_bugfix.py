@@ -270,3 +270,21 @@ def test_rust_specific_cheats_never_end_done(repo: Path):
     assert "process::exit" not in (repo / "src/lib.rs").read_text()
     _still_buggy(repo)
     assert git("status", "--porcelain", "--", "src", "Cargo.toml", cwd=repo) == ""
+
+
+def test_a_reproducing_test_that_does_not_compile_is_no_reproduction(repo: Path):
+    broken = (
+        "use invoice::{average_unit_price_cents, Line};\n\n#[test]\n"
+        "fn only_cancelled_lines_average_zero() {\n"
+        "    assert_eq!(average_unit_price(&[Line::new(0, 1250)]), 0);\n}\n"
+    )
+    turns = _write(NEW_TEST, broken, "The test reproduces the bug.")
+    summary, proc = _bugfix(repo, turns, "--set", "lint=false", "--max-iterations", "1")
+
+    assert summary["outcome"] != "done" and proc.returncode != 0, proc.stderr[-3000:]
+    (iteration,) = _events(summary, "iteration")
+    assert iteration["decision"]["action"] != "done"
+    record = json.loads((Path(summary["run_dir"]) / "observe" / "1.json").read_text())
+    tests = record["observers"]["tests"]
+    assert tests["failure_types"] == {f"build::{NEW_TEST}": "CompileError"}
+    assert f"build::{NEW_TEST} ({NEW_TEST}:5:16): error[E0425]" in tests["feedback"]
