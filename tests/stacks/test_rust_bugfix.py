@@ -153,6 +153,10 @@ def test_an_honest_fix_ends_done_and_holds_for_the_held_out_tests(repo: Path, ho
     assert NEW_TEST_ID in prompt
     assert f"src/lib.rs:{line + 3}" in prompt  # the wrong fix added three lines above it
     assert "attempt to divide by zero" in prompt
+    # the model's own `cargo test` ran, and built outside the working tree
+    (ran,) = [e for e in _events(summary, "tool_call") if e["tool"] == "run"]
+    assert "attempt to divide by zero" in ran["result"] and not ran["is_error"]
+    assert not (repo / "target").exists()
     # the held-out tests ran on the final tree and passed; the model saw none of them
     last = json.loads((Path(summary["run_dir"]) / "observe" / "3.json").read_text())
     held = last["observers"]["holdout"]
