@@ -25,6 +25,7 @@ SAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "backfill_units": ("test_backfill", ("--set", "target=units/temperature.py,units/wind.py")),
     "go_textkit": ("bugfix", ()),
     "node_durations": ("bugfix", ()),
+    "rust_invoice": ("bugfix", ()),
 }
 
 

@@ -85,6 +85,8 @@ OPTIONS: dict[str, frozenset[str]] = {
     "json": frozenset({"facts", "ok"}),
     "diagnostics": frozenset({"format", "fail_on"}),
     "go_test": frozenset(),
+    "cargo_test": frozenset(),
+    "cargo_diagnostics": frozenset({"fail_on"}),
 }
 REGEX_PRESETS: tuple[str, ...] = (
     "mypy",
@@ -106,6 +108,7 @@ OPTION_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
     ("regex", "preset"): REGEX_PRESETS,
     ("diagnostics", "format"): DIAGNOSTIC_FORMATS,
     ("diagnostics", "fail_on"): ("error", "warning", "note"),
+    ("cargo_diagnostics", "fail_on"): ("error", "warning", "note"),
 }
 
 

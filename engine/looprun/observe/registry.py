@@ -38,6 +38,11 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
         frozenset(declared_facts.DIAGNOSTICS),
     ),
     "go_test": ("looprun.observe.gotest:GoTestParser", frozenset(declared_facts.JUNIT)),
+    "cargo_test": ("looprun.observe.cargo_test:CargoTestParser", frozenset(declared_facts.JUNIT)),
+    "cargo_diagnostics": (
+        "looprun.observe.cargo_diagnostics:CargoDiagnosticsParser",
+        frozenset(declared_facts.DIAGNOSTICS),
+    ),
 }
 
 
@@ -53,6 +58,8 @@ _EMPTY: dict[str, Mapping[str, Any]] = {
     "json": MappingProxyType({}),
     "diagnostics": declared_facts.DIAGNOSTICS,
     "go_test": declared_facts.JUNIT,
+    "cargo_test": declared_facts.JUNIT,
+    "cargo_diagnostics": declared_facts.DIAGNOSTICS,
 }
 
 
