@@ -73,6 +73,7 @@ DIAGNOSTIC_FORMATS: tuple[str, ...] = ("mypy", "pyright", "eslint")
 COMMON_OPTIONS: frozenset[str] = frozenset({"max_feedback"})
 OPTIONS: dict[str, frozenset[str]] = {
     "junit": frozenset({"outcome_channel", "exercised"}),
+    "surefire": frozenset(),
     "sarif": frozenset({"fail_on"}),
     "coverage": frozenset({"min", "paths"}),
     "git_diff": frozenset({"allow", "deny", "forbidden_patterns", "max_lines"}),

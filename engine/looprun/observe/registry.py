@@ -23,6 +23,7 @@ ENTRY_POINT_GROUP = "looprun.parsers"
 # name -> (import path, fact names beyond the common ones)
 BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
     "junit": ("looprun.observe.junit:JUnitParser", frozenset(declared_facts.JUNIT)),
+    "surefire": ("looprun.observe.surefire:SurefireParser", frozenset(declared_facts.JUNIT)),
     "sarif": ("looprun.observe.sarif:SarifParser", frozenset(declared_facts.SARIF)),
     "coverage": ("looprun.observe.coverage:CoverageParser", frozenset(declared_facts.COVERAGE)),
     "git_diff": ("looprun.observe.git_diff:GitDiffParser", frozenset(declared_facts.GIT_DIFF)),
@@ -42,6 +43,7 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
 # name -> the facts it gives before parsing anything (each parser's own ``empty_facts``)
 _EMPTY: dict[str, Mapping[str, Any]] = {
     "junit": declared_facts.JUNIT,
+    "surefire": declared_facts.JUNIT,
     "sarif": declared_facts.SARIF,
     "coverage": declared_facts.COVERAGE,
     "git_diff": declared_facts.GIT_DIFF,
