@@ -31,6 +31,10 @@ STACK = Stack(
         "gradle/**",
         "gradlew",
         "gradlew.bat",
+        # JUnit's own configuration: extension autodetection, deactivated conditions and
+        # registered extensions change which tests run and how their failures count
+        "**/junit-platform.properties",
+        "**/META-INF/services/org.junit.*",
     ),
     # build output: compiled classes and old reports are never taken from the working tree
     untrusted=("target/", "build/", ".gradle/", "*.class"),
