@@ -14,7 +14,19 @@ from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
 
 REPO = Path(__file__).resolve().parents[2]
-BUGFIX = (REPO / "templates" / "bugfix.yaml").read_text()
+# the built-in bugfix with act constraints of its own, as a team's copy would hold them
+# (the built-in takes its protected paths and forbidden patterns from the stack's pack)
+BUGFIX = (
+    (REPO / "templates" / "bugfix.yaml")
+    .read_text()
+    .replace(
+        "    max_diff_lines: 400",
+        '    protect:\n      paths: ["pytest.ini", "tox.ini", "setup.cfg", "**/sitecustomize.py"]\n'
+        '    forbidden_patterns:\n      - "breakpoint()"\n      - "pytest.skip("\n'
+        "    max_diff_lines: 400",
+        1,
+    )
+)
 
 
 def _edited(tmp_path: Path, edit: Callable[[str], str]) -> tuple[Path, Path]:
@@ -48,7 +60,7 @@ OBSERVER = """  types:
 
 
 def _add_observer(text: str) -> str:
-    at = text.index("  holdout:\n    description: Held-out")
+    at = text.index("    options: {exercised: true}\n") + len("    options: {exercised: true}\n")
     return text[:at] + OBSERVER + text[at:]
 
 

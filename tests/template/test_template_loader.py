@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from looprun.errors import TemplateError
+from looprun.loop.plan import rendered_globs
 from looprun.system.resources import builtin_names, builtin_template, schema_path
 from looprun.template.build.reader import parse_duration
 from looprun.template.expressions import ShellCode
@@ -131,7 +132,10 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     assert "pytest.skip(" in t.act.constraints.forbidden_patterns
     # reproduce may only add new files under tests_glob, never a conftest.py
     assert [g.source for g in reproduce.protect.paths] == ["**"]
-    assert "!**/conftest.py" in [g.source for g in reproduce.protect.allow_new]
+    defaults = {name: spec.default for name, spec in t.inputs.items()}
+    allow_new = rendered_globs(reproduce.protect.allow_new, {"inputs": defaults})
+    assert "!**/conftest.py" in allow_new  # the pack's check_config, each negated
+    assert "tests/**" in allow_new
     # while fixing, the tests (the new one included) and the doctests are read-only
     assert "{{ inputs.tests_glob }}" in [g.source for g in fix.protect.paths]
     assert fix.protect.doctests

@@ -23,6 +23,7 @@ project's (looprun's own plugin).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -416,13 +417,16 @@ def pin(
     base: str | None,
     into: Path,
     ahead: tuple[Path, ...] = (),
+    tree: Path | None = None,
 ) -> str:
     """Write the base's configuration for ``command`` into ``into`` (a directory no
     command can write) and return ``command`` with the options that pin it appended.
 
     The command is to run in safe-path mode: when it runs ``-m pytest`` the working
     directory is passed as ``pythonpath`` (after ``ahead``, directories that must not be
-    shadowed by a module of the project)."""
+    shadowed by a module of the project). ``tree``: where the command runs when that is
+    not ``workdir`` (a clean copy of it): the configuration is found as in ``workdir``,
+    its directories are given as they are in the copy."""
     if not base:
         raise PinError("the run has no base commit to read pytest's configuration from")
     git = Git(workdir, git_dir)
@@ -431,8 +435,10 @@ def pin(
         found = locate(BaseTree(workdir, git, base), workdir, args, config)
     except (GitError, OSError) as exc:
         raise PinError(f"cannot read the base's configuration: {exc}") from exc
+    if tree is not None and found.rootdir.is_relative_to(workdir):
+        found = dataclasses.replace(found, rootdir=tree / found.rootdir.relative_to(workdir))
     os.close(open_dir(into, create=True))
     copy = into / found.name
     write_atomic(copy, found.content, nofollow=True, sync="none")
-    cwd = workdir if runs_as_module(command) else None
+    cwd = (tree or workdir) if runs_as_module(command) else None
     return f"{command} {flags(found, copy, command, rootdir, workdir=cwd, ahead=ahead)}"

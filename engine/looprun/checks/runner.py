@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprun.checks.clean_tree import CheckTrees, TreeError
 from looprun.checks.git_diff import Snapshot, with_git_output
 from looprun.checks.holdout import Holdout, HoldoutError, copied_in, sealed
 from looprun.checks.pytest_pin import PinError, pin
@@ -107,6 +108,7 @@ def observe_command(
     sandbox: Sandbox | None = None,
     isolated: bool = False,
     snapshot: Snapshot | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Observation:
     """Run ``command`` (if any) in ``workdir``, then parse ``file`` and/or its output.
     With a ``sandbox`` the command runs confined to it; ``isolated`` keeps the user's
@@ -122,7 +124,9 @@ def observe_command(
     if command is not None:
         if report is not None:
             _remove_report(report)  # never let an old report pass as this run's result
-        env = scrubbed_env(extra={**NO_BYTECODE, **(_ISOLATED if isolated else {})})
+        env = scrubbed_env(
+            extra={**NO_BYTECODE, **(_ISOLATED if isolated else {}), **(extra_env or {})}
+        )
         if isolated and "PYTHONSAFEPATH" not in os.environ:
             env.update(_SAFEPATH_MARK)  # the user's own PYTHONSAFEPATH stays set
         with contextlib.ExitStack() as stack:
@@ -203,13 +207,15 @@ def run_observer(
     pinned: Path | None = None,
     holdout: Holdout | None = None,
     snapshot: Snapshot | None = None,
+    trees: CheckTrees | None = None,
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates.
 
     ``pinned`` is a directory of the run no command can write, where an observer with
     ``pin_config`` gets the base's configuration copied; ``holdout``: the resolved
     held-out tests of an observer that declares them; ``snapshot``: the run's own
-    snapshot of the tree, which git_diff reuses."""
+    snapshot of the tree, which git_diff reuses; ``trees``: the run's clean copies, where
+    an observer with ``stack`` runs its command (see ``clean_tree``)."""
     if spec.when is not None and not spec.when.evaluate(context):
         parser = get_parser(spec.parser)
         return Observation(
@@ -225,6 +231,19 @@ def run_observer(
         # a narrow stage: test node ids, data quoted one by one (checked by the engine)
         command = command.rstrip() + " " + " ".join(shlex.quote(i) for i in spec.select)
     file = Path(spec.file.render(context).strip()) if spec.file is not None else None
+    extra_env: Mapping[str, str] | None = None
+    checked = workdir  # where the command runs and the parser reads paths from
+    if spec.stack is not None and command is not None:
+        try:
+            if trees is None:
+                raise TreeError("no run directory to build the check's tree in")
+            checked, extra_env, tampered = trees.prepare(
+                spec.stack, workdir=workdir, git_dir=git_dir, base=base, snapshot=snapshot
+            )
+        except TreeError as exc:
+            return _failed(spec.parser, f"{spec.name}: stack {spec.stack}: {exc}")
+        if tampered:
+            return _tampered(spec.parser, f"{spec.name}: {tampered}")
     if spec.pin_config is not None and command is not None:
         try:
             if pinned is None:
@@ -232,6 +251,7 @@ def run_observer(
             channel = spec.options.get("outcome_channel") == "pytest"
             command = pin(
                 command,
+                tree=None if checked == workdir else checked,
                 workdir=workdir,
                 git_dir=git_dir,
                 base=base,
@@ -246,14 +266,15 @@ def run_observer(
             holdout,
             command,
             file,
-            workdir=workdir,
+            workdir=checked,
             artifacts=artifacts,
             deadline=deadline,
             sandbox=sandbox,
+            extra_env=extra_env,
         )
     obs = observe_command(
         spec.parser,
-        workdir=workdir,
+        workdir=checked,
         command=command,
         file=file,
         options=_with_constraints(spec.parser, spec.options, constraints),
@@ -267,6 +288,7 @@ def run_observer(
         sandbox=sandbox,
         isolated=spec.pin_config is not None,
         snapshot=snapshot,
+        extra_env=extra_env,
     )
     if spec.select:
         crash_point("observe.narrow")  # test-only: a kill between a narrow stage and its verdict
@@ -283,6 +305,7 @@ def _held_out(
     artifacts: Path,
     deadline: float | None,
     sandbox: Sandbox | None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Observation:
     """A held-out observer: its tests copied in for the command, no output streamed or
     logged, its report and whatever it added to the artifacts removed, the result sealed."""
@@ -303,6 +326,7 @@ def _held_out(
                 timeout_s=spec.timeout_s,
                 deadline=deadline,
                 sandbox=sandbox,
+                extra_env=extra_env,
             )
     except HoldoutError as exc:
         parser = get_parser(spec.parser)
@@ -310,6 +334,16 @@ def _held_out(
             parser=spec.parser, ok=False, error=str(exc), facts=freeze(empty_facts(parser))
         )
     return sealed(obs)
+
+
+def _tampered(parser_name: str, message: str) -> Observation:
+    """A check refused because what it would trust changed under it: not ok, and (for a
+    test parser) not consistent, so no exit condition can hold on it."""
+    obs = _failed(parser_name, message)
+    facts = dict(obs.facts)
+    if "consistent" in facts:
+        facts.update(consistent=False, tampering=message)
+    return dataclasses.replace(obs, facts=freeze(facts))
 
 
 def _entries(directory: Path) -> frozenset[str]:

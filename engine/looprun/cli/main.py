@@ -11,14 +11,17 @@ one's short help for ``looprun --help``, so listing them imports none.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
 
 from looprun import __version__
+from looprun.checks.stacks.detect import ambient
 from looprun.cli.boundary import error_boundary
 from looprun.cli.terminal import guard_streams
 from looprun.system.abandon import exit_now_if_abandoned
+from looprun.template import slots
 
 
 class Entry(NamedTuple):
@@ -146,7 +149,7 @@ class _DefaultToRun(_LazyGroup):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with error_boundary():
+            with error_boundary(), slots.chosen(ambient(Path.cwd())):
                 result = super().invoke(ctx)
         except SystemExit as exc:  # a frozen Ray head would hold Ray's exit handler
             exit_now_if_abandoned(exc.code)

@@ -212,7 +212,7 @@ def unusable(name: str, spec: ObserverSpec, obs: Observation) -> str:
             f"(cannot_run_exit){_said(obs)}"
         )
     # a check whose configuration cannot be pinned never ran (no exit status)
-    unpinned = spec.pin_config is not None and obs.exit_code is None
+    unpinned = (spec.pin_config or spec.stack) is not None and obs.exit_code is None
     if obs.error and (obs.exit_code is not None or "timed out" in obs.error or unpinned):
         return f"observer {name!r}{where} cannot observe the starting tree: {obs.error}"
     return ""

@@ -107,9 +107,25 @@ def declared_names(template: Template) -> frozenset[str]:
     return frozenset(template.observe) | ENGINE_NAMES
 
 
+# a glob that is a whole list input: ``"{{ inputs.test_files }}"`` or ``"!{{ inputs.X }}"``
+_LIST_INPUT = re.compile(r"^(!?)\{\{\s*inputs\.([A-Za-z_]\w*)\s*\}\}$")
+
+
 def rendered_globs(texts: Iterable[Text], context: Mapping[str, Any]) -> tuple[str, ...]:
-    """Protect globs rendered with the run's intent and inputs; empty ones dropped."""
-    return tuple(g for t in texts if (g := t.render(context).strip()))
+    """Protect globs rendered with the run's intent and inputs; empty ones dropped. A
+    glob written as a whole list input stands for its items (each negated with ``!``):
+    a stack's pack says which files are tests or configuration, the template says what
+    happens to them."""
+    out: list[str] = []
+    inputs = context.get("inputs")
+    for t in texts:
+        whole = _LIST_INPUT.match(t.source.strip())
+        value = inputs.get(whole.group(2)) if whole and isinstance(inputs, Mapping) else None
+        if whole and isinstance(value, list | tuple):
+            out += [whole.group(1) + g for item in value if (g := str(item).strip())]
+        elif g := t.render(context).strip():
+            out.append(g)
+    return tuple(out)
 
 
 def static_tasks(template: Template, context: Mapping[str, Any]) -> list[PlannedTask]:

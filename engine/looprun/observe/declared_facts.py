@@ -70,7 +70,9 @@ DIAGNOSTIC_FORMATS: tuple[str, ...] = ("mypy", "pyright", "eslint")
 # values an option must take when only a few mean anything. Checked when a template loads
 # and by ``looprun observe``, so ``options: {minimum: 80}`` is an error, not a gate that
 # never closes.
-COMMON_OPTIONS: frozenset[str] = frozenset({"max_feedback"})
+# `exercised`: note which project files each failing test ran (where the runner can tell;
+# a parser that cannot leaves `exercised` empty, which restricts nothing)
+COMMON_OPTIONS: frozenset[str] = frozenset({"max_feedback", "exercised"})
 OPTIONS: dict[str, frozenset[str]] = {
     "junit": frozenset({"outcome_channel", "exercised"}),
     "surefire": frozenset(),

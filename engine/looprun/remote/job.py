@@ -55,6 +55,7 @@ class RemoteJob:
     # the files the run's template was composed from, relative to the repository root (a
     # worker holds the sub-template's files in its clone to them); None: not recorded
     template_files: Mapping[str, str] | None = None
+    stack: str | None = None  # the run's stack: the sub-template composes its pack
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -88,6 +89,7 @@ class RemoteJob:
             trace=dict(job.trace),
             sandbox=job.sandbox,
             template_files=None if job.template_files is None else dict(job.template_files),
+            stack=job.stack,
         )
 
     @classmethod

@@ -170,6 +170,7 @@ def _run(
         # the clone is the outer workdir at the start commit: the run's names hold here
         template_files=job.template_files,
         template_root=str(tree),
+        stack=job.stack,
     )
     try:
         result = run_subloop(local, stop, report, after_save=lambda: publish("step"))

@@ -47,6 +47,8 @@ class SubloopJob:
     # names relative to ``template_root``); ``None``: a run recorded by an older looprun
     template_files: Mapping[str, str] | None = None
     template_root: str = ""
+    # the run's stack (``template.slots``): the sub-template composes that stack's pack
+    stack: str | None = None
 
 
 @dataclass(frozen=True)

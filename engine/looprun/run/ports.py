@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from looprun.checks.clean_tree import CheckTrees
 from looprun.checks.git_diff import Snapshot
 from looprun.checks.holdout import Holdout
 from looprun.checks.related import related_tests
@@ -41,6 +42,8 @@ class RealObserver:
     holdouts: Mapping[str, Holdout] = field(default_factory=dict)  # by observer name
     # the workspace's snapshot of the tree now, against a base (git_diff reuses it)
     snapshot: Snapshot | None = None
+    # the run's clean copies of the repository, where observers with `stack` run
+    trees: CheckTrees | None = None
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -62,6 +65,7 @@ class RealObserver:
                 pinned=self.pinned,
                 holdout=self.holdouts.get(spec.name),
                 snapshot=self.snapshot,
+                trees=self.trees,
             )
         finally:
             if spec.run is not None and self.on_command is not None:
@@ -89,14 +93,19 @@ def run_sandbox(
     warn: Echo,
     git_dir: Path | None = None,
     held_out: Sequence[str] = (),
+    checks: Path | None = None,
 ) -> Sandbox | None:
     """The sandbox a run's commands use: the workdir and the artifacts writable, the
     repository's ``.git`` (a directory, or a worktree's file and the git directory it
     names) and the state directory read-only even inside the workdir, the user's
-    credential stores, the template's ``hide`` paths and the held-out tests unreadable."""
+    credential stores, the template's ``hide`` paths and the held-out tests unreadable.
+    ``checks``: the run's check trees and caches (``clean_tree``), writable too: a check
+    builds there, and what anything else writes there is undone before the next check."""
     pinned = (git_dir,) if git_dir is not None else ()
+    if checks is not None:
+        checks.mkdir(parents=True, exist_ok=True)
     confinement = Confinement(
-        writable=(workdir, artifacts),
+        writable=(workdir, artifacts, *(() if checks is None else (checks,))),
         read_only=(workdir / ".git", *pinned, workdir / ".looprun"),
         network=template.sandbox.network,
         hidden=hidden_paths(os.environ, (*template.sandbox.hide, *held_out)),

@@ -24,11 +24,13 @@ from looprun.run.runner import (
     bind_numbers,
     check_sandbox,
     load,
+    recorded_stack,
     repository,
     save_invocation,
 )
 from looprun.run.subrun import local_executor
 from looprun.run.workdir import workdir_of
+from looprun.template import slots
 from looprun.template.deps import recording
 from looprun.tracing.config import open_trace
 from looprun.workspace.lock import RunLock
@@ -104,7 +106,8 @@ def resume_from_cli(
             invocation = {**invocation, "template": choices.template}
         named = choices.template is not None
         recorded.built_unchanged(invocation, wd, named, journal.run_id)
-        with recording() as built:
+        choice = recorded_stack(invocation)
+        with recording() as built, slots.chosen(choice):
             template = load(invocation["template"])
         files = recorded.built_from(built, wd)
         recorded.built_same(invocation, files, named, journal.run_id, wd)
@@ -128,9 +131,10 @@ def resume_from_cli(
         inputs = build_inputs(
             template.inputs, invocation.get("intent"), invocation.get("sets") or {}
         )
-        template = bind_numbers(
-            invocation["template"], template, invocation.get("sets") or {}, inputs
-        )
+        with slots.chosen(choice):
+            template = bind_numbers(
+                invocation["template"], template, invocation.get("sets") or {}, inputs
+            )
         models = invocation.get("models") or {}
         events = ModelEvents()
         events.journal = journal

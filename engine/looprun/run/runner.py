@@ -12,8 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from looprun.checks.clean_tree import missing_tools
 from looprun.checks.holdout import resolve as resolve_holdouts
-from looprun.errors import UsageError
+from looprun.checks.stacks import get as get_stack
+from looprun.checks.stacks.detect import detect as detect_stack
+from looprun.checks.stacks.detect import given as given_stack
+from looprun.errors import LooprunError, UsageError
 from looprun.journal import recorded, sealed
 from looprun.journal.runs import new_run_id
 from looprun.journal.writer import RunJournal
@@ -31,9 +35,11 @@ from looprun.run.ports import check_hidden
 from looprun.run.until import check_options, save_new, template_ref
 from looprun.run.workdir import workdir_of
 from looprun.sandbox import pick
+from looprun.template import slots
 from looprun.template.deps import recording
 from looprun.template.loader import load_template
 from looprun.template.model import Template
+from looprun.template.slots import StackChoice
 from looprun.template.valid_cache import ValidCache, file_digest
 from looprun.tracing.config import open_trace
 from looprun.workspace.commit import current_branch
@@ -65,6 +71,41 @@ def bind_numbers(ref: str, template: Template, sets: Mapping[str, Any], inputs: 
     if not named:
         return template
     return load_template(ref, given={n: inputs[n] for n in named})
+
+
+def choose_stack(workdir: Path, sets: Mapping[str, Any]) -> StackChoice:
+    """The stack templates compose in: ``--set stack=NAME``, else what the repository's
+    marker files say (or why that cannot be told, reported only where a pack is needed)."""
+    name = sets.get("stack")
+    if isinstance(name, str) and name:
+        return given_stack(name)
+    return detect_stack(workdir)
+
+
+def recorded_stack(invocation: Mapping[str, Any]) -> StackChoice | None:
+    """The stack a run recorded (None for a run that composed no pack)."""
+    name = invocation.get("stack")
+    return StackChoice(name, "the run's stack") if isinstance(name, str) and name else None
+
+
+def uses_stack(template: Template) -> bool:
+    """Whether a stack's pack was composed in (any observer runs through a stack)."""
+    return any(spec.stack for spec in template.observe.values()) or "stack" in template.inputs
+
+
+def check_toolchains(template: Template) -> None:
+    """A stack's checks whose tools are missing can never pass: stop before any model
+    call (exit 1) with what to install, not a check that fails every iteration."""
+    stacks_used: dict[str, str] = {}
+    for spec in template.observe.values():
+        if spec.stack:
+            stacks_used.setdefault(spec.stack, spec.name)
+    for stack, observer in sorted(stacks_used.items()):
+        missing = missing_tools([get_stack(stack)])
+        if missing:
+            raise LooprunError(
+                f"observer {observer!r} ({stack} stack) cannot run: {'; '.join(missing)}"
+            )
 
 
 def resolve_ref(ref: str) -> str:
@@ -135,22 +176,30 @@ def run_from_cli(
         ref, until_text = template_ref(workdir, options)
     else:
         ref = resolve_ref(options["template"])
-    with recording() as built:  # every file composed in, recorded for a resume to check
+    sets = parse_sets(options.get("sets") or ())
+    choice = choose_stack(workdir, sets)
+    with recording() as built, slots.chosen(choice):  # every file composed in, recorded
         template = load(ref, None if until_text is not None else cache)
     options = {**options, "template_files": recorded.built_from(built, workdir)}
-    sets = parse_sets(options.get("sets") or ())
+    if "stack" in template.inputs and not sets.get("stack") and choice.name is not None:
+        sets = {**sets, "stack": choice.name}  # recorded with the run, seen by prompts
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
     if until_text is not None and options.get("save"):
         err(
             f"looprun: wrote {save_new(options['save'], until_text)} (run it with "
             "`looprun FILE --intent TEXT`)"
         )
-    template = bind_numbers(ref, template, sets, inputs)
+    with slots.chosen(choice):
+        template = bind_numbers(ref, template, sets, inputs)
+    if choice.name is not None and uses_stack(template):
+        err(f"stack: {choice.name} ({choice.why})")
+    options = {**options, "stack": choice.name if uses_stack(template) else None}
     events = ModelEvents()
     act, plan, refs = resolve_models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
     )
     check_sandbox(template, options.get("sandbox"))
+    check_toolchains(template)
     if resolve_holdouts(template.observe, inputs, workdir):  # a wrong path stops here
         mode = options.get("sandbox") or template.sandbox.mode
         backend = pick(mode, lambda _line: None) if mode != "off" else None
@@ -160,7 +209,7 @@ def run_from_cli(
     executor = executor_factory(options, remote)
 
     run_id = new_run_id()
-    with RunLock(workdir / ".looprun", run_id):
+    with RunLock(workdir / ".looprun", run_id), slots.chosen(choice):
         return _start(
             template, workdir, run_id, ref, inputs, sets, refs, act, plan, events, options, executor
         )
@@ -201,6 +250,8 @@ def _start(
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "template_sha256": file_digest(template.source),
         "template_files": options.get("template_files"),
+        # the stack the template composed its pack for: a resume and the sub-loops use it
+        "stack": options.get("stack"),
     }
     # opened once: the invocation is sealed in its repository, then the run works in it
     ws = Workspace.open(workdir, state_dir=workdir / ".looprun", watched=True)

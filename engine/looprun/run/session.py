@@ -19,6 +19,7 @@ from looprun.act.agent_role import AgentActRole
 from looprun.act.mcp import McpStartError
 from looprun.act.policy import Policy
 from looprun.act.tools import Toolbox
+from looprun.checks.clean_tree import CheckTrees, checks_home
 from looprun.checks.holdout import denied_to_model, resolve
 from looprun.journal.writer import RunJournal
 from looprun.loop.context import ContextBudget
@@ -108,8 +109,10 @@ def assemble(
     )
     mode = w.sandbox_mode or template.sandbox.mode
     git_dir = ws.git.git_dir
+    stacked = any(spec.stack for spec in template.observe.values())
+    checks = checks_home(journal.run_id) if stacked else None
     sandbox = run_sandbox(
-        template, ws.workdir, journal.artifacts, mode, w.report, git_dir, held_out
+        template, ws.workdir, journal.artifacts, mode, w.report, git_dir, held_out, checks
     )
     backend = None if sandbox is None else sandbox.name
     if held_out:
@@ -160,6 +163,7 @@ def assemble(
         pinned=journal.dir / "pinned",
         holdouts=holdouts,
         snapshot=lambda base: ws.snapshot() if ws.base() == base else None,
+        trees=None if checks is None else CheckTrees(checks),
     )
     journal_port: Any = journal
     if w.trace is not None:  # the spans are made from what these ports record

@@ -288,6 +288,7 @@ class SubLoops:
             # what the sub-template's files must still be when the sub-loop loads them
             template_files=invoked.get("template_files"),
             template_root=invoked.get("template_root") or e.run_info.workdir,
+            stack=invoked.get("stack"),
         )
         where = "local" if invoked.get("executor") in (None, "local") else "ray"
         if resume and prev.get("executor", "local") != where:

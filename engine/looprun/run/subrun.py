@@ -25,9 +25,11 @@ from looprun.run.executor import LocalExecutor, Report, Stopped, SubloopJob, Sub
 from looprun.run.models import NO_MODEL, ModelEvents, agent_role, needs_http_model
 from looprun.run.session import Wiring, assemble
 from looprun.run.stoppable import StoppableModel
+from looprun.template import slots
 from looprun.template.deps import recording
 from looprun.template.loader import load_template
 from looprun.template.model import Template
+from looprun.template.slots import StackChoice
 from looprun.tracing.config import TraceConfig, open_trace
 
 
@@ -167,7 +169,8 @@ def _held_template(job: SubloopJob) -> Template:
     """The sub-template, loaded again (a worker has only its path), refused when a file
     it is composed from is not as the run recorded it: a command of an earlier sub-loop
     may have rewritten a fragment the outer loop composed before any command ran."""
-    with recording() as built:
+    choice = None if job.stack is None else StackChoice(job.stack, "the run's stack")
+    with recording() as built, slots.chosen(choice):
         template = load_template(job.template)
     if job.template_files is not None:
         files = recorded.built_from(built, Path(job.template_root or job.workdir))

@@ -28,7 +28,7 @@ from typing import Any
 
 from looprun.errors import Location, Problem, TemplateError
 from looprun.system.resources import builtin_names, builtin_template, templates_dir
-from looprun.template import deps
+from looprun.template import deps, slots
 from looprun.template.refine_edits import RefineEditor
 from looprun.template.schema_check import schema_problems
 from looprun.template.sharing.refs import RemoteFile, is_remote
@@ -143,6 +143,11 @@ def missing_ref_message(ref: str) -> str:
         f"cannot find template '{ref}': no such file next to this template and no built-in "
         f"template of that name{hint}"
     )
+
+
+def stack_packs() -> list[str]:
+    """The stacks that have a pack: ``templates/observers/NAME.yaml``."""
+    return sorted(p.stem for p in templates_dir().glob("observers/*.yaml"))
 
 
 def _all_builtins() -> list[str]:
@@ -314,6 +319,11 @@ def compose(
 
     def sub(ref: str, at: JsonPath, kind: str) -> Document | None:
         loc = doc.value_at(at)
+        rendered, why = slots.render(ref)
+        if rendered is None:
+            problems.append(Problem(loc, f"{kind}: '{ref}': {why}"))
+            return None
+        slot, ref = ref != rendered, rendered
         try:
             target = resolve_source(ref, path, loc)
             remote_text = read_remote(target) if target is not None else None
@@ -321,7 +331,13 @@ def compose(
             problems.append(Problem(loc, f"{kind}: {exc}"))
             return None
         if target is None:
-            problems.append(Problem(loc, f"{kind}: {missing_ref_message(ref)}"))
+            choice = slots.current()
+            if slot:
+                packs = ", ".join(stack_packs())
+                message = f"no pack '{ref}' for stack '{choice.name}' (packs: {packs})"
+            else:
+                message = missing_ref_message(ref)
+            problems.append(Problem(loc, f"{kind}: {message}"))
             return None
         if target.resolve() in stack:
             problems.append(Problem(loc, f"{kind} cycle: {_chain(stack, target)}"))
@@ -361,9 +377,7 @@ def compose(
     layer.problems.clear()
     if problems:
         if not fragment:  # still report this file's own mistakes, not only the composition's
-            problems += [
-                p for p in schema_problems(doc) if not p.message.startswith("missing required key")
-            ]
+            problems += [p for p in schema_problems(doc) if "missing required key" not in p.message]
         raise TemplateError(problems)
     skip: tuple[str, ...] = _FRAGMENT_OWN if fragment else ("extends", "include")
     if fragment:

@@ -271,6 +271,9 @@ class ObserverSpec:
     # "pytest": the command runs with the run base's pytest configuration, copied where no
     # command can write (checks/pytest_pin.py), never with what the tree holds now
     pin_config: str | None = None
+    # a stack's name (checks/stacks): the command runs on a clean copy of the repository
+    # built from the diff, with that stack's configuration pinned to the run's base
+    stack: str | None = None
     # a held-out check: its result decides like any observer's, but the model only ever
     # learns that it failed (see checks/holdout.py)
     holdout: HoldoutSpec | None = None

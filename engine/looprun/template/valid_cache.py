@@ -36,6 +36,7 @@ from looprun.errors import LooprunError
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
 from looprun.system.resources import schemas_dir
+from looprun.template import slots
 from looprun.template.deps import Deps
 
 _FORMAT = 1
@@ -128,7 +129,10 @@ class ValidCache:
 
     def _entry(self, ref: str) -> tuple[Path, str]:
         where = os.path.abspath(ref)
-        name = hashlib.sha256(f"{engine_stamp()}\0{where}".encode()).hexdigest()[:40]
+        # the stack a load composes in picks the pack: a verdict holds for one stack
+        choice = slots.current()
+        stack = str(choice.name)
+        name = hashlib.sha256(f"{engine_stamp()}\0{where}\0{stack}".encode()).hexdigest()[:40]
         return self.root / f"{name}.json", where
 
     def known_valid(self, ref: str) -> bool:

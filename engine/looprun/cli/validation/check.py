@@ -13,7 +13,7 @@ from looprun.template.loader import load_template
 from looprun.template.schema_check import schema_problems
 from looprun.template.yamlpos import load_document
 
-_NOT_IN_FRAGMENTS = ("name", "extends", "plan", "each_task", "act")
+_NOT_IN_FRAGMENTS = ("name", "extends", "plan", "each_task")
 
 
 def _is_fragment(path: Path) -> bool:
@@ -22,9 +22,12 @@ def _is_fragment(path: Path) -> bool:
         data = load_document(path).data
     except TemplateError:
         return False
+    # a pack may hold act constraints; an `act` with a prompt is a template's own
+    act = data.get("act") if isinstance(data, dict) else None
     return (
         isinstance(data, dict)
         and not any(k in data for k in _NOT_IN_FRAGMENTS)
+        and not (isinstance(act, dict) and "prompt" in act)
         and any(k in data for k in FRAGMENT_KEYS)
     )
 

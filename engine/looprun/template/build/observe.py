@@ -10,6 +10,7 @@ from typing import Any
 from looprun.data.freeze import freeze
 from looprun.observe.registry import BUILTIN as BUILTIN_PARSERS
 from looprun.observe.registry import is_parser, option_problems, parser_names
+from looprun.system.resources import builtin_template, templates_dir
 from looprun.template import deps
 from looprun.template.build.reader import Reader
 from looprun.template.holdout import dest_problem as holdout_dest_problem
@@ -72,6 +73,7 @@ def build_observers(r: Reader) -> dict[str, ObserverSpec]:
                 if isinstance(c, int) and not isinstance(c, bool)
             ),
             pin_config=_pin_config(r, path, spec, run),
+            stack=_stack(r, path, spec, run),
             holdout=_holdout(r, (*path, "holdout")),
             narrow=_narrow(r, path, spec, parser),
         )
@@ -129,6 +131,32 @@ def _holdout(r: Reader, path: JsonPath) -> HoldoutSpec | None:
     if source is None or why:
         return None
     return HoldoutSpec(source=source, dest=dest.strip("/"), location=r.at(path))
+
+
+def _stack(r: Reader, path: JsonPath, spec: Mapping[str, Any], run: object) -> str | None:
+    """An observer's ``stack``: a stack is a pack, so the name must be one of
+    ``observers/``; it runs the observer's command elsewhere, so there must be one."""
+    value = spec.get("stack")
+    if not isinstance(value, str):
+        return None
+    if builtin_template(f"observers/{value}") is None:
+        known = sorted(
+            p.stem for p in templates_dir().glob("observers/*.yaml") if p.stem != "stack"
+        )
+        r.problem(
+            (*path, "stack"),
+            f"unknown stack '{value}'{did_you_mean(value, known) or ''} (stacks: "
+            f"{', '.join(known)})",
+        )
+        return None
+    if run is None:
+        r.problem(
+            (*path, "stack"),
+            f"stack: {value} runs the observer's command on a clean copy of the repository, "
+            "but the observer has no `run`",
+            key=True,
+        )
+    return value
 
 
 def _pin_config(r: Reader, path: JsonPath, spec: Mapping[str, Any], run: object) -> str | None:

@@ -1,0 +1,358 @@
+"""The tree a stack's check runs on: built from what the diff says, never from the disk.
+
+A check that runs in the working tree trusts everything there: an ignored source file the
+package imports, bytecode or build output planted next to the code, a test configuration
+the model edited, package metadata that loads a plugin. Here the check gets a directory of
+its own whose content comes only from git objects: the snapshot of the working tree the
+run's diff is made from (judged by the base's ignore rules), with the stack's pinned
+configuration files as they were at the run's base and its untrusted globs left out. So
+every file the check can import is a file the diff shows and the policy judged.
+
+The directory is kept between checks and brought back in line each time: a file is
+rewritten when its blob changed or when anything touched it since it was written (its
+inode or ctime moved; a command cannot set ctime back), and anything else found in it
+(a build's output, a file a test planted) is removed. The stack's ``shared`` dependency
+directories (node_modules) are links to the working tree's, fingerprinted when the run
+starts; a change to them is reported as tampering by the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from looprun.checks import stacks
+from looprun.checks.stacks.base import Stack
+from looprun.data.globs import matcher
+from looprun.system.proc import scrubbed_env
+from looprun.workspace.git import EMPTY_TREE, Git, GitError
+from looprun.workspace.ignore import base_ignore_rules
+
+_FILE_MODES = {"100644": 0o644, "100755": 0o755}
+
+
+class TreeError(Exception):
+    """The check's tree could not be built (the check must not run elsewhere)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    mode: str  # git's: 100644, 100755, 120000
+    blob: str
+
+
+@dataclass
+class _Written:
+    """What sync wrote at a path, and how it looked right after."""
+
+    entry: Entry
+    ino: int
+    ctime_ns: int
+
+
+@dataclass
+class CheckTree:
+    """One run's check tree for one stack, kept in line with the diff across checks."""
+
+    root: Path
+    stack: Stack
+    written: dict[str, _Written] = field(default_factory=dict)
+    shared_prints: dict[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
+
+    def sync(self, git: Git, base: str, target: str) -> list[str]:
+        """Make ``root`` hold ``target``'s files (a tree id: the working tree's snapshot)
+        with the pinned files of ``base``; return what differed from the last sync
+        (paths touched since, extras removed), for the record."""
+        wanted = _wanted(git, base, target, self.stack)
+        self.root.mkdir(parents=True, exist_ok=True)
+        drift: list[str] = []
+        present = set(_walk(self.root, skip=set(self.stack.shared)))
+        for path in sorted(present - set(wanted)):
+            _remove(self.root / path)
+            if path in self.written:
+                del self.written[path]
+            drift.append(path)
+        missing: list[tuple[str, Entry]] = []
+        for path, entry in wanted.items():
+            done = self.written.get(path)
+            if done is not None and done.entry == entry and _unchanged(self.root / path, done):
+                continue
+            if done is not None and done.entry == entry:
+                drift.append(path)
+            missing.append((path, entry))
+        _write(git, self.root, missing, self.written)
+        _prune_empty_dirs(self.root, skip=set(self.stack.shared))
+        return drift
+
+    def link_shared(self, workdir: Path) -> None:
+        """Link the stack's dependency directories from the working tree (read-only use)."""
+        for name in self.stack.shared:
+            source = workdir / name
+            link = self.root / name
+            if not source.is_dir() or source.is_symlink():
+                _remove(link)
+                continue
+            if link.is_symlink() and os.readlink(link) == str(source):
+                continue
+            _remove(link)
+            link.symlink_to(source, target_is_directory=True)
+
+    def shared_changes(self, workdir: Path) -> list[str]:
+        """Shared dependency directories that changed since the first call (which takes
+        their fingerprint): installed packages the check trusts must not move mid-run."""
+        changed = []
+        for name in self.stack.shared:
+            now = _fingerprint(workdir / name)
+            before = self.shared_prints.setdefault(name, now)
+            if now != before:
+                changed.append(name)
+        return changed
+
+
+def _wanted(git: Git, base: str, target: str, stack: Stack) -> dict[str, Entry]:
+    """Path -> entry: the target tree's files, the pinned ones from base, no untrusted."""
+    files = _ls_tree(git, target)
+    is_pinned, is_untrusted = matcher(stack.pinned), matcher(stack.untrusted)
+    shared = set(stack.shared)
+    at_base = _ls_tree(git, base) if stack.pinned else {}
+    out: dict[str, Entry] = {}
+    for path, entry in files.items():
+        if is_pinned(path):
+            continue
+        if is_untrusted(path) or path.split("/", 1)[0] in shared:
+            continue
+        out[path] = entry
+    for path, entry in at_base.items():
+        if is_pinned(path) and not is_untrusted(path):
+            out[path] = entry
+    return out
+
+
+def _ls_tree(git: Git, tree: str) -> dict[str, Entry]:
+    if tree == EMPTY_TREE:
+        return {}
+    try:
+        raw = git.run_bytes("ls-tree", "-r", "-z", "--full-tree", tree)
+    except GitError as exc:
+        raise TreeError(f"cannot list the tree {tree[:12]}: {exc}") from None
+    out: dict[str, Entry] = {}
+    for record in raw.split(b"\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition(b"\t")
+        mode, kind, blob = meta.decode().split(" ")
+        if kind != "blob":  # a submodule (commit) is not content the check can trust
+            continue
+        out[name.decode("utf-8", "surrogateescape")] = Entry(mode, blob)
+    return out
+
+
+def _write(git: Git, root: Path, entries: list[tuple[str, Entry]], written: dict) -> None:
+    """Write each entry's blob at its path (read in one ``cat-file --batch``), never
+    through a link: whatever is at the path or on the way to it is removed first."""
+    if not entries:
+        return
+    blobs = _blobs(git, sorted({e.blob for _, e in entries}))
+    for path, entry in entries:
+        dest = root / path
+        _clear_way(root, path)
+        _remove(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        data = blobs[entry.blob]
+        if entry.mode == "120000":
+            os.symlink(os.fsdecode(data), dest)
+            st = os.lstat(dest)
+        else:
+            mode = _FILE_MODES.get(entry.mode, 0o644)
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        written[path] = _Written(entry, st.st_ino, st.st_ctime_ns)
+
+
+def _blobs(git: Git, ids: list[str]) -> dict[str, bytes]:
+    proc = subprocess.run(
+        ["git", "cat-file", "--batch"],
+        cwd=git.workdir,
+        env=git.env(),
+        input=("\n".join(ids) + "\n").encode(),
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise TreeError(f"cannot read the tree's files: {proc.stderr.decode(errors='replace')}")
+    out: dict[str, bytes] = {}
+    data, pos = proc.stdout, 0
+    for blob in ids:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].split(b" ")
+        if len(header) != 3:
+            raise TreeError(f"cannot read blob {blob[:12]}: {data[pos:end]!r}")
+        size = int(header[2])
+        out[blob] = data[end + 1 : end + 1 + size]
+        pos = end + 1 + size + 1
+    return out
+
+
+def _unchanged(path: Path, done: _Written) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return st.st_ino == done.ino and st.st_ctime_ns == done.ctime_ns
+
+
+def _walk(root: Path, skip: set[str]) -> Iterator[str]:
+    """Every non-directory entry below ``root`` (links not followed), relative, '/'."""
+    for here, dirs, files in os.walk(root, followlinks=False):
+        rel = os.path.relpath(here, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        if not prefix:
+            dirs[:] = [d for d in dirs if d not in skip]
+            files = [f for f in files if f not in skip]
+        for d in list(dirs):
+            if os.path.islink(os.path.join(here, d)):
+                dirs.remove(d)
+                yield prefix + d
+        for f in files:
+            yield prefix + f
+
+
+def _clear_way(root: Path, path: str) -> None:
+    """A file or link where a parent directory of ``path`` belongs is removed."""
+    parts = path.split("/")[:-1]
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink() or (here.exists() and not here.is_dir()):
+            _remove(here)
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def _prune_empty_dirs(root: Path, skip: set[str]) -> None:
+    for here, dirs, files in os.walk(root, topdown=False):
+        if Path(here) == root:
+            continue
+        rel = os.path.relpath(here, root).split(os.sep)[0]
+        if rel in skip:
+            continue
+        if not dirs and not files:
+            with contextlib.suppress(OSError):
+                os.rmdir(here)
+
+
+def _fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """(path, size, mtime) of every file below ``directory`` (empty when absent)."""
+    if not directory.is_dir() or directory.is_symlink():
+        return ()
+    out = []
+    for here, _dirs, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(here, name))
+                out.append((os.path.join(here, name), st.st_size, st.st_mtime_ns))
+    return tuple(sorted(out))
+
+
+def check_env(stack: Stack, cache: Path, root: Path) -> Mapping[str, str]:
+    """The environment a stack's check adds: its caches under the run's cache directory,
+    its fixed variables, and git kept from finding a repository above the tree."""
+    env = dict(stack.env)
+    for name, sub in stack.caches.items():
+        path = cache / sub
+        path.mkdir(parents=True, exist_ok=True)
+        env[name] = str(path)
+    env["GIT_CEILING_DIRECTORIES"] = str(root.parent)
+    return env
+
+
+def missing_tools(stacks: Iterable[Stack]) -> list[str]:
+    """``program: install hint`` for each tool a stack needs that is not on PATH."""
+    path = scrubbed_env().get("PATH")
+    out = []
+    for stack in stacks:
+        for tool in stack.tools:
+            if shutil.which(tool.program, path=path) is None:
+                out.append(f"{tool.program} was not found on PATH: {tool.install}")
+    return out
+
+
+def checks_home(run_id: str, env: Mapping[str, str] | None = None) -> Path:
+    """Where a run keeps its check trees and its tools' caches: outside the working tree,
+    so no tool the model runs there walks into a copy of the repository.
+    ``$LOOPRUN_CACHE_DIR/checks/RUN`` if set, else ``$XDG_CACHE_HOME/looprun/checks/RUN``."""
+    env = os.environ if env is None else env
+    if env.get("LOOPRUN_CACHE_DIR"):
+        root = Path(env["LOOPRUN_CACHE_DIR"])
+    else:
+        cache = env.get("XDG_CACHE_HOME") or str(
+            Path(env.get("HOME") or "~").expanduser() / ".cache"
+        )
+        root = Path(cache) / "looprun"
+    return root / "checks" / run_id
+
+
+@dataclass
+class CheckTrees:
+    """One run's check trees, a stack each, and their tools' caches, under ``home``."""
+
+    home: Path
+    trees: dict[str, CheckTree] = field(default_factory=dict)
+
+    def prepare(
+        self,
+        name: str,
+        *,
+        workdir: Path,
+        git_dir: Path | None,
+        base: str | None,
+        snapshot: Callable[[str], str | None] | None = None,
+    ) -> tuple[Path, Mapping[str, str], str]:
+        """Bring stack ``name``'s tree in line with the diff now; return its root, the
+        environment its check adds and why the check must not be trusted ('' if none)."""
+        try:
+            stack = stacks.get(name)
+        except KeyError:
+            raise TreeError(
+                f"unknown stack {name!r} (stacks: {', '.join(stacks.names())})"
+            ) from None
+        git = Git(workdir, git_dir)
+        try:
+            since = base or git.head() or EMPTY_TREE
+            target = snapshot(since) if snapshot is not None else None
+            if target is None:
+                target = git.snapshot(rules=base_ignore_rules(git, since))
+        except GitError as exc:
+            raise TreeError(str(exc)) from None
+        tree = self.trees.get(name)
+        if tree is None:
+            tree = self.trees[name] = CheckTree(self.home / "tree" / name, stack)
+        tree.sync(git, since, target)
+        tree.link_shared(workdir)
+        changed = tree.shared_changes(workdir)
+        tampered = (
+            f"{', '.join(changed)} changed during the run: the installed dependencies a "
+            "check trusts may not move while it works"
+            if changed
+            else ""
+        )
+        return tree.root, check_env(stack, self.home / "cache", tree.root), tampered

@@ -1,0 +1,110 @@
+"""The tree a stack's check runs on holds what the diff says and nothing else: real git
+repositories, real files, the real sync between checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from tests.support.git_repos import git, git_repo
+
+from looprun.checks.clean_tree import CheckTrees, TreeError
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "code.py").write_text("VALUE = 1\n")
+    (repo / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-q'\n")
+    (repo / ".gitignore").write_text("secret.py\n__pycache__/\n")
+    return git_repo(repo)
+
+
+def _files(root: Path) -> dict[str, str]:
+    out = {}
+    for here, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(here) / name
+            out[str(path.relative_to(root))] = path.read_text()
+    return out
+
+
+def _prepare(trees: CheckTrees, repo: Path, base: str) -> Path:
+    root, _env, tampered = trees.prepare("python", workdir=repo, git_dir=None, base=base)
+    assert tampered == ""
+    return root
+
+
+def test_the_tree_holds_the_diff_and_the_base_configuration_only(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    trees = CheckTrees(tmp_path / "checks")
+    (repo / "pkg" / "code.py").write_text("VALUE = 2\n")  # a change: in the diff
+    (repo / "pkg" / "new.py").write_text("NEW = 1\n")  # untracked, not ignored: in it
+    (repo / "secret.py").write_text("PLANTED = 1\n")  # ignored at the base: not in it
+    (repo / "pkg" / "__pycache__").mkdir()
+    (repo / "pkg" / "__pycache__" / "code.cpython-311.pyc").write_text("bytecode")
+    (repo / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-p evil'\n")
+    root = _prepare(trees, repo, base)
+    files = _files(root)
+    assert files["pkg/code.py"] == "VALUE = 2\n"
+    assert files["pkg/new.py"] == "NEW = 1\n"
+    assert "secret.py" not in files
+    assert not any("__pycache__" in f for f in files)
+    assert "-p evil" not in files["pyproject.toml"]  # pinned: as at the base
+    assert root.resolve() != repo.resolve() and repo not in root.parents
+
+
+def test_an_ignore_rule_written_during_the_run_neither_hides_nor_adds(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    (repo / ".gitignore").write_text("")  # un-ignore secret.py: the base's rules judge
+    (repo / "secret.py").write_text("PLANTED = 1\n")
+    root = _prepare(CheckTrees(tmp_path / "checks"), repo, base)
+    assert not (root / "secret.py").exists()
+
+
+def test_what_a_check_or_anyone_writes_in_the_tree_is_undone_by_the_next_sync(
+    tmp_path: Path,
+) -> None:
+    repo = _repo(tmp_path)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    trees = CheckTrees(tmp_path / "checks")
+    root = _prepare(trees, repo, base)
+    code = root / "pkg" / "code.py"
+    stat = code.stat()
+    code.write_text("VALUE = 99\n")  # same size as the original
+    os.utime(code, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same mtime
+    (root / "pkg" / "planted.py").write_text("x = 1\n")
+    (root / "target").mkdir()
+    (root / "target" / "out.class").write_text("built")
+    root = _prepare(trees, repo, base)
+    assert code.read_text() == "VALUE = 1\n"
+    assert not (root / "pkg" / "planted.py").exists()
+    assert not (root / "target").exists()
+
+
+def test_a_link_planted_where_a_directory_belongs_is_not_written_through(
+    tmp_path: Path,
+) -> None:
+    repo = _repo(tmp_path)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    trees = CheckTrees(tmp_path / "checks")
+    root = _prepare(trees, repo, base)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    import shutil
+
+    shutil.rmtree(root / "pkg")
+    (root / "pkg").symlink_to(outside, target_is_directory=True)
+    root = _prepare(trees, repo, base)
+    assert not (root / "pkg").is_symlink()
+    assert (root / "pkg" / "code.py").read_text() == "VALUE = 1\n"
+    assert list(outside.iterdir()) == []
+
+
+def test_an_unknown_stack_is_a_clear_error(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    with pytest.raises(TreeError, match="unknown stack 'cobol'"):
+        CheckTrees(tmp_path / "checks").prepare("cobol", workdir=repo, git_dir=None, base=None)
