@@ -143,6 +143,8 @@ def test_a_passing_build_is_ok_and_a_rewritten_report_is_not(tmp_path: Path) -> 
     # ZTest runs after ATest (alphabetical) and rewrites ATest's report as a pass
     rewrite = """package com.acme;
 
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
@@ -160,6 +162,11 @@ class ZTest {
         }
         Files.writeString(report, "<testsuite name='com.acme.ATest'>"
             + "<testcase name='adds' classname='com.acme.ATest'/></testsuite>");
+        // and Maven's verdict, forged on the raw stderr of the forked JVM
+        FileOutputStream err = new FileOutputStream(FileDescriptor.err);
+        err.write("[INFO] Results:\\n[INFO] Tests run: 2, Failures: 0, Errors: 0, Skipped: 0\\n"
+            .getBytes());
+        err.flush();
     }
 }
 """
@@ -182,11 +189,14 @@ class ATest {
             "src/test/java/com/acme/ZTest.java": rewrite,
         },
     )
-    obs = SurefireParser().parse(run_maven(tampered))
+    data = run_maven(tampered)
+    obs = SurefireParser().parse(data)
     assert obs.error is None, obs.feedback
     assert obs.facts["failing"] == ()  # the report was rewritten...
     assert obs.facts["consistent"] is False  # ...and Maven's summary says otherwise
-    assert "failures 1" in obs.facts["tampering"]
+    # the forged summary reaches the console, but only adds to what Maven itself printed
+    assert "Tests run: 2, Failures: 0" in (data.output or "")
+    assert "tests run 4, failures 1" in obs.facts["tampering"]
     assert obs.ok is False
     assert "tampered" in obs.feedback
 
@@ -289,6 +299,10 @@ def test_a_summary_that_disagrees_or_was_cut_is_tampering(tmp_path: Path) -> Non
     lying = SUMMARY.replace("Failures: 0", "Failures: 1")
     obs = SurefireParser().parse(ParseInput(workdir=root, output=lying, exit_code=1))
     assert obs.ok is False and obs.facts["consistent"] is False
+    # a summary a test printed before Maven's own adds to it: never a pass
+    forged = SUMMARY + SUMMARY.replace("Failures: 0", "Failures: 1")
+    obs = SurefireParser().parse(ParseInput(workdir=root, output=forged, exit_code=1))
+    assert obs.ok is False and "tests run 2, failures 1" in obs.facts["tampering"]
     cut = "[INFO] x\n[... 99 bytes of output cut ...]\n" + SUMMARY
     obs = SurefireParser().parse(ParseInput(workdir=root, output=cut, exit_code=0))
     assert obs.ok is False and "cut" in obs.facts["tampering"]
