@@ -11,12 +11,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from tests.stacks.java_project import MVN, need_maven, pom, write
 
 from looprun.observe.base import ParseInput
 from looprun.observe.registry import get_parser, parser_facts
 from looprun.observe.surefire import SurefireParser, failure_type
 
+ROOT = Path(__file__).resolve().parents[2]
 CALC = """package com.acme;
 
 public class Calc {
@@ -306,3 +308,32 @@ def test_a_summary_that_disagrees_or_was_cut_is_tampering(tmp_path: Path) -> Non
     cut = "[INFO] x\n[... 99 bytes of output cut ...]\n" + SUMMARY
     obs = SurefireParser().parse(ParseInput(workdir=root, output=cut, exit_code=0))
     assert obs.ok is False and "cut" in obs.facts["tampering"]
+
+
+@pytest.mark.e2e
+def test_the_packs_lint_reads_javac_warnings(tmp_path: Path) -> None:
+    need_maven()
+    pack = yaml.safe_load((ROOT / "templates" / "observers" / "java.yaml").read_text())
+    lint = pack["observe"]["lint"]
+    command = pack["inputs"]["lint_command"]["default"] + lint["run"].split("}}", 1)[1]
+    deprecated = """package com.acme;
+
+public class Old {
+    public static Integer box(int x) {
+        return new Integer(x);
+    }
+}
+"""
+    root = project(tmp_path, {"src/main/java/com/acme/Old.java": deprecated})
+    done = subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True)
+    data = ParseInput(
+        workdir=root,
+        output=done.stdout + done.stderr,
+        exit_code=done.returncode,
+        options=lint["options"],
+    )
+    obs = get_parser(lint["parser"]).parse(data)
+    assert obs.facts["errors"] == 1, obs.feedback
+    (item,) = obs.items
+    assert (item.file, item.line, item.col) == ("src/main/java/com/acme/Old.java", 5, 16)
+    assert "deprecated" in item.message
