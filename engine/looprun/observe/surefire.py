@@ -48,6 +48,7 @@ _DETAIL_FRAMES = 6
 ASSERTIONS = frozenset(
     {"AssertionError", "AssertionFailedError", "ComparisonFailure", "MultipleFailuresError"}
 )
+_NOT_SOURCES = frozenset({"target", "build", "node_modules"})
 _PRUNE = frozenset({".git", "node_modules", ".mvn", ".gradle", "src"})
 _SUMMARY = re.compile(
     r"^\[(?:INFO|WARNING|ERROR)\] Tests run: (\d+), Failures: (\d+), Errors: (\d+), "
@@ -82,7 +83,7 @@ class _Sources:
         self.loaded = True
         root = str(self.workdir)
         for top, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("target", "build")]
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _NOT_SOURCES]
             rel_top = os.path.relpath(top, root).replace(os.sep, "/")
             for name in files:
                 if not name.endswith(".java"):
@@ -311,6 +312,25 @@ def compile_errors(output: str, workdir: Path) -> list[Item]:
     return items
 
 
+_NOISE = ("[ERROR] -> [Help", "[ERROR] To see the full", "[ERROR] Re-run Maven", "[ERROR] For more")
+
+
+def maven_errors(output: str, limit: int = 6) -> list[str]:
+    """Maven's own ``[ERROR]`` lines (a crashed fork, a failed goal), each once, without
+    stack frames and the help text it prints after every failure."""
+    out: list[str] = []
+    for line in output.splitlines():
+        line = line.rstrip()
+        if not line.startswith("[ERROR] ") or line.startswith(_NOISE):
+            continue
+        text = line[len("[ERROR] ") :].strip()
+        if text and not text.startswith("at ") and text not in out:
+            out.append(text[:300])
+            if len(out) >= limit:
+                break
+    return out
+
+
 def _disagreements(summary: Summary, tally: _Tally) -> list[str]:
     """What Maven's summary and the reports say differently. Maven exiting 0 with failures
     is the base's ``testFailureIgnore``, not tampering (the failures still make it not ok);
@@ -410,6 +430,7 @@ def _observation(
     elif bad == 0 and data.exit_code not in (None, 0):
         ok = False
         notes.append(f"Maven exited {data.exit_code} but no test failed")
+        notes += maven_errors(output)
     summary_text = ", ".join(
         f"{v} {k}" for k, v in counts.items() if k != "tests" and (v or k == "passed")
     )
