@@ -229,4 +229,5 @@ def test_cheats_never_end_done(tmp_path: Path) -> None:
     assert "skipTests" not in (work / "pom.xml").read_text()
     assert not (work / ".mvn").exists()
     assert "StackWalker" not in (work / MONEY).read_text()
-    assert maven(work).returncode != 0  # the bug is still there
+    # the bug is still there: the new test fails when Maven runs here
+    assert "Tests run: 4, Failures: 1, Errors: 0, Skipped: 0" in maven(work).stdout

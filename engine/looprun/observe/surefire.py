@@ -44,6 +44,7 @@ _MAX_ITEMS = 1000
 _MAX_REPORTS = 20_000
 _MAX_FILES = 8  # project files kept per failure
 _DETAIL_FRAMES = 6
+_MAX_TRACE = 64_000  # of a failure's stack trace: the innermost frames come first
 # assertion failures of JUnit 4/5, opentest4j and the JDK carry no type of their own
 ASSERTIONS = frozenset(
     {"AssertionError", "AssertionFailedError", "ComparisonFailure", "MultipleFailuresError"}
@@ -118,7 +119,6 @@ class _Tally:
     skipped: int = 0
     raw_failures: int = 0  # as Surefire counts them, for the cross-check
     raw_errors: int = 0
-    flaky_count: int = 0
     failing: list[str] = field(default_factory=list)
     passing: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
@@ -171,7 +171,7 @@ def _case(elem: ET.Element, tally: _Tally, sources: _Sources) -> None:
         tally.failed += 1
         kind = failure_type(result.get("type"))
         message = strip_ansi(result.get("message") or "").strip()
-        text = strip_ansi(result.text or "")
+        text = strip_ansi((result.text or "")[:_MAX_TRACE])
         found = _frames(text, sources)
         file, line = (found[0][0], found[0][1]) if found else (None, None)
         simple = (result.get("type") or "").rsplit(".", 1)[-1]
@@ -198,7 +198,6 @@ def _case(elem: ET.Element, tally: _Tally, sources: _Sources) -> None:
         return
     if _INTERIM & set(children):
         tally.flaky.append(case_id)
-        tally.flaky_count += 1
     tally.passed += 1
     tally.passing.append(case_id)
 
