@@ -24,6 +24,7 @@ SAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "java_money": ("bugfix", ()),
     "refactor_shipping": ("refactor", ()),
     "backfill_units": ("test_backfill", ("--set", "target=units/temperature.py,units/wind.py")),
+    "go_textkit": ("bugfix", ()),
 }
 
 

@@ -285,6 +285,21 @@ def check_env(stack: Stack, cache: Path, root: Path) -> Mapping[str, str]:
     return env
 
 
+def tool_env(names: Iterable[str], cache: Path) -> dict[str, str]:
+    """The stacks' fixed variables and caches for the commands the model runs in the
+    working tree (``go test`` there needs a writable build cache in the sandbox too): a
+    cache of their own, never the checks', so nothing they build is what a check trusts."""
+    env: dict[str, str] = {}
+    for name in names:
+        stack = stacks.get(name)
+        env.update(stack.env)
+        for var, sub in stack.caches.items():
+            path = cache / sub
+            path.mkdir(parents=True, exist_ok=True)
+            env[var] = str(path)
+    return env
+
+
 def missing_tools(stacks: Iterable[Stack]) -> list[str]:
     """``program: install hint`` for each tool a stack needs that is not on PATH."""
     path = scrubbed_env().get("PATH")

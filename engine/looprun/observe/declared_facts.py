@@ -83,6 +83,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "regex": frozenset({"preset", "pattern", "fail_on"}),
     "json": frozenset({"facts", "ok"}),
     "diagnostics": frozenset({"format", "fail_on"}),
+    "go_test": frozenset(),
 }
 REGEX_PRESETS: tuple[str, ...] = (
     "mypy",

@@ -37,6 +37,7 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
         "looprun.observe.diagnostics:DiagnosticsParser",
         frozenset(declared_facts.DIAGNOSTICS),
     ),
+    "go_test": ("looprun.observe.gotest:GoTestParser", frozenset(declared_facts.JUNIT)),
 }
 
 
@@ -51,6 +52,7 @@ _EMPTY: dict[str, Mapping[str, Any]] = {
     "regex": declared_facts.REGEX,
     "json": MappingProxyType({}),
     "diagnostics": declared_facts.DIAGNOSTICS,
+    "go_test": declared_facts.JUNIT,
 }
 
 

@@ -9,6 +9,7 @@ loop the act step that runs its sub-loops through an executor.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from looprun.act.agent_role import AgentActRole
 from looprun.act.mcp import McpStartError
 from looprun.act.policy import Policy
 from looprun.act.tools import Toolbox
-from looprun.checks.clean_tree import CheckTrees, checks_home
+from looprun.checks.clean_tree import CheckTrees, checks_home, tool_env
 from looprun.checks.holdout import denied_to_model, resolve
 from looprun.journal.writer import RunJournal
 from looprun.loop.context import ContextBudget
@@ -120,12 +121,17 @@ def assemble(
 
     servers = _mcp_servers(template, ws.workdir, sandbox, w.report)
 
+    used = sorted({spec.stack for spec in template.observe.values() if spec.stack})
+    tool_vars = tool_env(used, checks / "act-cache") if checks is not None else {}
+    command_env = {**os.environ, **tool_vars} if tool_vars else None
+
     def toolbox(constraints: Constraints, tools: Sequence[str], *, deadline: float | None) -> Any:
         return Toolbox(
             ws.workdir,
             denied_to_model(constraints, dests),
             tools,
             deadline=deadline,
+            env=command_env,
             on_write=ws.touched,
             sandbox=sandbox,
             mcp=servers,

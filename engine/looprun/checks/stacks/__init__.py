@@ -14,7 +14,7 @@ from looprun.checks.stacks.base import Stack, Tool
 __all__ = ["Stack", "Tool", "get", "names"]
 
 # detection order matters only for messages: a repository with two stacks is refused
-_MODULES = ("python", "java")
+_MODULES = ("python", "go", "java")
 
 
 def names() -> tuple[str, ...]:

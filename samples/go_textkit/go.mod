@@ -1,0 +1,3 @@
+module example.com/textkit
+
+go 1.19
