@@ -21,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 SAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "invoice": ("bugfix", ()),
     "pagination": ("bugfix", ()),
+    "java_money": ("bugfix", ()),
     "refactor_shipping": ("refactor", ()),
     "backfill_units": ("test_backfill", ("--set", "target=units/temperature.py,units/wind.py")),
     "go_textkit": ("bugfix", ()),

@@ -77,6 +77,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "junit": frozenset({"outcome_channel", "exercised"}),
     # exercised: accepted for the templates that ask it of any runner; node cannot tell
     "node_test": frozenset({"exercised"}),
+    "surefire": frozenset(),
     "sarif": frozenset({"fail_on"}),
     "coverage": frozenset({"min", "paths"}),
     "git_diff": frozenset({"allow", "deny", "forbidden_patterns", "max_lines"}),

@@ -24,6 +24,7 @@ ENTRY_POINT_GROUP = "looprun.parsers"
 BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
     "junit": ("looprun.observe.junit:JUnitParser", frozenset(declared_facts.JUNIT)),
     "node_test": ("looprun.observe.node_test:NodeTestParser", frozenset(declared_facts.JUNIT)),
+    "surefire": ("looprun.observe.surefire:SurefireParser", frozenset(declared_facts.JUNIT)),
     "sarif": ("looprun.observe.sarif:SarifParser", frozenset(declared_facts.SARIF)),
     "coverage": ("looprun.observe.coverage:CoverageParser", frozenset(declared_facts.COVERAGE)),
     "git_diff": ("looprun.observe.git_diff:GitDiffParser", frozenset(declared_facts.GIT_DIFF)),
@@ -50,6 +51,7 @@ BUILTIN: dict[str, tuple[str, frozenset[str]]] = {
 _EMPTY: dict[str, Mapping[str, Any]] = {
     "junit": declared_facts.JUNIT,
     "node_test": declared_facts.JUNIT,
+    "surefire": declared_facts.JUNIT,
     "sarif": declared_facts.SARIF,
     "coverage": declared_facts.COVERAGE,
     "git_diff": declared_facts.GIT_DIFF,

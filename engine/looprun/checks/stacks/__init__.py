@@ -14,7 +14,7 @@ from looprun.checks.stacks.base import Stack, Tool
 __all__ = ["Stack", "Tool", "get", "names"]
 
 # detection order matters only for messages: a repository with two stacks is refused
-_MODULES = ("python", "go", "node", "rust")
+_MODULES = ("python", "go", "node", "rust", "java")
 
 
 def names() -> tuple[str, ...]:
