@@ -479,8 +479,8 @@ def test_a_wrong_held_out_setup_stops_before_the_run(
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert said in proc.stderr, proc.stderr
-    if given != "SANDBOX_OFF":  # the error names where the template declares the check
-        assert "bugfix.yaml:" in proc.stderr, proc.stderr
+    if given != "SANDBOX_OFF":  # the error names where the stack's pack declares the check
+        assert "observers/python.yaml:" in proc.stderr, proc.stderr
         assert "observe.holdout.holdout.from: " in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (work / ".looprun" / "runs").is_dir() or not any(

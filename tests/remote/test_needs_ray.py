@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_directory_named_ray_is_not_taken_for_ray(tmp_path: Path) -> None:
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "notes.txt").write_text("a repository's own folder\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\nversion = '0'\n")
     template = tmp_path / "bugfix.yaml"
     shutil.copy(ROOT / "templates" / "bugfix.yaml", template)
     script = tmp_path / "model.yaml"
