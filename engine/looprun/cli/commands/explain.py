@@ -32,8 +32,9 @@ from looprun.template.sharing.resolver import session
     help="text: resolved template and tree; mermaid: flowchart; json: resolved document.",
 )
 def command(template: str, fmt: str, workdir: str | None, sets: tuple[str, ...]) -> None:
-    """Show a template after composition, with its refine tree drawn; with the stack
-    whose pack it composed, and why that stack."""
+    """Show a template after composition, with its refine tree drawn.
+
+    Also names the stack whose pack it composed, and why that stack."""
     choice = slots.current()
     given = dict(s.split("=", 1) for s in sets if "=" in s)
     if given.get("stack"):
