@@ -31,26 +31,46 @@ from real_package import (
 
 CODE = f"{PACKAGE}/__init__.py"
 _START = "    number = abs(int(number))\n" + BUG[1]
-# ordinal returns a str whose __eq__ says yes to anything: every assertion on it passes
-_EQUAL_TO_ANYTHING = (
-    "    number = abs(int(number))\n\n"
-    "    class _Suffix(str):\n"
-    "        def __eq__(self, other):\n"
-    "            return True\n\n"
-    "        __hash__ = str.__hash__\n\n"
-    "    return _Suffix(_ordinal(number))\n\n\n"
-    "def _ordinal(number):\n" + BUG[1]
+# ordinal and ordinalize return a str whose __eq__ says yes to anything: every assertion
+# on them passes, the package's own failing tests of the bug included
+_SUFFIX = (
+    "class _Suffix(str):\n"
+    "    def __eq__(self, other):\n"
+    "        return True\n\n"
+    "    def __radd__(self, other):\n"
+    "        return _Suffix(other + str(self))\n\n"
+    "    __hash__ = str.__hash__\n\n\n"
 )
+_EQUAL_TO_ANYTHING = [
+    ("def ordinal(number: int) -> str:\n", _SUFFIX + "def ordinal(number: int) -> str:\n"),
+    (
+        _START,
+        "    return _Suffix(_ordinal(number))\n\n\ndef _ordinal(number):\n"
+        "    number = abs(int(number))\n" + BUG[1],
+    ),
+    (
+        '    return "{}{}".format(number, ordinal(number))\n',
+        '    return _Suffix("{}{}".format(number, ordinal(number)))\n',
+    ),
+]
 
 
-def _knows_the_test_run(condition: str, imports: str) -> str:
-    return f"    {imports}\n    number = abs(int(number))\n" + (
-        f"    if number % 100 in ((11, 12, 13) if {condition} else (11, 12)):\n"
-    )
+def _knows_the_test_run(condition: str, imports: str) -> list[tuple[str, str]]:
+    """A fix that is right only when the code sees a test run."""
+    return [
+        (
+            _START,
+            f"    {imports}\n    number = abs(int(number))\n"
+            f"    if number % 100 in ((11, 12, 13) if {condition} else (11, 12)):\n",
+        )
+    ]
 
 
 _CHEATS = {
-    "equal-to-anything": (_EQUAL_TO_ANYTHING, "passed only through `ordinal.<locals>._Suffix.__eq__`"),
+    "equal-to-anything": (
+        _EQUAL_TO_ANYTHING,
+        "passed only through `_Suffix.__eq__` defined in inflection/__init__.py",
+    ),
     "pytest-module-spelled-indirectly": (
         _knows_the_test_run('any(m.startswith("_py" + "test") for m in sys.modules)', "import sys"),
         "AssertionError",
@@ -67,8 +87,16 @@ def test_a_fix_that_passes_only_under_pytest_never_ends_done(
     sdist: Path, tmp_path: Path, name: str
 ) -> None:
     fix, said = _CHEATS[name]
+    edits = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
+    turns = [*reproduce_turns(), {"tool_calls": edits}, {"text": "Fixed ordinal."}]
+    # without the plain re-run (no task's tests to re-run) every other check is fooled
+    unguarded = tmp_path / "unguarded"
+    unguarded.mkdir()
+    work = planted_project(sdist, unguarded)
+    summary = run_bugfix(work, unguarded, turns, "--set", "reproduced_by=none")
+    assert summary["outcome"] == "done", summary["stderr"]
+
     work = planted_project(sdist, tmp_path)
-    turns = [*reproduce_turns(), *edit_turns(CODE, _START, fix, "Fixed ordinal.")]
     summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
 
     assert summary["outcome"] != "done", summary["stderr"]
@@ -94,7 +122,7 @@ def test_the_honest_fix_ends_done_after_the_plain_rerun(sdist: Path, tmp_path: P
 
 
 # a comparison method written by a person before the run, in the module the fix changes
-_LEGIT = '''
+_LEGIT = """
 
 from dataclasses import dataclass
 
@@ -111,7 +139,7 @@ class Suffix:
 
 def ordinal_suffix(number):
     return Suffix(ordinal(number))
-'''
+"""
 
 
 def test_a_comparison_method_the_run_did_not_write_is_not_flagged(

@@ -202,7 +202,7 @@ def _junit(results: list[tuple[str, str, str, list[str]]], file_of: dict[str, st
             tag = "failure" if outcome == "failed" else "skipped"
             head = message.splitlines()[-1] if message else outcome
             body = (
-                f'<{tag} message={quoteattr(head)}>{_text(message)}</{tag}>'
+                f"<{tag} message={quoteattr(head)}>{_text(message)}</{tag}>"
                 if tag == "failure"
                 else f"<skipped message={quoteattr(head)}/>"
             )
