@@ -59,7 +59,7 @@ def changed_lines(patch: str) -> dict[str, list[list[int]]]:
     lines (``[first, last]``): what a check asks to tell code the run wrote from code it
     only sits next to. Empty without a patch (asked for with forbidden patterns)."""
     out: dict[str, list[list[int]]] = {}
-    for kind, path, line, _ in walk(patch):
+    for _kind, path, line, _ in walk(patch):
         ranges = out.setdefault(path, [])
         if ranges and ranges[-1][0] <= line <= ranges[-1][1] + 1:
             ranges[-1][1] = max(ranges[-1][1], line)

@@ -29,7 +29,9 @@ import inspect
 import json
 import os
 import sys
+import threading
 import traceback
+import types
 import unittest
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -61,6 +63,8 @@ def _scrub() -> None:
         if name.split(".")[0] in ("pytest", "_pytest", "pluggy", "looprun_outcome"):
             del sys.modules[name]
     sys.argv[:] = ["-c"]
+    # as under `python -c`: a __main__ without this file's name, spec or loader
+    sys.modules["__main__"] = types.ModuleType("__main__")
 
 
 def _module_name(path: str) -> tuple[str, str]:
@@ -153,40 +157,77 @@ def _target(module: Any, parts: list[str]) -> tuple[Any, str]:
     return obj, ""
 
 
+# Each test is called on a thread of its own through this function, compiled as
+# ``python -c`` code is: the test's callers are the thread's start and ``<string>``, never
+# this runner's frames
+_CALL = compile(
+    "def call(target, watch, box):\n"
+    "    import sys\n"
+    "    sys.setprofile(watch)\n"
+    "    try:\n"
+    "        target()\n"
+    "    except BaseException as exc:\n"
+    "        box.append(exc)\n"
+    "    finally:\n"
+    "        sys.setprofile(None)\n",
+    "<string>",
+    "exec",
+)
+
+
+def _call(target: Any, watch: _Watch | None) -> BaseException | None:
+    """Run ``target`` on a new thread (with ``watch`` as its profile function); what it
+    raised, if anything."""
+    scope: dict[str, Any] = {}
+    exec(_CALL, scope)
+    box: list[BaseException] = []
+    thread = threading.Thread(target=scope["call"], args=(target, watch, box), name="Thread-1")
+    thread.start()
+    thread.join()
+    return box[0] if box else None
+
+
 def _run(node: str, root: str, tests: set[str], watch: _Watch) -> tuple[str, str, list[str]]:
-    """(outcome, message, junit key) of one test id: passed, failed or skipped."""
+    """(outcome, message, junit key) of one test id: passed, failed or skipped. A test is
+    run with nothing watching it first; once that passes, again with ``watch`` noting the
+    comparison methods it calls (a test that fails only while watched fails)."""
     file, *parts = node.split("::")
     where, name = _module_name(os.path.join(root, file))
     if where not in sys.path:
         sys.path.insert(0, where)
     key = [".".join([name, *parts[:-1]]), parts[-1] if parts else node]
-    try:
-        module = importlib.import_module(name)
-        call, skip = _target(module, parts)
-    except Exception:
-        return "failed", _last(traceback.format_exc()), key
-    if call is None:
-        return "skipped", f"not run without pytest ({skip})", key
     watch.hits = []
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        call()
-    except unittest.SkipTest as exc:
-        return "skipped", f"skipped: {exc}", key
-    except BaseException:
-        sys.setprofile(previous)
-        return "failed", _last(traceback.format_exc()), key
-    finally:
-        sys.setprofile(previous)
+    for watching in (None, watch):
+        try:
+            module = importlib.import_module(name)
+            call, skip = _target(module, parts)
+        except Exception as exc:
+            return "failed", _failure(exc, root), key
+        if call is None:
+            return "skipped", f"not run without pytest ({skip})", key
+        raised = _call(call, watching)
+        if isinstance(raised, unittest.SkipTest):
+            return "skipped", f"skipped: {raised}", key
+        if raised is not None:
+            return "failed", _failure(raised, root), key
     if watch.hits:
         which = ", ".join(watch.hits[:3])
         return "failed", f"passed only through {which}, which this run changed", key
     return "passed", "", key
 
 
-def _last(text: str) -> str:
-    return "\n".join(text.strip().splitlines()[-12:])
+def _failure(exc: BaseException, root: str) -> str:
+    """What failed, headline last: the traceback's tail, then the exception and, for a
+    bare ``assert`` (not rewritten by pytest here), the line that failed."""
+    tail = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(tail).strip().splitlines()[-12:]
+    head = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and not str(exc):
+        last = frames[-1]
+        where = last.filename[len(root) :] if last.filename.startswith(root) else last.filename
+        head += f" at {where}:{last.lineno}: {(last.line or '').strip()}"
+    return "\n".join([*text[:-1], head])
 
 
 def _junit(results: list[tuple[str, str, str, list[str]]], file_of: dict[str, str]) -> str:
