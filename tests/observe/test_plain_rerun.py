@@ -65,7 +65,7 @@ def _plain(work: Path, ids: list[str], changed: dict[str, Any] | None = None) ->
     report = work.parent / f"{work.name}-plain.xml"
     command = (
         f"PYTHONNOUSERSITE=1 {sys.executable} -P -m looprun_plain --junitxml={report} "
-        f"--changed='{json.dumps(changed or {})}' '{json.dumps(ids)}'"
+        f"--changed='{json.dumps(changed or {})}' --ids='{json.dumps(ids)}'"
     )
     obs = observe_command(
         "junit",

@@ -28,6 +28,7 @@ import importlib
 import inspect
 import json
 import os
+import shlex
 import sys
 import threading
 import traceback
@@ -266,12 +267,23 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="looprun_plain")
     parser.add_argument("--junitxml", required=True)
     parser.add_argument("--changed", default="{}", help="JSON: file -> [[first, last], ...]")
-    parser.add_argument("ids", help="JSON list of pytest node ids")
+    parser.add_argument("--ids", required=True, help="JSON list of pytest node ids")
+    # what looprun appends to pin pytest's configuration: the rootdir the ids are relative
+    # to and the base's `pythonpath` (as absolute directories); the rest means nothing here
+    parser.add_argument("-c", dest="config", default="")
+    parser.add_argument("--rootdir", default="")
+    parser.add_argument("--confcutdir", default="")
+    parser.add_argument("-o", dest="overrides", action="append", default=[])
     args = parser.parse_args(argv)
     ids = [str(i) for i in json.loads(args.ids)]
     changed = {
         str(f): [[int(a), int(b)] for a, b in r] for f, r in json.loads(args.changed).items()
     }
+    pythonpath: list[str] = []
+    for override in args.overrides:
+        name, _, value = override.partition("=")
+        if name.strip() == "pythonpath":
+            pythonpath = shlex.split(value)
     fd = os.environ.get("LOOPRUN_OUTCOME_FD", "")
     out = os.fdopen(int(fd), "w", encoding="utf-8", closefd=False) if fd.isdigit() else None
     report = os.path.abspath(args.junitxml)
@@ -282,9 +294,12 @@ def main(argv: list[str]) -> int:
             out.flush()
 
     send({"event": "start", "plugin": os.path.realpath(__file__)})
-    root = os.path.join(os.path.realpath(os.getcwd()), "")
+    root = os.path.join(os.path.realpath(args.rootdir or os.getcwd()), "")
     tests = {i.split("::")[0] for i in ids}
     _scrub()
+    # the base's `pythonpath`, then the working directory, as pytest puts them (never
+    # this runner's own directory)
+    sys.path[:0] = [os.path.abspath(p) for p in pythonpath if os.path.realpath(p) != _HERE]
     watch = _Watch(root, tests, changed)
     results = []
     file_of = {}
