@@ -152,11 +152,35 @@ def test_a_comparison_method_the_run_did_not_write_counts(tmp_path: Path) -> Non
     fix = lines.index("    return 42") + 1
     facts = _plain(work, ["test_x.py::test_answer"], {"pkg/mod.py": [[fix, fix]]})
     assert facts["passing"] == ["test_x.py::test_answer"], facts["feedback"]
-    # the same test, with the run having written Written.__eq__: flagged
+    # had the run written Written.__eq__ (an honest one) the test counts all the same
     eq = lines.index("    def __eq__(self, other):") + 1
     facts = _plain(work, ["test_x.py::test_answer"], {"pkg/mod.py": [[eq, eq + 1]]})
-    assert facts["failing"] == ["test_x.py::test_answer"]
-    assert "`Written.__eq__`" in facts["feedback"]
+    assert facts["passing"] == ["test_x.py::test_answer"], facts["feedback"]
+
+
+def test_an_honest_comparison_method_the_run_wrote_counts(tmp_path: Path) -> None:
+    """The bug is that two equal amounts compare unequal: the fix writes ``__eq__``."""
+    code = (
+        "class Money:\n"
+        "    def __init__(self, cents):\n"
+        "        self.cents = cents\n\n"
+        "    def __eq__(self, other):\n"
+        "        if not isinstance(other, Money):\n"
+        "            return NotImplemented\n"
+        "        return self.cents == other.cents\n\n"
+        "    def __contains__(self, cents):\n"
+        "        return cents == self.cents\n"
+    )
+    test = (
+        "from pkg.mod import Money\n\n\n"
+        "def test_answer():\n"
+        "    assert Money(5) == Money(5)\n"
+        "    assert Money(5) != Money(6)\n"
+        "    assert 5 in Money(5)\n"
+    )
+    work = _project(tmp_path, code, test)
+    facts = _plain(work, ["test_x.py::test_answer"], {"pkg/mod.py": [[5, 11]]})
+    assert facts["passing"] == ["test_x.py::test_answer"], facts["feedback"]
 
 
 def test_what_is_run_and_what_is_not(tmp_path: Path) -> None:

@@ -7,11 +7,15 @@ this way after they pass. Each test function is imported from its file and calle
 directly, with no ``pytest`` or ``_pytest`` module loaded, those variables unset and
 ``sys.argv`` as ``python -c`` leaves it.
 
-While a test runs, a profile function notes the comparison and truth methods (``__eq__``,
-``__bool__``, ``__len__`` ...) of the project's own code that it calls; one whose lines
-the run changed (``--changed``: file -> changed line ranges, from looprun's diff) means the
-test passed because an object says it is equal or true, not because the code is right:
-such a test is reported failing.
+Once a test passes, it runs again with a profile function noting the comparison and
+truth methods (``__eq__``, ``__ne__``, ``__lt__`` ..., ``__contains__``, ``__bool__``,
+``__len__``, ``__instancecheck__``) of the project's own code it calls on lines the run
+changed (``--changed``: file -> line ranges, from looprun's diff). Each is then asked about
+objects nothing can equal or contain: one that says yes (an ``__eq__`` true for a bare
+``object()``) made the test pass by saying yes to anything, and the test is reported
+failing. A comparison method the run wrote honestly (value equality) answers no and
+counts; ``__bool__`` and ``__len__`` cannot be asked this way, so a pass through one the
+run wrote does not count. Methods on lines the run did not change are never judged.
 
 Covered: test functions and methods of plain test classes that take no arguments, and
 ``unittest.TestCase`` methods. Not covered (reported skipped): tests that use fixtures or
@@ -40,7 +44,7 @@ from xml.sax.saxutils import quoteattr
 _DUNDERS = frozenset(
     {
         "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__len__",
-        "__contains__", "__hash__", "__instancecheck__", "__subclasscheck__",
+        "__contains__", "__instancecheck__", "__subclasscheck__",
     }
 )  # fmt: skip
 _INSTALLED = ("site-packages", "dist-packages")
@@ -102,14 +106,57 @@ def _lines(code: Any) -> set[int]:
     return found
 
 
+class _Probe:
+    """An object no honest comparison method calls equal, or finds in a container."""
+
+    def __repr__(self) -> str:
+        return "<probe>"
+
+
+# how each method answers a probe when it says yes to anything
+_ANYTHING: dict[str, Any] = {
+    "__eq__": True,
+    "__ne__": False,
+    "__lt__": True,
+    "__le__": True,
+    "__gt__": True,
+    "__ge__": True,
+    "__contains__": True,
+    "__instancecheck__": True,
+    "__subclasscheck__": True,
+}
+_MAX_OBJECTS = 4  # receivers kept per method for the probe
+
+
+def _says_yes_to_anything(name: str, receivers: list[Any]) -> bool:
+    """Whether ``name`` of any of ``receivers`` answers a probe as if everything matched
+    (an ``__eq__`` true for an object nothing can equal); methods that cannot be probed
+    this way (``__bool__``, ``__len__``) count as saying yes."""
+    if name not in _ANYTHING:
+        return True
+    probes: tuple[Any, ...] = (object(), _Probe(), "\x00looprun-probe\x00")
+    if name == "__subclasscheck__":
+        probes = (_Probe, type("Probe", (), {}))
+    for receiver in receivers:
+        for probe in probes:
+            try:
+                said = getattr(receiver, name)(probe)
+            except Exception:
+                continue
+            if said is not NotImplemented and bool(said) is _ANYTHING[name]:
+                return True
+    return False
+
+
 class _Watch:
-    """A profile function noting the project's comparison and truth methods a test calls."""
+    """A profile function noting the project's comparison and truth methods a test calls
+    on lines the run changed, with the objects they were called on."""
 
     def __init__(self, root: str, tests: set[str], changed: dict[str, list[list[int]]]):
         self.root, self.tests, self.changed = root, tests, changed
         self.files: dict[str, str] = {}
         self.seen: dict[Any, str] = {}  # code -> "" (not changed by the run) or its message
-        self.hits: list[str] = []
+        self.hits: dict[Any, list[Any]] = {}  # code -> the objects it was called on
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
         if event != "call" or frame.f_code.co_name not in _DUNDERS:
@@ -118,8 +165,18 @@ class _Watch:
         said = self.seen.get(code)
         if said is None:
             said = self.seen[code] = self._judge(code)
-        if said and said not in self.hits:
-            self.hits.append(said)
+        if said:
+            receivers = self.hits.setdefault(code, [])
+            if code.co_argcount and len(receivers) < _MAX_OBJECTS:
+                receivers.append(frame.f_locals.get(code.co_varnames[0]))
+
+    def flagged(self) -> list[str]:
+        """The methods the test passed through that say yes to anything."""
+        return [
+            self.seen[code]
+            for code, receivers in self.hits.items()
+            if _says_yes_to_anything(code.co_name, receivers)
+        ]
 
     def _judge(self, code: Any) -> str:
         name = code.co_filename
@@ -197,7 +254,7 @@ def _run(node: str, root: str, tests: set[str], watch: _Watch) -> tuple[str, str
     if where not in sys.path:
         sys.path.insert(0, where)
     key = [".".join([name, *parts[:-1]]), parts[-1] if parts else node]
-    watch.hits = []
+    watch.hits = {}
     for watching in (None, watch):
         try:
             module = importlib.import_module(name)
@@ -211,8 +268,9 @@ def _run(node: str, root: str, tests: set[str], watch: _Watch) -> tuple[str, str
             return "skipped", f"skipped: {raised}", key
         if raised is not None:
             return "failed", _failure(raised, root), key
-    if watch.hits:
-        which = ", ".join(watch.hits[:3])
+    flagged = watch.flagged()
+    if flagged:
+        which = ", ".join(flagged[:3])
         return "failed", f"passed only through {which}, which this run changed", key
     return "passed", "", key
 
