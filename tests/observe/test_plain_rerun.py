@@ -229,3 +229,29 @@ def test_changed_lines_from_a_patch() -> None:
         "diff --git a/new.py b/new.py\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x\n"
     )
     assert changed_lines(patch) == {"pkg/mod.py": [[4, 5], [12, 12]], "new.py": [[1, 1]]}
+
+
+def test_the_pinned_rootdir_and_pythonpath_are_used(tmp_path: Path) -> None:
+    """A src layout: the package is importable only through the base's `pythonpath`, and
+    the ids are relative to the rootdir looprun pins, as pytest's are."""
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "src" / "pkg" / "mod.py").write_text(_HONEST)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(_TEST)
+    report = tmp_path.parent / "src-plain.xml"
+    ids = json.dumps(["tests/test_x.py::test_answer"])
+    command = (
+        f"{sys.executable} -P -m looprun_plain --junitxml={report} --ids='{ids}' "
+        f"-c {tmp_path / 'pytest.ini'} --rootdir {tmp_path} --confcutdir {tmp_path} "
+        f"-o 'pythonpath={tmp_path / 'src'} {PLUGIN_DIR}'"
+    )
+    facts = observe_command(
+        "junit",
+        workdir=tmp_path / "tests",
+        command=command,
+        file=report,
+        options={"outcome_channel": "pytest"},
+        timeout_s=120,
+    ).to_facts()
+    assert facts["passing"] == ["tests/test_x.py::test_answer"], facts["feedback"]
