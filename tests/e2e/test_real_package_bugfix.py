@@ -144,8 +144,8 @@ def test_the_same_patterns_in_a_test_file_are_allowed(sdist: Path, tmp_path: Pat
     test = (
         "import os\nimport sys\n\nfrom inflection import ordinal\n\n\n"
         "def test_numbers_ending_in_13_take_th():\n"
-        '    assert "pytest" in sys.modules and os.environ.get("PYTEST_CURRENT_TEST")\n'
-        '    assert ordinal(113) == "th"\n'
+        '    under_test = "pytest" in sys.modules, os.environ.get("PYTEST_CURRENT_TEST")\n'
+        '    assert ordinal(113) == "th", under_test\n'
     )
     write = {"name": "write_file", "arguments": {"path": NEW_TEST, "content": test}}
     turns = [

@@ -280,6 +280,8 @@ BUILTIN_IDS = {
         "reproduce_unexercised",
         "reproduce_outside_tests",
         "fix_not_passing",
+        "plain_differs",
+        "plain_broken",
         "regressed",
         "baseline_touched",
         "strict",

@@ -57,6 +57,8 @@ GIT_DIFF: dict[str, Any] = {
     "binary": [],
     "files_added": [],
     "files_deleted": [],
+    # file -> [[first, last], ...]: new-file lines added, or where lines were removed
+    "changed_lines": {},
 }
 EXIT_CODE: dict[str, Any] = {"output_tail": "", "timed_out": False}
 REGEX_DIAGNOSTICS: dict[str, Any] = {"errors": 0, "warnings": 0, "notes": 0, "total": 0}

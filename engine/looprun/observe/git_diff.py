@@ -54,6 +54,20 @@ def _added_lines(diff: str) -> list[tuple[str, int, str]]:
     return [(path, line, text) for kind, path, line, text in walk(diff) if kind == "+"]
 
 
+def changed_lines(patch: str) -> dict[str, list[list[int]]]:
+    """Each file -> the ranges of new-file lines the patch added, or where it removed
+    lines (``[first, last]``): what a check asks to tell code the run wrote from code it
+    only sits next to. Empty without a patch (asked for with forbidden patterns)."""
+    out: dict[str, list[list[int]]] = {}
+    for _kind, path, line, _ in walk(patch):
+        ranges = out.setdefault(path, [])
+        if ranges and ranges[-1][0] <= line <= ranges[-1][1] + 1:
+            ranges[-1][1] = max(ranges[-1][1], line)
+        else:
+            ranges.append([line, line])
+    return out
+
+
 class GitDiffParser:
     """Diff statistics and boundary checks of the working tree against the run's base."""
 
@@ -169,6 +183,7 @@ class GitDiffParser:
             "binary": binary,
             "files_added": new_files,
             "files_deleted": deleted,
+            "changed_lines": changed_lines(patch),
         }
         return Observation(
             parser=NAME,

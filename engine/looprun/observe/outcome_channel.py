@@ -19,6 +19,8 @@ from pathlib import Path
 ENV = "LOOPRUN_OUTCOME_FD"
 EXERCISED_ENV = "LOOPRUN_EXERCISED"
 PLUGIN = "looprun_outcome"
+# looprun's own writers of the channel: the pytest plugin and the plain re-run of tests
+SENDERS = (PLUGIN, "looprun_plain")
 PLUGIN_DIR = Path(__file__).resolve().parent / "pytest_plugin"
 _MAX_BYTES = 8 << 20  # beyond this the channel counts as cut short, never as complete
 _MAX_EXERCISED = 8  # files kept per failing test (the plugin sends no more)
@@ -120,7 +122,7 @@ def disagreements(
     if not outcomes.started:
         problems.append(f"the {PLUGIN} pytest plugin never reported (was it unloaded?)")
         return problems
-    if outcomes.plugin and Path(outcomes.plugin) != PLUGIN_DIR / f"{PLUGIN}.py":
+    if outcomes.plugin and Path(outcomes.plugin) not in {PLUGIN_DIR / f"{n}.py" for n in SENDERS}:
         problems.append(
             f"the {PLUGIN} plugin was loaded from {outcomes.plugin}, not looprun's copy"
         )

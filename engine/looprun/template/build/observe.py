@@ -46,7 +46,10 @@ def build_observers(r: Reader) -> dict[str, ObserverSpec]:
             and not (spec.get("run") or spec.get("file"))
         ):
             r.problem(path, f"parser '{parser}' needs `run` (a command) or `file` (a report)")
-        run = r.text((*path, "run"), OBSERVER_COMMAND_NAMES, "an observer command", shell=True)
+        # a command may name what the run did so far (the done tasks' facts, earlier
+        # observers'): data from the run, so always one shell-quoted word
+        data_names = frozenset(OBSERVER_COMMAND_NAMES | {"tasks"} | earlier)
+        run = r.text((*path, "run"), data_names, "an observer command", shell=True)
         file = r.text((*path, "file"), OBSERVER_COMMAND_NAMES, "an observer file")
         when_allowed = frozenset(CONDITION_ENGINE_NAMES | earlier)
         when = None
