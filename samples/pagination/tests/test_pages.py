@@ -1,5 +1,4 @@
 import pytest
-
 from pagination import page_count, paginate
 
 
