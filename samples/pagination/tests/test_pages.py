@@ -1,4 +1,5 @@
 import pytest
+
 from pagination import page_count, paginate
 
 
