@@ -26,18 +26,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from looprun.data.freeze import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
-from looprun.observe.feedback import clip, render, strip_ansi, tail
+from looprun.observe.feedback import clip, strip_ansi
 from looprun.observe.reports import (
     ReportProblem,
     locate_report,
-    max_feedback,
     open_report,
-    signature_of,
     unusable,
 )
+from looprun.observe.suite import suite_observation, summary_line
 from looprun.observe.traceback import project_path
 
 NAME = "cargo_test"
@@ -579,36 +577,19 @@ def _observation(data: ParseInput, reader: _Reader, shown: str) -> Observation:
     if data.timed_out:
         ok = False
         notes.append("the test command timed out")
-    summary = ", ".join(
-        f"{v} {k}" for k, v in counts.items() if k != "tests" and (v or k == "passed")
-    )
-    header = f"tests: {summary} ({counts['tests']} tests)"
-    limit = max_feedback(data)
-    footer = "\n".join(notes)
-    if notes and data.output and bad == 0:
-        footer += "\n" + tail(data.output, limit // 2)
-    feedback = render(
-        header, tally.items, max_bytes=limit, footer=footer, noun="more failing", group=True
-    )
-    facts = {
-        **counts,
-        "failing": tally.failing,
-        "passing": tally.passing,
-        "flaky": [],
-        "failure_types": tally.types,
-        "exercised": {},
-        "failure_files": tally.files,
-        "consistent": not tampering,
-        "tampering": tampering,
-    }
-    return Observation(
-        parser=NAME,
+    return suite_observation(
+        NAME,
+        data,
+        header=f"tests: {summary_line(counts)} ({counts['tests']} tests)",
+        counts=counts,
+        items=tally.items,
+        failing=tally.failing,
+        passing=tally.passing,
+        types=tally.types,
+        files=tally.files,
+        notes=notes,
         ok=ok,
-        exit_code=data.exit_code,
-        counts=freeze(counts),
-        items=tuple(tally.items),
-        signature=signature_of(tally.items),
-        feedback=feedback,
-        facts=freeze(facts),
-        error=None,
+        tampering=tampering,
+        flaky=(),
+        output=None,
     )

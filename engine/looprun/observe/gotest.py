@@ -24,18 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from looprun.data.freeze import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
-from looprun.observe.feedback import clip, render, strip_ansi, tail
+from looprun.observe.feedback import clip, strip_ansi
 from looprun.observe.reports import (
     ReportProblem,
     locate_report,
-    max_feedback,
     open_report,
-    signature_of,
     unusable,
 )
+from looprun.observe.suite import suite_observation, summary_line
 from looprun.observe.traceback import project_path
 
 NAME = "go_test"
@@ -489,40 +487,19 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
     elif bad == 0 and data.exit_code not in (None, 0):
         ok = False
         notes.append(f"go test exited {data.exit_code} but {shown} shows no failures")
-    summary = ", ".join(
-        f"{v} {k}" for k, v in counts.items() if k != "tests" and (v or k == "passed")
-    )
-    limit = max_feedback(data)
-    footer = "\n".join(notes)
-    if notes and data.output and bad == 0:
-        footer += "\n" + tail(data.output, limit // 2)
-    feedback = render(
-        f"go test: {summary} ({tally.tests} tests)",
-        tally.items,
-        max_bytes=limit,
-        footer=footer,
-        noun="more failing",
-        group=True,
-    )
-    facts = {
-        **counts,
-        "failing": tally.failing,
-        "passing": tally.passing,
-        "flaky": [],
-        "failure_types": tally.types,
-        "exercised": {},
-        "failure_files": tally.files,
-        "consistent": not tampering,
-        "tampering": tampering,
-    }
-    return Observation(
-        parser=NAME,
+    return suite_observation(
+        NAME,
+        data,
+        header=f"go test: {summary_line(counts)} ({tally.tests} tests)",
+        counts=counts,
+        items=tally.items,
+        failing=tally.failing,
+        passing=tally.passing,
+        types=tally.types,
+        files=tally.files,
+        notes=notes,
         ok=ok,
-        exit_code=data.exit_code,
-        counts=freeze(counts),
-        items=tuple(tally.items),
-        signature=signature_of(tally.items),
-        feedback=feedback,
-        facts=freeze(facts),
-        error=None,
+        tampering=tampering,
+        flaky=(),
+        output=None,
     )

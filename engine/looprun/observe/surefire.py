@@ -23,18 +23,16 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from looprun.data.freeze import freeze
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
-from looprun.observe.feedback import render, strip_ansi, tail
+from looprun.observe.feedback import strip_ansi
 from looprun.observe.reports import (
     ReportProblem,
     display_path,
-    max_feedback,
     open_report,
-    signature_of,
     unusable,
 )
+from looprun.observe.suite import suite_observation, summary_line
 
 NAME = "surefire"
 EMPTY_FACTS = declared_facts.JUNIT
@@ -430,38 +428,22 @@ def _observation(
         ok = False
         notes.append(f"Maven exited {data.exit_code} but no test failed")
         notes += maven_errors(output)
-    summary_text = ", ".join(
-        f"{v} {k}" for k, v in counts.items() if k != "tests" and (v or k == "passed")
-    )
-    header = f"tests: {summary_text} ({tally.tests} tests)"
+    header = f"tests: {summary_line(counts)} ({tally.tests} tests)"
     if tally.flaky:
         header += f"; flaky: {', '.join(tally.flaky[:5])}"
-    limit = max_feedback(data)
-    footer = "\n".join(notes)
-    if notes and output and bad == 0:
-        footer += "\n" + tail(output, limit // 2)
-    feedback = render(
-        header, items, max_bytes=limit, footer=footer, noun="more failing", group=True
-    )
-    facts = {
-        **counts,
-        "failing": tally.failing,
-        "passing": tally.passing,
-        "flaky": tally.flaky,
-        "failure_types": tally.types,
-        "exercised": {},
-        "failure_files": tally.files,
-        "consistent": not tampering,
-        "tampering": tampering,
-    }
-    return Observation(
-        parser=NAME,
+    return suite_observation(
+        NAME,
+        data,
+        header=header,
+        counts=counts,
+        items=items,
+        failing=tally.failing,
+        passing=tally.passing,
+        types=tally.types,
+        files=tally.files,
+        notes=notes,
         ok=ok,
-        exit_code=data.exit_code,
-        counts=freeze(counts),
-        items=tuple(items),
-        signature=signature_of(items),
-        feedback=feedback,
-        facts=freeze(facts),
-        error=None,
+        tampering=tampering,
+        flaky=tally.flaky,
+        output=output or "",
     )
