@@ -12,3 +12,11 @@ from real_package import fetch_sdist
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real package's unpacked source distribution, downloaded once per session."""
     return fetch_sdist(tmp_path_factory.mktemp("sdist"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The runs on a real package (a PyPI sdist with a bug planted, dozens of full
+    bugfix runs) are end-to-end: their tier is `pytest -m e2e`, beside the toolchains'."""
+    for item in items:
+        if item.path.name.startswith("test_real_package_"):
+            item.add_marker(pytest.mark.e2e)
