@@ -22,7 +22,6 @@ import contextlib
 import os
 import shutil
 import stat
-import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 from looprun.checks import stacks
 from looprun.checks.stacks.base import Stack
 from looprun.data.globs import matcher
-from looprun.system.proc import scrubbed_env
+from looprun.system.cache_home import cache_home
 from looprun.workspace.git import EMPTY_TREE, Git, GitError
 from looprun.workspace.ignore import base_ignore_rules
 
@@ -65,30 +64,22 @@ class CheckTree:
     written: dict[str, _Written] = field(default_factory=dict)
     shared_prints: dict[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
 
-    def sync(self, git: Git, base: str, target: str) -> list[str]:
+    def sync(self, git: Git, base: str, target: str) -> None:
         """Make ``root`` hold ``target``'s files (a tree id: the working tree's snapshot)
-        with the pinned files of ``base``; return what differed from the last sync
-        (paths touched since, extras removed), for the record."""
+        with the pinned files of ``base``, and nothing else."""
         wanted = _wanted(git, base, target, self.stack)
         self.root.mkdir(parents=True, exist_ok=True)
-        drift: list[str] = []
         present = set(_walk(self.root, skip=set(self.stack.shared)))
         for path in sorted(present - set(wanted)):
             _remove(self.root / path)
-            if path in self.written:
-                del self.written[path]
-            drift.append(path)
+            self.written.pop(path, None)
         missing: list[tuple[str, Entry]] = []
         for path, entry in wanted.items():
             done = self.written.get(path)
-            if done is not None and done.entry == entry and _unchanged(self.root / path, done):
-                continue
-            if done is not None and done.entry == entry:
-                drift.append(path)
-            missing.append((path, entry))
+            if done is None or done.entry != entry or not _unchanged(self.root / path, done):
+                missing.append((path, entry))
         _write(git, self.root, missing, self.written)
         _prune_empty_dirs(self.root, skip=set(self.stack.shared))
-        return drift
 
     def link_shared(self, workdir: Path) -> None:
         """Link the stack's dependency directories from the working tree (read-only use)."""
@@ -182,18 +173,13 @@ def _write(git: Git, root: Path, entries: list[tuple[str, Entry]], written: dict
 
 
 def _blobs(git: Git, ids: list[str]) -> dict[str, bytes]:
-    proc = subprocess.run(
-        ["git", "cat-file", "--batch"],
-        cwd=git.workdir,
-        env=git.env(),
-        input=("\n".join(ids) + "\n").encode(),
-        capture_output=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise TreeError(f"cannot read the tree's files: {proc.stderr.decode(errors='replace')}")
+    """The blobs' bytes, read in one ``cat-file --batch`` with the run's git options."""
+    try:
+        data = git.run_bytes("cat-file", "--batch", input=("\n".join(ids) + "\n").encode())
+    except GitError as exc:
+        raise TreeError(f"cannot read the tree's files: {exc}") from None
     out: dict[str, bytes] = {}
-    data, pos = proc.stdout, 0
+    pos = 0
     for blob in ids:
         end = data.index(b"\n", pos)
         header = data[pos:end].split(b" ")
@@ -273,16 +259,20 @@ def _fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted(out))
 
 
-def check_env(stack: Stack, cache: Path, root: Path) -> Mapping[str, str]:
-    """The environment a stack's check adds: its caches under the run's cache directory,
-    its fixed variables, and git kept from finding a repository above the tree."""
+def _stack_env(stack: Stack, cache: Path) -> dict[str, str]:
+    """A stack's fixed variables and its tools' caches, made under ``cache``."""
     env = dict(stack.env)
     for name, sub in stack.caches.items():
         path = cache / sub
         path.mkdir(parents=True, exist_ok=True)
         env[name] = str(path)
-    env["GIT_CEILING_DIRECTORIES"] = str(root.parent)
     return env
+
+
+def check_env(stack: Stack, cache: Path, root: Path) -> Mapping[str, str]:
+    """The environment a stack's check adds: its variables and caches under the run's
+    cache directory, and git kept from finding a repository above the tree."""
+    return {**_stack_env(stack, cache), "GIT_CEILING_DIRECTORIES": str(root.parent)}
 
 
 def tool_env(names: Iterable[str], cache: Path) -> dict[str, str]:
@@ -291,24 +281,8 @@ def tool_env(names: Iterable[str], cache: Path) -> dict[str, str]:
     cache of their own, never the checks', so nothing they build is what a check trusts."""
     env: dict[str, str] = {}
     for name in names:
-        stack = stacks.get(name)
-        env.update(stack.env)
-        for var, sub in stack.caches.items():
-            path = cache / sub
-            path.mkdir(parents=True, exist_ok=True)
-            env[var] = str(path)
+        env.update(_stack_env(stacks.get(name), cache))
     return env
-
-
-def missing_tools(stacks: Iterable[Stack]) -> list[str]:
-    """``program: install hint`` for each tool a stack needs that is not on PATH."""
-    path = scrubbed_env().get("PATH")
-    out = []
-    for stack in stacks:
-        for tool in stack.tools:
-            if shutil.which(tool.program, path=path) is None:
-                out.append(f"{tool.program} was not found on PATH: {tool.install}")
-    return out
 
 
 def checks_home(run_id: str, env: Mapping[str, str] | None = None) -> Path:
@@ -316,13 +290,7 @@ def checks_home(run_id: str, env: Mapping[str, str] | None = None) -> Path:
     so no tool the model runs there walks into a copy of the repository.
     ``$LOOPRUN_CACHE_DIR/checks/RUN`` if set, else ``$XDG_CACHE_HOME/looprun/checks/RUN``."""
     env = os.environ if env is None else env
-    if env.get("LOOPRUN_CACHE_DIR"):
-        root = Path(env["LOOPRUN_CACHE_DIR"])
-    else:
-        cache = env.get("XDG_CACHE_HOME") or str(
-            Path(env.get("HOME") or "~").expanduser() / ".cache"
-        )
-        root = Path(cache) / "looprun"
+    root = Path(env["LOOPRUN_CACHE_DIR"]) if env.get("LOOPRUN_CACHE_DIR") else cache_home(env)
     return root / "checks" / run_id
 
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from looprun.checks.clean_tree import missing_tools
 from looprun.checks.holdout import resolve as resolve_holdouts
 from looprun.checks.stacks import get as get_stack
+from looprun.checks.stacks import missing_tools
 from looprun.checks.stacks.detect import detect as detect_stack
 from looprun.checks.stacks.detect import given as given_stack
 from looprun.errors import LooprunError, UsageError
@@ -101,7 +101,7 @@ def check_toolchains(template: Template) -> None:
         if spec.stack:
             stacks_used.setdefault(spec.stack, spec.name)
     for stack, observer in sorted(stacks_used.items()):
-        missing = missing_tools([get_stack(stack)])
+        missing = missing_tools(get_stack(stack))
         if missing:
             raise LooprunError(
                 f"observer {observer!r} ({stack} stack) cannot run: {'; '.join(missing)}"

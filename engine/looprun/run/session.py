@@ -110,8 +110,8 @@ def assemble(
     )
     mode = w.sandbox_mode or template.sandbox.mode
     git_dir = ws.git.git_dir
-    stacked = any(spec.stack for spec in template.observe.values())
-    checks = checks_home(journal.run_id) if stacked else None
+    used = sorted({spec.stack for spec in template.observe.values() if spec.stack})
+    checks = checks_home(journal.run_id) if used else None
     sandbox = run_sandbox(
         template, ws.workdir, journal.artifacts, mode, w.report, git_dir, held_out, checks
     )
@@ -121,7 +121,6 @@ def assemble(
 
     servers = _mcp_servers(template, ws.workdir, sandbox, w.report)
 
-    used = sorted({spec.stack for spec in template.observe.values() if spec.stack})
     tool_vars = tool_env(used, checks / "act-cache") if checks is not None else {}
     command_env = {**os.environ, **tool_vars} if tool_vars else None
 

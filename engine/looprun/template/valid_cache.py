@@ -35,6 +35,7 @@ from looprun import __version__
 from looprun.errors import LooprunError
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
+from looprun.system.cache_home import cache_home
 from looprun.system.resources import schemas_dir
 from looprun.template import slots
 from looprun.template.deps import Deps
@@ -51,8 +52,7 @@ def default_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("LOOPRUN_CACHE_DIR"):
         return Path(env["LOOPRUN_CACHE_DIR"])
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or "~").expanduser() / ".cache")
-    return Path(base) / "looprun" / "valid"
+    return cache_home(env) / "valid"
 
 
 def _stat_stamp(path: str) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from looprun.errors import one_line
+from looprun.system.cache_home import cache_home
 from looprun.template.sharing.refs import shown_url
 
 _TIMEOUT_S = 120
@@ -24,9 +25,7 @@ class GitError(Exception):
 
 def default_root(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CACHE_HOME/looprun/templates`` (``~/.cache/looprun/templates`` by default)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or "~").expanduser() / ".cache")
-    return Path(base) / "looprun" / "templates"
+    return cache_home(env) / "templates"
 
 
 class Cache:
