@@ -23,7 +23,7 @@ def _bench():  # type: ignore[no-untyped-def]
     return module
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_random_kills_of_the_bugfix_sample_resume_to_the_uninterrupted_result(
     tmp_path: Path,
 ) -> None:

@@ -94,6 +94,10 @@ class Runner:
         return code, _kv_file(output)
 
 
+# installs looprun from this checkout into a fresh venv (packages from PyPI): e2e tier
+pytestmark = pytest.mark.e2e
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Runner:
     """The install step, run once: looprun from this checkout in a fresh venv."""

@@ -29,7 +29,7 @@ def test_pinned_revisions_in_the_docs_are_the_version_tag() -> None:
     assert all(tag == TAG for _, tag in pins), pins
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_pip_install_from_a_git_url_at_the_tag(tmp_path: Path) -> None:
     """The README's `pip install "git+URL@TAG"`, with a local clone standing in for the
     hosted repository (the tag made there, as a release makes it)."""

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tests.support.cli import cli_env, looprun, scripted_run
 
 
@@ -95,6 +96,7 @@ def _feature(shapes: Path, held: Path, *extra: str) -> tuple[dict, str]:
     return json.loads(proc.stdout), proc.stderr
 
 
+@pytest.mark.e2e
 def test_feature_is_done_when_the_merged_tree_passes_the_held_out_check(
     shapes: Path, tmp_path: Path
 ) -> None:
