@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import git_init, scripted_bugfix
+from e2e_helpers import git_init, prompt_of, scripted_bugfix
 
 CODE = "shop/price.py"
 RIGHT = "    return round(amount * (100 - percent) / 100, 2)\n"
@@ -110,3 +110,28 @@ def test_passing_the_related_tier_while_breaking_a_further_test_never_ends_done(
     record = _records(summary)[2]
     assert record["stage"] == "whole" and "tests/test_price.py" in record["selected"]
     assert any("test_cart" in t for t in record["failing"])
+
+
+def test_a_reproduction_the_related_tier_did_not_select_is_not_called_not_run(
+    tmp_path: Path,
+) -> None:
+    """The new test reaches the changed module only through the cart: it passes in the
+    narrow run and is not among the related tier's files, whose failure is the feedback;
+    that feedback names the regression, never the passing reproduction as "not run"."""
+    work = _project(tmp_path)
+    repro = (
+        "from shop.cart import total\n\n\n"
+        "def test_half_off_through_the_cart():\n    assert total([10], 50) == 5\n"
+    )
+    write = {"name": "write_file", "arguments": {"path": NEW_TEST, "content": repro}}
+    turns: list[dict[str, Any]] = [{"tool_calls": [write]}, {"text": "The new test fails."}]
+    turns += _edit(BUG, WRONG, "Fixed discounted.") + _edit(WRONG, RIGHT, "Fixed it again.")
+    summary = scripted_bugfix(work, turns, INTENT, "--set", "lint=false", "--set", "strict=true")
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
+    record = _records(summary)[2]
+    assert record["stage"] == "related" and record["selected"] == ["tests/test_price.py"]
+    assert f"{NEW_TEST}::test_half_off_through_the_cart" in record["passing"]
+    feedback = prompt_of(summary["run_dir"], 3)
+    assert "tests/test_price.py::test_nothing_off" in feedback
+    assert "not collected or not run" not in feedback

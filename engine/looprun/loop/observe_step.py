@@ -69,19 +69,23 @@ class ObserveStep:
             try:
                 tiers = () if whole or st.baseline is None else self.tiers(name, spec)
                 passed: tuple[str, ...] = ()  # the selections that passed first
+                passing: tuple[str, ...] = ()  # the test ids those selections passed
                 failed = None
                 for stage, ids in tiers:
                     ids = tuple(i for i in ids if i not in passed)
                     if not ids:
                         continue
-                    failed, before = self.narrow_run(name, spec, stage, ids, ctx, deadline, before)
+                    failed, before, ok = self.narrow_run(
+                        name, spec, stage, ids, ctx, deadline, before
+                    )
                     if failed is not None:
                         break
                     passed += ids
+                    passing += ok
                 if failed is not None:
-                    out[name] = failed
+                    out[name] = with_earlier_passes(failed, passing)
                     if st.baseline is not None:
-                        out[name] = only_new_findings(failed, st.baseline.get(name), spec)
+                        out[name] = only_new_findings(out[name], st.baseline.get(name), spec)
                     ctx[name] = out[name].to_facts()
                     continue
                 out[name] = lp.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
@@ -157,18 +161,20 @@ class ObserveStep:
         ctx: Mapping[str, Any],
         deadline: float | None,
         before: str,
-    ) -> tuple[Observation | None, str]:
+    ) -> tuple[Observation | None, str, tuple[str, ...]]:
         """A selection's stage (narrow | related): its observation when it failed the way
         tests fail (feedback for the model), None when the next tier must run (it passed,
-        or it could not run as a selection: an id gone, a collection error)."""
+        or it could not run as a selection: an id gone, a collection error); and the test
+        ids it passed."""
         lp = self.loop
         narrow = replace(spec, select=ids)
         obs = lp.ports.observer.observe(narrow, ctx, deadline=deadline, base=lp.state.base)
         obs, before = self.edits_by(name, spec, obs, before)
         usable = obs.ran and not obs.error and obs.exit_code not in spec.cannot_run_exit
         if obs.ok or not usable or self.edit:
-            return None, before
-        return staged(obs, stage, ids), before
+            ok = tuple(_strings(obs.facts.get("passing"))) if obs.ok and not self.edit else ()
+            return None, before, ok
+        return staged(obs, stage, ids), before, ()
 
     def again(self, name: str, spec: ObserverSpec, ctx: Mapping[str, Any]) -> Observation | None:
         """One more run of one observer on the same tree (None: it could not run)."""
@@ -225,6 +231,21 @@ def staged(obs: Observation, stage: str, ids: tuple[str, ...]) -> Observation:
     iteration's record says which ran (a whole run with ids selected: the narrow run of
     those passed first), and a narrow run's missing tests never count as vanished."""
     facts = {**thaw(obs.facts), "stage": stage, "selected": list(ids)}
+    return replace(obs, facts=freeze(facts))
+
+
+def with_earlier_passes(obs: Observation, passing: tuple[str, ...]) -> Observation:
+    """A failed tier's observation, its ``passing`` joined by the ids an earlier tier of the
+    same iteration passed on the same tree: the reproduction that passed in the narrow run
+    is not reported as "not run" because the related tier that failed did not select it.
+    Counts stay the tier's own; a tier's facts never decide done."""
+    if not passing:
+        return obs
+    facts = thaw(obs.facts)
+    failing = set(_strings(facts.get("failing")))
+    own = _strings(facts.get("passing"))
+    extra = [i for i in passing if i not in failing and i not in own]
+    facts["passing"] = own + extra
     return replace(obs, facts=freeze(facts))
 
 
