@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looprun.checks import stacks
+from looprun.checks.seeded_cache import SeededCache
 from looprun.checks.stacks.base import Stack
 from looprun.data.globs import matcher
 from looprun.system.cache_home import cache_home
@@ -300,6 +301,9 @@ class CheckTrees:
 
     home: Path
     trees: dict[str, CheckTree] = field(default_factory=dict)
+    # where this repository's seeded caches are kept (None: every run's caches start cold)
+    seed: Path | None = None
+    seeded: dict[str, list[SeededCache]] = field(default_factory=dict)
 
     def prepare(
         self,
@@ -329,6 +333,7 @@ class CheckTrees:
         tree = self.trees.get(name)
         if tree is None:
             tree = self.trees[name] = CheckTree(self.home / "tree" / name, stack)
+        self.warm(stack)
         tree.sync(git, since, target)
         tree.link_shared(workdir)
         changed = tree.shared_changes(workdir)
@@ -339,3 +344,16 @@ class CheckTrees:
             else ""
         )
         return tree.root, check_env(stack, self.home / "cache", tree.root), tampered
+
+    def warm(self, stack: Stack) -> None:
+        """Before one of ``stack``'s checks: its seeded caches copied in or saved."""
+        if self.seed is None or not stack.seeded:
+            return
+        caches = self.seeded.get(stack.name)
+        if caches is None:
+            caches = self.seeded[stack.name] = [
+                SeededCache(self.home / "cache" / stack.caches[n], self.seed / stack.name / n)
+                for n in stack.seeded
+            ]
+        for cache in caches:
+            cache.before_check()

@@ -22,6 +22,7 @@ from looprun.act.policy import Policy
 from looprun.act.tools import Toolbox
 from looprun.checks.clean_tree import CheckTrees, checks_home, tool_env
 from looprun.checks.holdout import denied_to_model, resolve
+from looprun.checks.seeded_cache import seed_home
 from looprun.journal.writer import RunJournal
 from looprun.loop.context import ContextBudget
 from looprun.loop.core import Loop
@@ -168,7 +169,7 @@ def assemble(
         pinned=journal.dir / "pinned",
         holdouts=holdouts,
         snapshot=lambda base: ws.snapshot() if ws.base() == base else None,
-        trees=None if checks is None else CheckTrees(checks),
+        trees=None if checks is None else CheckTrees(checks, seed=seed_home(ws.workdir)),
     )
     journal_port: Any = journal
     if w.trace is not None:  # the spans are made from what these ports record

@@ -47,6 +47,9 @@ class Stack:
     # environment variable -> a directory under the run's cache its tools write there
     # (GOCACHE -> "go-build"), so caches work inside the sandbox and stay out of the tree
     caches: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # the caches among them whose entries are keyed by their inputs (Go's build cache), so
+    # a run's may start as a copy of one only the base's build wrote (checks/seeded_cache)
+    seeded: tuple[str, ...] = ()
     # environment variables every check of this stack runs with (GOFLAGS=-mod=readonly)
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 

@@ -12,7 +12,9 @@ cache, GOMODCACHE, which the sandbox keeps read-only) and no toolchain download.
 is left to go: its default is ``readonly`` (``vendor`` when a consistent vendor/ is
 tracked), and forcing ``-mod=readonly`` would turn a vendored repository offline-broken.
 The build cache is the run's own (GOCACHE), so a cached test result is never reused
-across runs (``-count=1`` in the pack disables the test cache anyway).
+across runs (``-count=1`` in the pack disables the test cache anyway); it starts as a copy
+of the seed the repository's last baseline saved (checks/seeded_cache.py), so a run does
+not compile the standard library's test dependencies cold.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ STACK = Stack(
     # a compiled test binary (`go test -c`, `-o`) or a profile is output, never input
     untrusted=("*.test", "*.prof", "*.coverprofile"),
     caches=MappingProxyType({"GOCACHE": "go-build"}),
+    seeded=("GOCACHE",),
     env=MappingProxyType(
         {
             "GOPROXY": "off",  # no module download: the module cache must hold them

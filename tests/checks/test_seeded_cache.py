@@ -1,0 +1,88 @@
+"""A stack's build cache seeded from the repository's own baseline: copied in when a run's
+cache is new, saved back only while the baseline alone has built in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from looprun.checks.seeded_cache import SeededCache, seed_home
+
+
+def _check(cache: SeededCache, writes: dict[str, str]) -> None:
+    """One check: the engine's call before it, then what the check's build writes."""
+    cache.before_check()
+    cache.cache.mkdir(parents=True, exist_ok=True)
+    for rel, text in writes.items():
+        (cache.cache / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cache.cache / rel).write_text(text)
+
+
+def _files(directory: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(directory)): p.read_text()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_the_baseline_fills_the_seed_and_the_next_run_starts_from_it(tmp_path: Path) -> None:
+    seed = tmp_path / "seed" / "go" / "GOCACHE"
+    first = SeededCache(tmp_path / "run1" / "go-build", seed)
+    _check(first, {"a1/std-testing-d": "compiled testing"})  # the baseline
+    _check(first, {"b2/model-code-d": "what the model's code built"})  # after a turn
+    _check(first, {"c3/later-d": "later"})
+    assert _files(seed) == {"a1/std-testing-d": "compiled testing"}
+
+    second = SeededCache(tmp_path / "run2" / "go-build", seed)
+    second.before_check()
+    assert _files(second.cache) == {"a1/std-testing-d": "compiled testing"}
+
+
+def test_what_a_check_writes_after_the_baseline_never_reaches_the_seed(tmp_path: Path) -> None:
+    seed = tmp_path / "seed"
+    run = SeededCache(tmp_path / "run" / "go-build", seed)
+    _check(run, {"a1/ok-d": "base"})
+    _check(run, {"a1/ok-d": "poisoned by the model's test"})  # rewrites a seeded entry
+    _check(run, {"z9/new-d": "x"})
+    assert _files(seed) == {"a1/ok-d": "base"}
+
+
+def test_a_resumed_run_neither_copies_nor_saves(tmp_path: Path) -> None:
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "s-d").write_text("seeded")
+    cache = tmp_path / "run" / "go-build"
+    cache.mkdir(parents=True)
+    (cache / "m-d").write_text("built from the model's code before the crash")
+    resumed = SeededCache(cache, seed)
+    _check(resumed, {})
+    _check(resumed, {})
+    assert _files(cache) == {"m-d": "built from the model's code before the crash"}
+    assert _files(seed) == {"s-d": "seeded"}
+
+
+def test_the_seed_grows_only_when_the_baseline_built_something_new(tmp_path: Path) -> None:
+    seed = tmp_path / "seed"
+    one = SeededCache(tmp_path / "r1" / "c", seed)
+    _check(one, {"a-d": "a"})
+    _check(one, {})
+    before = seed.stat().st_ino
+    two = SeededCache(tmp_path / "r2" / "c", seed)
+    _check(two, {})  # the baseline built nothing new
+    _check(two, {})
+    assert seed.stat().st_ino == before
+    three = SeededCache(tmp_path / "r3" / "c", seed)
+    _check(three, {"b-d": "b"})  # a new dependency of the base
+    _check(three, {})
+    assert _files(seed) == {"a-d": "a", "b-d": "b"}
+
+
+def test_each_working_tree_has_a_seed_of_its_own(tmp_path: Path) -> None:
+    env = {"LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "one")
+    one = seed_home(tmp_path / "one", env)
+    assert one != seed_home(tmp_path / "two", env)
+    assert one == seed_home(tmp_path / "link", env)  # the real path decides
+    assert one.is_relative_to(tmp_path / "cache" / "seed")
