@@ -145,7 +145,7 @@ def test_the_chosen_runner_joins_the_run_s_sets(tmp_path: Path) -> None:
     said: list[str] = []
     sets = with_stack_settings(template, repo, {"stack": "node"}, said.append)
     assert sets == {"stack": "node", "runner": "jest"}
-    assert said == ['runner: jest (package.json\'s test script at the run\'s base: "jest")']
+    assert said == ["runner: jest (package.json's test script at the run's base: \"jest\")"]
     assert with_stack_settings(template, repo, {"runner": "node"}, said.append) == {
         "runner": "node"
     }
