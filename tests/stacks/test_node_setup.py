@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from tests.support.git_repos import git, git_repo
@@ -19,7 +20,9 @@ from looprun.checks import stacks
 from looprun.checks.stacks.base import SetupInput
 from looprun.checks.stacks.node_setup import runner_of, settings
 from looprun.errors import UsageError
+from looprun.loop.plan import PlannedTask
 from looprun.run.stack_setup import BaseFiles, with_stack_settings
+from looprun.run.subloop_jobs import sub_inputs
 from looprun.template import slots
 from looprun.template.loader import load_template
 from looprun.template.slots import StackChoice
@@ -95,7 +98,8 @@ def test_no_script_no_package_json_and_bad_json_are_usage_errors(tmp_path: Path)
 
 def test_set_runner_wins_and_a_wrong_name_is_refused(tmp_path: Path) -> None:
     files = {"package.json": _package("mocha")}
-    assert settings(_at(files, tmp_path, runner="jest")) == ()
+    (chosen,) = settings(_at(files, tmp_path, runner="jest"))
+    assert (chosen.name, chosen.value) == ("runner", "jest")
     with pytest.raises(UsageError, match="--set runner=mocha: not a runner"):
         settings(_at(files, tmp_path, runner="mocha"))
 
@@ -109,7 +113,8 @@ def test_the_type_check_is_on_with_a_tsconfig_and_the_project_s_tsc(tmp_path: Pa
     tsc.write_text("#!/bin/sh\n")
     chosen = {s.name: s.value for s in settings(_at(files, tmp_path))}
     assert chosen == {"runner": "jest", "lint": "true"}
-    assert [s.name for s in settings(_at(files, tmp_path, lint="false"))] == ["runner"]
+    given = {s.name: s.value for s in settings(_at(files, tmp_path, lint="false"))}
+    assert given == {"runner": "jest", "lint": "false"}
     no_tsconfig = {"package.json": _package("jest")}
     assert [s.name for s in settings(_at(no_tsconfig, tmp_path))] == ["runner"]
 
@@ -143,12 +148,12 @@ def test_the_chosen_runner_joins_the_run_s_sets(tmp_path: Path) -> None:
     with slots.chosen(StackChoice("node", "test")):
         template = load_template("bugfix")
     said: list[str] = []
-    sets = with_stack_settings(template, repo, {"stack": "node"}, said.append)
-    assert sets == {"stack": "node", "runner": "jest"}
+    sets, chosen = with_stack_settings(template, repo, {"stack": "node"}, said.append)
+    assert sets == {"stack": "node", "runner": "jest"} and chosen == {"runner": "jest"}
     assert said == ["runner: jest (package.json's test script at the run's base: \"jest\")"]
-    assert with_stack_settings(template, repo, {"runner": "node"}, said.append) == {
-        "runner": "node"
-    }
+    # the user's choice wins, and is what the sub-loops get
+    sets, chosen = with_stack_settings(template, repo, {"runner": "node"}, said.append)
+    assert sets == {"runner": "node"} and chosen == {"runner": "node"}
     assert stacks.get("go").setup is None  # a stack without the hook reads nothing
 
 
@@ -181,3 +186,20 @@ def test_the_cli_stops_on_an_unreadable_script_before_anything_starts(tmp_path: 
     assert not (repo / ".looprun").exists()
     assert git("status", "--porcelain", "--ignored", cwd=repo) == ""
     assert git("rev-parse", "HEAD", cwd=repo) == head
+
+
+def test_a_feature_s_sub_loops_get_the_runner_the_run_read() -> None:
+    with slots.chosen(StackChoice("node", "test")):
+        feature = load_template("feature")
+    assert feature.each_task is not None
+    outer = SimpleNamespace(
+        inputs={"intent": "add a thing", "runner": "jest"},
+        invocation={"stack_inputs": {"runner": "jest", "lint": "true"}},
+        run_info=SimpleNamespace(facts=dict),
+    )
+    task = PlannedTask(id="t1", goal="part one")
+    inputs = sub_inputs(outer, feature.each_task, task)  # type: ignore[arg-type]
+    assert (inputs["runner"], inputs["lint"]) == ("jest", True)
+    # a run recorded before the stack read anything: the pack's defaults
+    outer.invocation = {}
+    assert sub_inputs(outer, feature.each_task, task)["runner"] == "node"  # type: ignore[arg-type]

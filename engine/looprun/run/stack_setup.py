@@ -24,11 +24,14 @@ from looprun.workspace.git import Git, GitError
 
 def with_stack_settings(
     template: Template, workdir: Path, sets: Mapping[str, Any], say: Callable[[str], None]
-) -> dict[str, Any]:
-    """``sets`` plus the inputs the template's stacks chose (what the user set wins);
-    each choice said on ``say``. UsageError when a stack leaves the choice to the user."""
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``sets`` plus the inputs the template's stacks chose (what the user set wins), and
+    those inputs alone (recorded as the run's ``stack_inputs``: its sub-loops compose the
+    same pack and get them too); each choice said on ``say``. UsageError when a stack
+    leaves the choice to the user."""
     used = sorted({spec.stack for spec in template.observe.values() if spec.stack})
     out = dict(sets)
+    chosen: dict[str, str] = {}
     for name in used:
         setup = stacks.get(name).setup
         if setup is None:
@@ -40,12 +43,14 @@ def with_stack_settings(
             declared=frozenset(template.inputs),
         )
         for setting in setup(at):
-            if setting.value is not None:
+            if setting.value is None:
+                say(f"{setting.name}: {setting.why}")
+                continue
+            chosen[setting.name] = setting.value
+            if setting.name not in sets:
                 out[setting.name] = setting.value
                 say(f"{setting.name}: {setting.value} ({setting.why})")
-            else:
-                say(f"{setting.name}: {setting.why}")
-    return out
+    return out, chosen
 
 
 class BaseFiles:

@@ -47,17 +47,20 @@ _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "(", ")"})
 
 
 def settings(at: SetupInput) -> tuple[Setting, ...]:
-    """The runner (unless ``--set runner=`` chose it) and the type check (unless
-    ``--set lint=`` did), for the inputs the template declares."""
+    """The runner and the type check, for the inputs the template declares: read from the
+    base, or what ``--set runner=`` / ``--set lint=`` chose (the caller keeps the user's)."""
     out: list[Setting] = []
     if "runner" in at.declared:
         given = at.given.get("runner")
         if given is None:
             out.append(runner_setting(at.read("package.json")))
-        elif given not in RUNNERS:
+        elif given in RUNNERS:
+            out.append(Setting("runner", given, "--set runner"))
+        else:
             raise UsageError(f"--set runner={given}: not a runner (runners: {', '.join(RUNNERS)})")
-    if "lint" in at.declared and "lint" not in at.given:
-        out.extend(_type_check(at))
+    if "lint" in at.declared:
+        given = at.given.get("lint")
+        out.extend(_type_check(at) if given is None else [Setting("lint", given, "--set lint")])
     return tuple(out)
 
 
