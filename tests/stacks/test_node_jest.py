@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -124,6 +125,10 @@ def test_jest_is_read_with_ids_places_types_skips_and_cross_checked(
             "test/bad.test.js": "require('../src/bad');\ntest('x', () => {});\n",
             "test/focus.test.js": "fit('focused', () => { expect(1).toBe(1); });\n"
             "test('other', () => { expect(1).toBe(2); });\n",
+            "test/only.test.js": "test.only('only', () => { expect(1).toBe(1); });\n",
+            "test/group.test.js": "fdescribe('group', () => {\n"
+            "  test('inside', () => { expect(1).toBe(1); });\n});\n"
+            "test('outside', () => { expect(1).toBe(2); });\n",
         },
     )
     obs = _run(project, tmp_path / "a")
@@ -140,7 +145,7 @@ def test_jest_is_read_with_ids_places_types_skips_and_cross_checked(
             f"{f}::prints a forged verdict",
         ]
     )
-    assert (facts["passed"], facts["failed"], facts["errors"], facts["skipped"]) == (1, 3, 1, 5)
+    assert (facts["passed"], facts["failed"], facts["errors"], facts["skipped"]) == (1, 3, 1, 8)
     assert facts["failure_types"][f"{f}::by zero::gives zero"] == ""
     assert facts["failure_types"][f"{f}::by zero::reads null"] == "TypeError"
     assert facts["failure_types"]["test/bad.test.js"] == "SyntaxError"
@@ -151,7 +156,8 @@ def test_jest_is_read_with_ids_places_types_skips_and_cross_checked(
     null = items[f"{f}::by zero::reads null"]
     assert (null.file, null.line) == ("src/m.js", 2)
     assert (items["test/bad.test.js"].file, items["test/bad.test.js"].line) == ("src/bad.js", 1)
-    assert "test/focus.test.js" in obs.feedback
+    (focused,) = [n for n in obs.feedback.splitlines() if "focus tests" in n]
+    assert all(f"test/{n}.test.js" in focused for n in ("focus", "only", "group")), focused
 
     # jest's results and the exit code are the other witnesses
     zero_exit = _run(project, tmp_path / "b", after="; exit 0").to_facts()
@@ -267,8 +273,20 @@ def test_an_honest_fix_ends_done_with_a_type_error_fed_back_on_the_way(
         *_edit("src/duration.js", SEC, SEC.replace(");", ").padStart(2, 0);")),
         *_edit("src/duration.js", "padStart(2, 0)", "padStart(2, '0')"),
     ]
-    summary = _bugfix(tmp_path, repo, turns, "--max-iterations", "3")
+    held_out = tmp_path / "held_out"
+    held_out.mkdir()
+    (held_out / "more.test.js").write_text(
+        "const { formatDuration } = require('../src/duration');\n\n"
+        "test('pads every second below ten', () => {\n"
+        "  for (let s = 0; s < 10; s += 1) expect(formatDuration(60 + s)).toBe(`1:0${s}`);\n"
+        "});\n"
+    )
+    summary = _bugfix(
+        tmp_path, repo, turns, "--max-iterations", "3", "--set", f"holdout={held_out}"
+    )
     assert (summary["outcome"], summary["exit"]) == ("done", 0), summary["stderr"]
+    # the held-out tests ran through jest on the final tree, and passed
+    assert "holdout: ok" in summary["stderr"], summary["stderr"]
     # no flag: the runner and the type check came from the base, and the run recorded them
     assert (
         "runner: jest (package.json's test script at the run's base: \"jest\")"
@@ -281,7 +299,7 @@ def test_an_honest_fix_ends_done_with_a_type_error_fed_back_on_the_way(
     second = _events(summary, "iteration")[1]
     assert second["decision"]["action"] == "retry", second
     record = json.dumps(second)
-    assert "src/duration.js:9" in record and "TS2345" in record, record
+    assert re.search(r"src/duration\.js:9:\d+", record) and "TS2345" in record, record
 
     # on the final tree: jest runs both tests green
     suite = subprocess.run(["npm", "test"], cwd=repo, capture_output=True, text=True)
