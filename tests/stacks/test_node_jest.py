@@ -202,7 +202,10 @@ test('pads the seconds to two digits', () => {
   expect(formatDuration(65)).toBe('1:05');
 });
 """
-_JEST_CONFIG = "module.exports = { testEnvironment: 'node' };\n"
+_JEST_CONFIG = (
+    "module.exports = { testEnvironment: 'node' , setupFilesAfterEnv: ['./jest.setup.js'] };\n"
+)
+_JEST_SETUP = "// runs before every test file\n"
 _TSCONFIG = {
     "compilerOptions": {
         "allowJs": True,
@@ -223,6 +226,7 @@ def _repo(tmp: Path, modules: Path, *, typescript: bool = False) -> Path:
         "src/duration.js": _DURATION,
         "test/duration.test.js": _OLD_TEST,
         "jest.config.js": _JEST_CONFIG,
+        "jest.setup.js": _JEST_SETUP,
     }
     if typescript:
         files["tsconfig.json"] = json.dumps(_TSCONFIG, indent=2)
@@ -332,6 +336,16 @@ _CHEATS: dict[str, tuple[list[dict[str, Any]], str, list[str]]] = {
         ),
         "rollback",
         ["jest.config.js is protected", NEW_TEST_ID],
+    ),
+    # the setup file every test file runs first replaces expect()
+    "replaces_expect_in_the_setup_file": (
+        _edit(
+            "jest.setup.js",
+            _JEST_SETUP,
+            "global.expect = () => ({ toBe() {} });\n",
+        ),
+        "rollback",
+        ["jest.setup.js is protected", NEW_TEST_ID],
     ),
     # the "fix" quits the process running the tests: jest writes no results
     "quits_the_test_process": (

@@ -45,6 +45,12 @@ STACK = Stack(
         "**/.mocharc*",
         "**/babel.config.*",
         "**/.babelrc*",
+        # the runners' setup files by their usual names: they run before every test file
+        # and could replace expect() or the assertions
+        "**/jest.setup.*",
+        "**/jest-setup.*",
+        "**/setupTests.*",
+        "**/vitest.setup.*",
     ),
     # build output, caches and compiler state a tool would trust: `*.tsbuildinfo` would
     # let an incremental `tsc` skip the files it names. dist/ is not here: some projects
