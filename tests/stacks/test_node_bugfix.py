@@ -221,6 +221,20 @@ def test_a_script_that_does_not_run_node_test_stops_before_any_model_call(
     package["scripts"]["test"] = "echo all tests passed"
     (repo / "package.json").write_text(json.dumps(package))
     git("commit", "-qam", "a test script that runs nothing", cwd=repo)
-    summary = _bugfix(tmp_path, repo, _reproduce())
+    # left to itself, the run cannot tell the runner: a usage error, nothing started
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(_reproduce(), sort_keys=False))
+    proc = subprocess.run(
+        [sys.executable, "-m", "looprun", "bugfix", "--intent", INTENT],
+        cwd=repo,
+        env={**os.environ, "LOOPRUN_MODEL": f"script:{script}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "runs no test runner looprun knows" in proc.stderr
+    assert not (repo / ".looprun").exists()
+    # told it runs node's runner, the script writes no report: the baseline stops the run
+    summary = _bugfix(tmp_path, repo, _reproduce(), "--set", "runner=node")
     assert summary["outcome"] == "error" and summary["exit"] != 0, summary
     assert "report not found" in summary["stderr"] and "No model was called" in summary["stderr"]

@@ -213,7 +213,8 @@ def test_bugfix_on_a_vitest_package_ends_done(vitest_modules: Path, tmp_path: Pa
             "for (let s = 0; s < 10; s += 1) expect(formatDuration(60 + s)).toBe(`1:0${s}`);",
         )
     )
-    args = ["--model", f"script:{script}", "--json", "--set", "runner=vitest"]
+    # no runner named: the base's test script ("vitest run") says it
+    args = ["--model", f"script:{script}", "--json"]
     args += ["--set", f"holdout={held_out}"]
     proc = subprocess.run(
         [sys.executable, "-m", "looprun", "bugfix", "--intent", "65 is 1:5", *args],
@@ -225,5 +226,6 @@ def test_bugfix_on_a_vitest_package_ends_done(vitest_modules: Path, tmp_path: Pa
     )
     summary = json.loads(proc.stdout)
     assert (summary["outcome"], proc.returncode) == ("done", 0), proc.stderr
+    assert "runner: vitest (package.json's test script at the run's base" in proc.stderr
     # the held-out check ran on the final tree, and passed
     assert "holdout: ok" in proc.stderr.splitlines()[-2], proc.stderr

@@ -85,7 +85,8 @@ def _read_stream(path: Path, shown: str) -> _Stream:
         event = record.get("event")
         if event == "start" and record.get("reporter") == "looprun-node":
             stream.started = True
-            stream.runner = "vitest" if record.get("runner") == "vitest" else "node"
+            runner = record.get("runner")
+            stream.runner = runner if runner in ("vitest", "jest") else "node"
         elif event == "end":
             stream.ended = True
         elif event in ("pass", "fail") and stream.started:
@@ -114,6 +115,37 @@ def _junit_failing(path: Path) -> tuple[Counter[str], str]:
     for case in root.iter("testcase"):
         if case.find("failure") is not None or case.find("error") is not None:
             failing[case.get("name") or ""] += 1
+    return failing, ""
+
+
+def _jest_failing(path: Path) -> tuple[Counter[str], str]:
+    """The failing tests of jest's own results file (``--json --outputFile``), by the name
+    looprun's jest reporter gives them (``fullName``; a file that did not run: its path),
+    and why it could not be read ('' when it could)."""
+    shown = path.name
+    try:
+        with open_report(path, shown) as fh:
+            raw = fh.read(MAX_REPORT_BYTES + 1)
+        if len(raw) > MAX_REPORT_BYTES:
+            return Counter(), f"{shown}: larger than {MAX_REPORT_BYTES >> 20} MB, not read"
+        doc = json.loads(raw)
+    except ReportProblem as exc:
+        return Counter(), str(exc)
+    except (ValueError, OSError) as exc:
+        return Counter(), f"{shown}: not readable JSON ({exc})"
+    files = doc.get("testResults") if isinstance(doc, dict) else None
+    if not isinstance(files, list):
+        return Counter(), f"{shown}: not jest's results (no testResults)"
+    failing: Counter[str] = Counter()
+    for result in files:
+        if not isinstance(result, dict):
+            continue
+        cases = [c for c in result.get("assertionResults") or [] if isinstance(c, dict)]
+        bad = [c for c in cases if c.get("status") == "failed"]
+        for case in bad:
+            failing[str(case.get("fullName") or "")] += 1
+        if result.get("status") == "failed" and not bad:
+            failing[str(result.get("name") or "")] += 1  # the file did not run
     return failing, ""
 
 
@@ -202,6 +234,7 @@ class _Tally:
     files: dict[str, list[str]] = field(default_factory=dict)
     stream_failing: Counter[str] = field(default_factory=Counter)  # names, as the JUnit has them
     hidden_files: list[str] = field(default_factory=list)  # files that ran no test
+    focused_files: set[str] = field(default_factory=set)  # files that focus tests (jest)
 
 
 def _parents(records: list[dict[str, Any]]) -> set[tuple[str, tuple[str, ...]]]:
@@ -215,10 +248,13 @@ def _parents(records: list[dict[str, Any]]) -> set[tuple[str, tuple[str, ...]]]:
 
 
 def _junit_name(record: dict[str, Any], runner: str) -> str:
-    """The name the runner's JUnit report gives this test: node's its own name (a file
-    that did not load: its absolute path), vitest's the suites and name joined by ``>``
-    (a file that did not load: its path)."""
+    """The name the runner's own report gives this test: node's JUnit its own name (a file
+    that did not load: its absolute path), vitest's JUnit the suites and name joined by
+    ``>`` (a file that did not load: its path), jest's results file its ``fullName`` (a
+    file that did not run: its absolute path)."""
     path = [str(p) for p in record.get("path") or []]
+    if runner == "jest":
+        return path[0] if record.get("whole_file") and path else str(record.get("junit_name"))
     if runner == "vitest":
         return str(record.get("file")) if record.get("whole_file") else " > ".join(path)
     return path[-1] if path else ""
@@ -226,7 +262,9 @@ def _junit_name(record: dict[str, Any], runner: str) -> str:
 
 def _tally(records: list[dict[str, Any]], runner: str = "node") -> _Tally:
     tally = _Tally()
-    parents = _parents(records)
+    # node reports a suite like a test, after its tests; jest reports tests only, so a
+    # test named like a suite beside it is a test
+    parents = _parents(records) if runner == "node" else set()
     for r in records:
         failed = r.get("event") == "fail"
         kind = _text(r, "failure_type")
@@ -240,6 +278,8 @@ def _tally(records: list[dict[str, Any]], runner: str = "node") -> _Tally:
             continue
         tid = case_id(r)
         tally.tests += 1
+        if r.get("focused"):
+            tally.focused_files.add(str(r.get("file")))
         if r.get("todo") or (r.get("skip") and not failed):
             tally.skipped += 1
             continue
@@ -279,7 +319,8 @@ def _tally(records: list[dict[str, Any]], runner: str = "node") -> _Tally:
 
 
 def _tampering(data: ParseInput, stream: _Stream, tally: _Tally, junit: Path) -> list[str]:
-    """Where the stream, node's JUnit report and the exit code disagree."""
+    """Where the stream, the runner's own report (JUnit; jest's results file) and the exit
+    code disagree."""
     problems: list[str] = []
     bad = tally.failed + tally.errors
     if bad and data.exit_code == 0:
@@ -290,14 +331,26 @@ def _tampering(data: ParseInput, stream: _Stream, tally: _Tally, junit: Path) ->
         problems.append(f"{stream.malformed} record(s) on the reporter's stream were not its own")
     if data.exit_code is None or not junit.name:
         return problems
-    failing, problem = _junit_failing(junit)
+    if stream.runner == "jest":
+        failing, problem = _jest_failing(junit.with_suffix(".json"))
+        witness, what = "jest's results file", "jest's results file"
+    else:
+        failing, problem = _junit_failing(junit)
+        witness, what = junit.name, "the runner's JUnit report"
     if problem:
-        problems.append(f"node's JUnit report cannot be read: {problem}")
+        problems.append(f"{what} cannot be read: {problem}")
         return problems
     missing = +(tally.stream_failing - failing)
     if missing:
         names = ", ".join(sorted(missing)[:10])
-        problems.append(f"failing on the runner's stream but not in {junit.name}: {names}")
+        problems.append(f"failing on the runner's stream but not in {witness}: {names}")
+    if stream.runner == "jest":
+        # jest writes its results file itself: a failure there that looprun's reporter
+        # never saw means the stream lost it
+        unseen = +(failing - tally.stream_failing)
+        if unseen:
+            names = ", ".join(sorted(unseen)[:10])
+            problems.append(f"failing in {witness} but not on the runner's stream: {names}")
     return problems
 
 
@@ -315,7 +368,7 @@ class NodeTestParser:
         except ReportProblem as exc:
             hint = (
                 " (does the test script run `node --test` and keep NODE_OPTIONS, which "
-                "carries the reporters, or vitest with `runner: vitest`?)"
+                "carries the reporters, or vitest or jest as the input `runner` says?)"
             )
             return unusable(NAME, data, str(exc) + hint, EMPTY_FACTS)
         tally = _tally(stream.records, stream.runner)
@@ -338,6 +391,12 @@ def _observation(
     notes: list[str] = []
     if ran == 0 and bad == 0:
         notes.append(f"no tests ran ({tally.tests} test(s), all skipped or none)")
+    if tally.focused_files:
+        notes.append(
+            "test files that focus tests (fit, fdescribe, .only: the rest of the file does "
+            "not run), whose tests count as not passing: "
+            + ", ".join(sorted(tally.focused_files)[:10])
+        )
     if tally.hidden_files:
         notes.append(
             "test files that reported no test (helpers, or a process that exited early): "

@@ -32,6 +32,7 @@ from looprun.run.executors import (
 )
 from looprun.run.models import ModelEvents, resolve_models
 from looprun.run.ports import check_hidden
+from looprun.run.stack_setup import with_stack_settings
 from looprun.run.until import check_options, save_new, template_ref
 from looprun.run.workdir import workdir_of
 from looprun.sandbox import pick
@@ -183,6 +184,11 @@ def run_from_cli(
     options = {**options, "template_files": recorded.built_from(built, workdir)}
     if "stack" in template.inputs and not sets.get("stack") and choice.name is not None:
         sets = {**sets, "stack": choice.name}  # recorded with the run, seen by prompts
+    if choice.name is not None and uses_stack(template):
+        err(f"stack: {choice.name} ({choice.why})")
+    # what the stack reads from the repository's base (its test runner): recorded in the
+    # run's sets, so a resume and the sub-loops use it whatever the tree says by then
+    sets, stack_inputs = with_stack_settings(template, workdir, sets, err)
     inputs = build_inputs(template.inputs, options.get("intent"), sets)
     if until_text is not None and options.get("save"):
         err(
@@ -191,9 +197,11 @@ def run_from_cli(
         )
     with slots.chosen(choice):
         template = bind_numbers(ref, template, sets, inputs)
-    if choice.name is not None and uses_stack(template):
-        err(f"stack: {choice.name} ({choice.why})")
-    options = {**options, "stack": choice.name if uses_stack(template) else None}
+    options = {
+        **options,
+        "stack": choice.name if uses_stack(template) else None,
+        "stack_inputs": stack_inputs,
+    }
     events = ModelEvents()
     act, plan, refs = resolve_models(
         template, options.get("model"), options.get("plan_model"), options.get("base_url"), events
@@ -252,6 +260,8 @@ def _start(
         "template_files": options.get("template_files"),
         # the stack the template composed its pack for: a resume and the sub-loops use it
         "stack": options.get("stack"),
+        # what the stack read from the base (its test runner): the sub-loops get it too
+        "stack_inputs": options.get("stack_inputs") or {},
     }
     # opened once: the invocation is sealed in its repository, then the run works in it
     ws = Workspace.open(workdir, state_dir=workdir / ".looprun", watched=True)

@@ -59,6 +59,12 @@ def sub_inputs(loop: Loop, each: EachTask, task: PlannedTask) -> dict[str, Any]:
             # into it (task goals, intent) is quoted; only command inputs stay code.
             text = shell_text(text)
         rendered[k] = text.render(ctx)
+    # what the run's stack read from its base (the test runner): the sub-template composes
+    # the same pack, so it gets the same values unless `with` names them
+    inherited = loop.invocation.get("stack_inputs") or {}
+    for k, value in inherited.items():
+        if k in sub.inputs and k not in rendered:
+            rendered[k] = str(value)
     intent = rendered.pop("intent", None) or task.goal
     return build_inputs(sub.inputs, intent, rendered)
 

@@ -11,8 +11,9 @@ stack: the check runner asks the adapter named by an observer's ``stack:`` key.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 
 
@@ -22,6 +23,32 @@ class Tool:
 
     program: str  # looked up on PATH before the run starts
     install: str  # what to do when it is missing: "install Go (apt-get install golang-go)"
+
+
+@dataclass(frozen=True)
+class SetupInput:
+    """What a stack's setup may look at before a run starts: files as the run's base holds
+    them (never the working tree a model writes to later), the directory of its installed
+    tools, and what the user chose."""
+
+    read: Callable[[str], bytes | None]  # a root-relative file at the base; None: absent
+    workdir: Path  # for installed tools (node_modules/.bin), which the base does not hold
+    given: Mapping[str, str]  # the --set values
+    declared: frozenset[str]  # the template's input names: only these may be set
+
+
+@dataclass(frozen=True)
+class Setting:
+    """An input a stack's setup chose, recorded with the run like a --set value (a resume
+    and the sub-loops reuse it); ``value`` None sets nothing and only says ``why``."""
+
+    name: str
+    value: str | None
+    why: str
+
+
+# raises UsageError when the repository leaves the choice to the user
+Setup = Callable[[SetupInput], tuple[Setting, ...]]
 
 
 @dataclass(frozen=True)
@@ -52,6 +79,9 @@ class Stack:
     seeded: tuple[str, ...] = ()
     # environment variables every check of this stack runs with (GOFLAGS=-mod=readonly)
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # inputs of the pack read from the repository at the run's base (which test runner the
+    # scripts use), before any model call; None: the pack's defaults and --set only
+    setup: Setup | None = None
 
     def describe(self) -> str:
         return f"{self.name} ({', '.join(self.markers)})"

@@ -1,8 +1,10 @@
-"""Node (JavaScript/TypeScript): the project's ``npm test`` on node's built-in test runner.
+"""Node (JavaScript/TypeScript): the project's ``npm test`` on node's built-in test runner,
+vitest or jest.
 
-The pack (templates/observers/node.yaml) hands the runner two reporters through
-NODE_OPTIONS: looprun's own (its path is ``LOOPRUN_NODE_REPORTER``, fixed here, outside
-the tree) and node's JUnit; the node_test parser compares them with the exit code.
+The pack (templates/observers/node.yaml) hands the runner looprun's reporter (its path
+fixed here, outside the tree) beside the runner's own report; the node_test parser
+compares them with the exit code. Which runner the test script runs, and whether the
+TypeScript check is on, is read from the run's base by ``node_setup``.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from types import MappingProxyType
 
 import looprun.observe
 from looprun.checks.stacks.base import Stack, Tool
+from looprun.checks.stacks.node_setup import settings
 
 # the reporter ships in the engine package, never in the repository a check runs on
 _REPORTERS = Path(looprun.observe.__file__).resolve().parent / "node_reporter"
 REPORTER = _REPORTERS / "looprun_outcome.mjs"
 VITEST_REPORTER = _REPORTERS / "looprun_vitest.mjs"
+JEST_REPORTER = _REPORTERS / "looprun_jest.cjs"
 
 STACK = Stack(
     name="node",
@@ -41,6 +45,12 @@ STACK = Stack(
         "**/.mocharc*",
         "**/babel.config.*",
         "**/.babelrc*",
+        # the runners' setup files by their usual names: they run before every test file
+        # and could replace expect() or the assertions
+        "**/jest.setup.*",
+        "**/jest-setup.*",
+        "**/setupTests.*",
+        "**/vitest.setup.*",
     ),
     # build output, caches and compiler state a tool would trust: `*.tsbuildinfo` would
     # let an incremental `tsc` skip the files it names. dist/ is not here: some projects
@@ -58,6 +68,7 @@ STACK = Stack(
         {
             "LOOPRUN_NODE_REPORTER": str(REPORTER),
             "LOOPRUN_VITEST_REPORTER": str(VITEST_REPORTER),
+            "LOOPRUN_JEST_REPORTER": str(JEST_REPORTER),
             # npm asks the registry whether it is current: never from a check
             "npm_config_update_notifier": "false",
             "npm_config_fund": "false",
@@ -65,4 +76,5 @@ STACK = Stack(
             "NO_COLOR": "1",
         }
     ),
+    setup=settings,
 )
