@@ -29,7 +29,9 @@ from looprun.system.proc import scrubbed_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # The engine's own git calls run no hooks of the user's repository (a hook would run
-# repository code on every checkpoint, with the engine's environment) and never page.
+# repository code on every checkpoint, with the engine's environment) and never page;
+# what a diff shows (its paths, their prefixes and order) is fixed here, not by a config
+# file a command could have written.
 GIT_OPTIONS = (
     "-c", "core.quotepath=off",
     "-c", "core.autocrlf=false",
@@ -37,6 +39,10 @@ GIT_OPTIONS = (
     "-c", "core.fsmonitor=false",
     "-c", f"core.attributesFile={os.devnull}",
     "-c", "diff.external=",
+    "-c", "diff.noprefix=false",
+    "-c", "diff.mnemonicPrefix=false",
+    "-c", "diff.relative=false",
+    "-c", f"diff.orderFile={os.devnull}",
     "-c", "commit.gpgSign=false",
 )  # fmt: skip
 # Configured programs that git would run on content: each one found is set to nothing.
@@ -101,6 +107,10 @@ class Git:
                 "GIT_COMMITTER_NAME": "looprun",
                 "GIT_COMMITTER_EMAIL": "looprun@localhost",
                 "LC_ALL": "C",
+                # no system-wide config, and objects are what their ids say: neither a
+                # replace ref nor a graft changes a tree, a blob or a history it reads
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_NO_REPLACE_OBJECTS": "1",
             }
         )
         if self.git_dir is not None:

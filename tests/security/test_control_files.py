@@ -1,0 +1,174 @@
+"""What a command writes in ``.git`` never changes what the engine's git does next.
+
+Under the Landlock backend and with ``--sandbox off`` a command can write ``.git``: a
+test the checks run can plant ``core.worktree`` or ``core.hooksPath`` in the config, a
+command the model runs can add a hook or a replace ref that makes a changed file read as
+harmless. Each is put back as it was before the command, reported as a
+``repository.changed`` policy violation naming the file, and the run does not end
+``done``. Real runs of the CLI with a scripted model in real repositories.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.security.test_sandbox import needs_landlock
+from tests.support.cli import looprun, scripted_run
+from tests.support.git_repos import git_repo
+from tests.support.invoice_bug import journal_of
+
+PY = Path(sys.executable).name
+TEMPLATE = f"""\
+looprun: 1
+name: t
+plan: {{mode: none}}
+act:
+  prompt: go
+  tools: [write_file, run]
+  constraints:
+    paths: {{allow: ["**"]}}
+    commands: {{allow: ["{PY} tools/*"]}}
+    forbidden_patterns: ["os.system("]
+observe:
+  tests: {{run: "{PY} check.py", parser: exit_code}}
+exit: ["tests.ok and policy.violations == 0"]
+refine:
+  - if: policy.violations > 0
+    then: {{abort: "{{{{ policy.summary }}}}"}}
+  - else: {{retry: again}}
+limits: {{max_iterations: 2}}
+"""
+# the check of the repository: passes, and (when planting) writes into the config
+CHECK = "import sys\nsys.exit(0)\n"
+PLANTING_CHECK = """\
+import pathlib
+with open(".git/config", "a") as fh:
+    fh.write("[core]\\n\\tworktree = %s\\n\\thooksPath = hooks-of-the-test\\n")
+"""
+# a command the model runs: a hook that would leave a mark when git runs it
+HOOK = """\
+import os, pathlib
+hook = pathlib.Path(".git/hooks/post-index-change")
+hook.write_text("#!/bin/sh\\ntouch %s\\n")
+os.chmod(hook, 0o755)
+"""
+# a command the model runs: the file it writes reads, through a replace ref, as harmless
+REPLACE = """\
+import pathlib, subprocess
+def blob(text):
+    return subprocess.run(["git", "hash-object", "-w", "--stdin"], input=text,
+                          capture_output=True, text=True, check=True).stdout.strip()
+evil = "import os\\nos." + "system('echo pwned')\\n"
+pathlib.Path("src/app.py").write_text(evil)
+subprocess.run(["git", "replace", blob(evil), blob("x = 3\\n")], check=True)
+"""
+SANDBOXES = [
+    pytest.param("landlock", marks=needs_landlock, id="landlock"),
+    pytest.param("off", id="off"),
+]
+
+
+def _repo(path: Path, check: str) -> Path:
+    (path / "src").mkdir(parents=True)
+    (path / "src" / "app.py").write_text("x = 1\n")
+    (path / "check.py").write_text(check)
+    return git_repo(path)
+
+
+def _run(tmp_path: Path, work: Path, calls: list[dict[str, Any]], sandbox: str) -> dict[str, Any]:
+    (tmp_path / "t.yaml").write_text(TEMPLATE)
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([{"text": "working", "tool_calls": calls}, {"text": "ok"}]))
+    args = scripted_run("t.yaml", intent="x", workdir=work, script=script)
+    mode = "off" if sandbox == "off" else "required"
+    env = {"LOOPRUN_SANDBOX_BACKENDS": "landlock"}
+    proc = looprun(*args, "--json", "--sandbox", mode, cwd=tmp_path, env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    _, events = journal_of(work)
+    (started,) = [e for e in events if e["event"] == "run_started"]
+    assert started["sandbox"]["backend"] == (None if sandbox == "off" else "landlock")
+    return json.loads(proc.stdout)
+
+
+def _tool(path: str, content: str) -> list[dict[str, Any]]:
+    """Write a tool script and run it, as the model would."""
+    return [
+        {"name": "write_file", "arguments": {"path": path, "content": content}},
+        {"name": "run", "arguments": {"command": f"{PY} {path}"}},
+    ]
+
+
+def _reported(work: Path) -> set[str]:
+    _, events = journal_of(work)
+    return {
+        e["detail"]
+        for e in events
+        if e["event"] == "policy_violation" and e.get("rule") == "repository.changed"
+    }
+
+
+def _git(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=work, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_config_a_check_plants_is_put_back_and_reported(tmp_path: Path, sandbox: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    work = _repo(tmp_path / "work", PLANTING_CHECK % outside)
+    config = (work / ".git" / "config").read_bytes()
+    summary = _run(tmp_path, work, [_tool_write("src/app.py", "x = 2\n")], sandbox)
+    assert summary["outcome"] != "done", summary
+    assert (work / ".git" / "config").read_bytes() == config
+    assert ".git/config" in _reported(work)
+    assert list(outside.iterdir()) == []
+    # the engine's diff is of this work tree: the model's edit, nothing else
+    assert (work / "src" / "app.py").read_text() == "x = 2\n"
+    assert "src/app.py" in _git(work, "status", "--porcelain").stdout
+
+
+def _tool_write(path: str, content: str) -> dict[str, Any]:
+    return {"name": "write_file", "arguments": {"path": path, "content": content}}
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_hook_a_command_adds_is_removed_and_reported(tmp_path: Path, sandbox: str) -> None:
+    work = _repo(tmp_path / "work", CHECK)
+    mark = tmp_path / "hook-ran"
+    summary = _run(tmp_path, work, _tool("tools/hook.py", HOOK % mark), sandbox)
+    assert summary["outcome"] != "done", summary
+    assert not (work / ".git" / "hooks" / "post-index-change").exists()
+    assert ".git/hooks/post-index-change" in _reported(work)
+    assert not mark.exists(), "git ran the hook a command planted"
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_replace_ref_does_not_make_the_diff_lie(tmp_path: Path, sandbox: str) -> None:
+    work = _repo(tmp_path / "work", CHECK)
+    summary = _run(tmp_path, work, _tool("tools/replace.py", REPLACE), sandbox)
+    assert "os.system(" in (work / "src" / "app.py").read_text()  # the trick ran
+    assert summary["outcome"] != "done", summary
+    assert _git(work, "replace", "-l").stdout == ""
+    reported = _reported(work)
+    assert any(name.startswith(".git/refs/replace/") for name in reported), reported
+    _, events = journal_of(work)
+    rules = {e.get("rule") for e in events if e["event"] == "policy_violation"}
+    assert "forbidden_pattern" in rules or any("os.system(" in str(e) for e in events), rules
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_commands_that_only_read_the_repository_are_not_flagged(
+    tmp_path: Path, sandbox: str
+) -> None:
+    work = _repo(tmp_path / "work", CHECK)
+    reader = "import subprocess\nsubprocess.run(['git', 'status'], check=True)\n"
+    calls = [*_tool("tools/read.py", reader), _tool_write("src/app.py", "x = 2\n")]
+    summary = _run(tmp_path, work, calls, sandbox)
+    assert summary["outcome"] == "done", summary
+    assert _reported(work) == set()
