@@ -11,6 +11,7 @@ harmless. Each is put back as it was before the command, reported as a
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,9 @@ from tests.security.test_sandbox import needs_landlock
 from tests.support.cli import looprun, scripted_run
 from tests.support.git_repos import git_repo
 from tests.support.invoice_bug import journal_of
+
+from looprun.workspace.control import ControlFiles
+from looprun.workspace.git import Git
 
 PY = Path(sys.executable).name
 TEMPLATE = f"""\
@@ -172,3 +176,80 @@ def test_commands_that_only_read_the_repository_are_not_flagged(
     summary = _run(tmp_path, work, calls, sandbox)
     assert summary["outcome"] == "done", summary
     assert _reported(work) == set()
+
+
+# -- the held files themselves, in a real repository -------------------------------------
+
+
+def _held(tmp_path: Path) -> tuple[Path, ControlFiles]:
+    work = _repo(tmp_path / "work", CHECK)
+    return work, ControlFiles(work / ".git", work / ".git", shown_from=work)
+
+
+def test_content_mode_and_presence_come_back_exactly(tmp_path: Path) -> None:
+    work, held = _held(tmp_path)
+    git = work / ".git"
+    config, sample = (git / "config").read_bytes(), git / "hooks" / "pre-commit.sample"
+    mode = sample.stat().st_mode
+    assert held.verify() == []
+    _git(work, "config", "core.fsmonitor", "touch /tmp/pwned")
+    _git(work, "config", "include.path", "/elsewhere/config")
+    sample.chmod(0o600)
+    (git / "info" / "sparse-checkout").write_text("/nothing\n")
+    (git / "objects" / "info" / "alternates").write_text("/elsewhere/objects\n")
+    (git / "shallow").write_text(_git(work, "rev-parse", "HEAD").stdout)
+    assert sorted(held.verify()) == [
+        ".git/config",
+        ".git/hooks/pre-commit.sample",
+        ".git/info/sparse-checkout",
+        ".git/objects/info/alternates",
+        ".git/shallow",
+    ]
+    assert (git / "config").read_bytes() == config
+    assert sample.stat().st_mode == mode
+    assert not (git / "info" / "sparse-checkout").exists() and not (git / "shallow").exists()
+    assert not (git / "objects" / "info" / "alternates").exists()
+    assert held.verify() == []
+
+
+def test_a_hooks_directory_swapped_for_a_link_is_put_back_without_writing_through_it(
+    tmp_path: Path,
+) -> None:
+    work, held = _held(tmp_path)
+    hooks = work / ".git" / "hooks"
+    names = sorted(p.name for p in hooks.iterdir())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(hooks)
+    hooks.symlink_to(elsewhere)
+    assert ".git/hooks" in held.verify()
+    assert hooks.is_dir() and not hooks.is_symlink()
+    assert sorted(p.name for p in hooks.iterdir()) == names
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_packed_replace_refs_go_and_the_other_packed_refs_stay(tmp_path: Path) -> None:
+    work, held = _held(tmp_path)
+    _git(work, "tag", "v1")
+    _git(work, "pack-refs", "--all")
+    held.take()  # the user's packed tag is part of the repository as it was
+    blob = _git(work, "hash-object", "-w", "check.py").stdout.strip()
+    other = _git(work, "hash-object", "-w", "src/app.py").stdout.strip()
+    _git(work, "replace", blob, other)
+    _git(work, "pack-refs", "--all")
+    assert f"refs/replace/{blob}" in (work / ".git" / "packed-refs").read_text()
+    assert held.verify() == [".git/packed-refs"]
+    assert _git(work, "replace", "-l").stdout == ""
+    assert (
+        _git(work, "rev-parse", "v1").stdout.strip()
+        == _git(work, "rev-parse", "HEAD").stdout.strip()
+    )
+
+
+def test_the_engines_git_reads_an_object_as_its_id_says(tmp_path: Path) -> None:
+    work = _repo(tmp_path / "work", CHECK)
+    blob = _git(work, "hash-object", "-w", "check.py").stdout.strip()
+    other = _git(work, "hash-object", "-w", "src/app.py").stdout.strip()
+    _git(work, "replace", blob, other)
+    assert _git(work, "cat-file", "-p", blob).stdout == "x = 1\n"  # git's default
+    assert Git(work).pinned().run("cat-file", "-p", blob) == CHECK
