@@ -24,6 +24,7 @@ from looprun.data.changes import FileChange
 from looprun.errors import UsageError
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
+from looprun.system.proc import spawned
 from looprun.workspace import branch as on_branch
 from looprun.workspace import checkout, lock, worktrees
 from looprun.workspace.checkpoints import REF_PREFIX, Checkpoints
@@ -53,20 +54,26 @@ class Workspace:
         self._dot_git = _dot_git(workdir)
         self._control: ControlFiles | None = None
         self._control_changed: list[str] = []
+        self._verified_at = -1  # the command count when the control files were compared
 
     def _hold_control_files(self) -> None:
         """Take the repository's control files as they are now, before any command runs."""
         own, common = self.git.git_dirs()
         self._control = ControlFiles(own, common, shown_from=self.workdir)
 
-    def _guard(self) -> None:
+    def _guard(self, *, always: bool = False) -> None:
         """Put back the control files a command changed, before the engine's git reads
         them (see :mod:`looprun.workspace.control`); what changed is reported by
-        :meth:`repository_changed`."""
-        if self._control is not None:
-            for name in self._control.verify():
-                if name not in self._control_changed:
-                    self._control_changed.append(name)
+        :meth:`repository_changed`. Skipped when no command started since the last
+        comparison, unless ``always`` (a command ended: others may run beside it, and a
+        process one left running may write later)."""
+        started = spawned()
+        if self._control is None or (started == self._verified_at and not always):
+            return
+        self._verified_at = started
+        for name in self._control.verify():
+            if name not in self._control_changed:
+                self._control_changed.append(name)
 
     @property
     def quick(self) -> QuickSnapshots:
@@ -127,7 +134,7 @@ class Workspace:
         """The working tree may have changed: look again. ``paths``: only these files were
         written (HEAD stays, and the ignore rules unless one is a ``.gitignore``); None:
         anything may have changed (a command ran)."""
-        self._guard()
+        self._guard(always=paths is None)
         self._now.touched(paths)
 
     @property
@@ -206,7 +213,7 @@ class Workspace:
         A changed control file (config, hooks, ``info/``, replace refs...) was put back
         as it was before the command, so the engine never acted on it.
         """
-        self._guard()
+        self._guard(always=True)
         found = [
             (name, f"{name} was changed by a command; it was put back as it was before")
             for name in self._control_changed
