@@ -11,6 +11,7 @@ harmless. Each is put back as it was before the command, reported as a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from tests.support.git_repos import git_repo
 from tests.support.invoice_bug import journal_of
 
 from looprun.workspace.control import ControlFiles
-from looprun.workspace.git import Git
+from looprun.workspace.git import Git, _system_safe_directories
 
 PY = Path(sys.executable).name
 TEMPLATE = f"""\
@@ -253,3 +254,19 @@ def test_the_engines_git_reads_an_object_as_its_id_says(tmp_path: Path) -> None:
     _git(work, "replace", blob, other)
     assert _git(work, "cat-file", "-p", blob).stdout == "x = 1\n"  # git's default
     assert Git(work).pinned().run("cat-file", "-p", blob) == CHECK
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs to give the repository to another user")
+def test_a_repository_the_system_config_trusts_stays_usable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = _repo(tmp_path / "work", CHECK)
+    subprocess.run(["chown", "-R", "nobody", str(work)], check=True)
+    system = tmp_path / "gitconfig"
+    system.write_text(f"[safe]\n\tdirectory = {work}\n")
+    monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(system))
+    _system_safe_directories.cache_clear()
+    try:
+        assert Git(work).is_repo()
+    finally:
+        _system_safe_directories.cache_clear()
