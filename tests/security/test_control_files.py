@@ -270,3 +270,18 @@ def test_a_repository_the_system_config_trusts_stays_usable(
         assert Git(work).is_repo()
     finally:
         _system_safe_directories.cache_clear()
+
+
+def test_a_fifo_or_a_deep_tree_a_command_leaves_is_removed_without_hanging(
+    tmp_path: Path,
+) -> None:
+    work, held = _held(tmp_path)
+    info = work / ".git" / "info"
+    os.mkfifo(info / "attributes")
+    deep = info / "d"
+    deep.mkdir()
+    for _ in range(1200):  # deeper than Python's recursion limit
+        deep = deep / "d"
+        os.mkdir(deep)
+    assert held.verify() == [".git/info/attributes"]
+    assert sorted(p.name for p in info.iterdir()) == ["exclude"]

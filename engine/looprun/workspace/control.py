@@ -120,19 +120,19 @@ def _stamp_into(found: dict[str, Stamp], path: str) -> os.stat_result | None:
 
 
 def _walk(found: dict[str, Stamp], top: str) -> None:
-    st = _stamp_into(found, top)
-    if st is None or not stat.S_ISDIR(st.st_mode):
-        return
-    try:
-        names = os.listdir(top)
-    except OSError:
-        return
-    for name in names:
-        _walk(found, f"{top}/{name}")
+    """Stamp ``top`` and all under it (a loop, not recursion: a command may nest deep)."""
+    pending = [top]
+    while pending:
+        path = pending.pop()
+        st = _stamp_into(found, path)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            with contextlib.suppress(OSError):
+                pending += [f"{path}/{name}" for name in os.listdir(path)]
 
 
 def _read(path: str) -> Entry | None:
-    """What ``path`` holds now, read without following a link; None when it is absent."""
+    """What ``path`` holds now, read without following a link or waiting on a FIFO;
+    None when it is absent."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -142,11 +142,18 @@ def _read(path: str) -> Entry | None:
         return Entry("link", mode, os.fsencode(os.readlink(path)))
     if stat.S_ISDIR(st.st_mode):
         return Entry("dir", mode)
-    if not stat.S_ISREG(st.st_mode):
-        return Entry("other", mode)
-    data = safefs.read_bytes(Path(path))
-    if data is None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
         return None
+    except OSError:
+        return Entry("other", mode)  # swapped for a link since the lstat
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Entry("other", stat.S_IMODE(st.st_mode))
+        data = fh.read()
     if os.path.basename(path) == _PACKED:
         return Entry("file", mode, b"".join(_replace_records(data)), packed=True)
     return Entry("file", mode, data)
@@ -178,15 +185,15 @@ def _put_back(path: Path, was: Entry | None) -> None:
             if name == _PACKED:
                 _write(parent, name, _with_replaces(_current(parent, name), []), None)
             else:
-                safefs.remove_entry(parent, name)
+                _remove(parent, name)
         elif was.kind == "dir":
             found = _lstat_at(parent, name)
             if found is None or not stat.S_ISDIR(found.st_mode):
-                safefs.remove_entry(parent, name)
+                _remove(parent, name)
                 os.mkdir(name, was.mode, dir_fd=parent)
             os.chmod(name, was.mode, dir_fd=parent, follow_symlinks=False)
         elif was.kind == "link":
-            safefs.remove_entry(parent, name)
+            _remove(parent, name)
             os.symlink(os.fsdecode(was.data), name, dir_fd=parent)
         elif was.kind == "file":
             data = was.data
@@ -195,6 +202,39 @@ def _put_back(path: Path, was: Entry | None) -> None:
             _write(parent, name, data, was.mode)
     finally:
         os.close(parent)
+
+
+def _remove(parent: int, name: str) -> None:
+    """Remove ``name`` from ``parent`` whatever it is, following no link, however deep a
+    tree it is: each directory found is first moved up beside it (one descriptor and
+    no recursion at a time), then emptied and removed."""
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        found = _lstat_at(parent, current)
+        if found is None:
+            continue
+        if not stat.S_ISDIR(found.st_mode):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(current, dir_fd=parent)
+            continue
+        try:
+            fd = os.open(current, safefs.DIR_FLAGS, dir_fd=parent)
+        except OSError:
+            continue
+        try:
+            for entry in os.listdir(fd):
+                with contextlib.suppress(OSError):
+                    if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
+                        aside = f".{name}.{secrets.token_hex(6)}.looprun-gone"
+                        os.rename(entry, aside, src_dir_fd=fd, dst_dir_fd=parent)
+                        pending.append(aside)
+                    else:
+                        os.unlink(entry, dir_fd=fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.rmdir(current, dir_fd=parent)
 
 
 def _lstat_at(parent: int, name: str) -> os.stat_result | None:
@@ -219,7 +259,7 @@ def _write(parent: int, name: str, data: bytes, mode: int | None) -> None:
     if mode is None:
         mode = stat.S_IMODE(found.st_mode) if found is not None else 0o644
     if found is not None and stat.S_ISDIR(found.st_mode):
-        safefs.remove_entry(parent, name)
+        _remove(parent, name)
     tmp = f".{name}.{secrets.token_hex(4)}.looprun-tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=parent)
     try:
