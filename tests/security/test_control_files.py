@@ -101,6 +101,10 @@ def _run(tmp_path: Path, work: Path, calls: list[dict[str, Any]], sandbox: str) 
     return json.loads(proc.stdout)
 
 
+def _tool_write(path: str, content: str) -> dict[str, Any]:
+    return {"name": "write_file", "arguments": {"path": path, "content": content}}
+
+
 def _tool(path: str, content: str) -> list[dict[str, Any]]:
     """Write a tool script and run it, as the model would."""
     return [
@@ -134,12 +138,9 @@ def test_a_config_a_check_plants_is_put_back_and_reported(tmp_path: Path, sandbo
     assert ".git/config" in _reported(work)
     assert list(outside.iterdir()) == []
     # the engine's diff is of this work tree: the model's edit, nothing else
+    assert summary["state"]["changed_files"] == ["src/app.py"], summary
+    assert "-x = 1\n+x = 2" in summary["state"]["diff"]
     assert (work / "src" / "app.py").read_text() == "x = 2\n"
-    assert "src/app.py" in _git(work, "status", "--porcelain").stdout
-
-
-def _tool_write(path: str, content: str) -> dict[str, Any]:
-    return {"name": "write_file", "arguments": {"path": path, "content": content}}
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
@@ -162,9 +163,10 @@ def test_a_replace_ref_does_not_make_the_diff_lie(tmp_path: Path, sandbox: str) 
     assert _git(work, "replace", "-l").stdout == ""
     reported = _reported(work)
     assert any(name.startswith(".git/refs/replace/") for name in reported), reported
+    # the engine's diff read the file as it is: the forbidden pattern was seen
     _, events = journal_of(work)
-    rules = {e.get("rule") for e in events if e["event"] == "policy_violation"}
-    assert "forbidden_pattern" in rules or any("os.system(" in str(e) for e in events), rules
+    found = [e for e in events if e.get("rule") == "pattern.forbidden"]
+    assert [e["detail"] for e in found] == ["src/app.py:2: os.system('echo pwned')"], events
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
