@@ -27,6 +27,7 @@ from tests.support.invoice_bug import journal_of
 
 from looprun.workspace.control import ControlFiles
 from looprun.workspace.git import Git, _system_safe_directories
+from looprun.workspace.tree import Workspace
 
 PY = Path(sys.executable).name
 TEMPLATE = f"""\
@@ -287,3 +288,25 @@ def test_a_fifo_or_a_deep_tree_a_command_leaves_is_removed_without_hanging(
         os.mkdir(deep)
     assert held.verify() == [".git/info/attributes"]
     assert sorted(p.name for p in info.iterdir()) == ["exclude"]
+
+
+def test_the_engines_own_worktrees_are_not_reported_and_their_pointers_are_held(
+    tmp_path: Path,
+) -> None:
+    work = _repo(tmp_path / "work", CHECK)
+    ws = Workspace.open(work, state_dir=work / ".looprun")
+    head = _git(work, "rev-parse", "HEAD").stdout.strip()
+    sub = ws.add_worktree(tmp_path / "sub", "looprun/sub", head)
+    sub.touched()
+    ws.touched()
+    assert ws.repository_changed() == [] and sub.repository_changed() == []
+    # a linked worktree's own pointers are held too
+    commondir = work / ".git" / "worktrees" / "sub" / "commondir"
+    before = commondir.read_bytes()
+    commondir.write_text(str(tmp_path / "elsewhere") + "\n")
+    sub.touched()
+    assert [path for path, _ in sub.repository_changed()] == [str(commondir)]
+    assert commondir.read_bytes() == before
+    ws.discard_worktree(tmp_path / "sub", "looprun/sub")
+    ws.touched()
+    assert ws.repository_changed() == []

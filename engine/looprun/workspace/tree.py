@@ -337,8 +337,6 @@ class Workspace:
         worktrees.add(self.git, path, branch, commit)
         sub = Workspace.open(path, state_dir=path / ".looprun")
         sub._now.base = sub.tree_of(commit)
-        if self._control is not None:  # the new worktree's exclude line is the engine's
-            self._control.take()
         return sub
 
     def ensure_worktree(self, path: Path, branch: str, start: str) -> bool:
