@@ -281,11 +281,13 @@ def test_a_fifo_or_a_deep_tree_a_command_leaves_is_removed_without_hanging(
     work, held = _held(tmp_path)
     info = work / ".git" / "info"
     os.mkfifo(info / "attributes")
-    deep = info / "d"
-    deep.mkdir()
-    for _ in range(1200):  # deeper than Python's recursion limit
-        deep = deep / "d"
-        os.mkdir(deep)
+    (info / "d").mkdir()
+    fd = os.open(info / "d", os.O_RDONLY)
+    for _ in range(1100):  # deeper than Python's recursion limit
+        os.mkdir("d", dir_fd=fd)
+        fd, parent = os.open("d", os.O_RDONLY, dir_fd=fd), fd
+        os.close(parent)
+    os.close(fd)
     assert held.verify() == [".git/info/attributes"]
     assert sorted(p.name for p in info.iterdir()) == ["exclude"]
 
