@@ -196,7 +196,7 @@ def test_content_mode_and_presence_come_back_exactly(tmp_path: Path) -> None:
     config, sample = (git / "config").read_bytes(), git / "hooks" / "pre-commit.sample"
     mode = sample.stat().st_mode
     assert held.verify() == []
-    _git(work, "config", "core.fsmonitor", "touch /tmp/pwned")
+    _git(work, "config", "core.fsmonitor", "touch pwned")
     _git(work, "config", "include.path", "/elsewhere/config")
     sample.chmod(0o600)
     (git / "info" / "sparse-checkout").write_text("/nothing\n")
