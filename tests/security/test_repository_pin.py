@@ -130,8 +130,12 @@ def test_a_planted_core_worktree_redirects_no_rollback(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     summary = _run(tmp_path, work, PLANT % str(outside), "off")
-    assert _git(work, "config", "core.worktree") == str(outside)  # the trick ran
     assert summary["outcome"] == "exhausted", summary
+    # the planted key was put back out right after the command, and reported
+    assert "worktree" not in (work / ".git" / "config").read_text()
+    _, events = journal_of(work)
+    changed = {e["detail"] for e in events if e.get("rule") == "repository.changed"}
+    assert changed == {".git/config"}, changed
     assert list(outside.iterdir()) == [], "the rollback wrote the repository's files outside"
     assert (work / "src" / "app.py").read_text() == "x = 1\n"
 

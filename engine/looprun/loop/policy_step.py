@@ -54,10 +54,9 @@ def policy(loop: Loop, refusals: list[dict[str, Any]], task: PlannedTask) -> Pol
         {"rule": v.rule, "message": v.message, "tool": v.tool, "detail": v.detail}
         for v in [*found, *protected(loop, task)]
     ]
-    moved = ws.repository_changed()
-    if moved:
+    for path, message in ws.repository_changed():
         diff_items.append(
-            {"rule": "repository.changed", "message": moved, "tool": "diff", "detail": ".git"}
+            {"rule": "repository.changed", "message": message, "tool": "diff", "detail": path}
         )
     for item in diff_items:
         ports.journal.event("policy_violation", iteration=st.iterations + 1, **item)

@@ -13,6 +13,7 @@ rules the base had (:func:`base_ignore_rules`), never by a ``.gitignore`` or
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -29,7 +30,9 @@ from looprun.system.proc import scrubbed_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # The engine's own git calls run no hooks of the user's repository (a hook would run
-# repository code on every checkpoint, with the engine's environment) and never page.
+# repository code on every checkpoint, with the engine's environment) and never page;
+# what a diff shows (its paths, their prefixes and order) is fixed here, not by a config
+# file a command could have written.
 GIT_OPTIONS = (
     "-c", "core.quotepath=off",
     "-c", "core.autocrlf=false",
@@ -37,6 +40,10 @@ GIT_OPTIONS = (
     "-c", "core.fsmonitor=false",
     "-c", f"core.attributesFile={os.devnull}",
     "-c", "diff.external=",
+    "-c", "diff.noprefix=false",
+    "-c", "diff.mnemonicPrefix=false",
+    "-c", "diff.relative=false",
+    "-c", f"diff.orderFile={os.devnull}",
     "-c", "commit.gpgSign=false",
 )  # fmt: skip
 # Configured programs that git would run on content: each one found is set to nothing.
@@ -101,8 +108,15 @@ class Git:
                 "GIT_COMMITTER_NAME": "looprun",
                 "GIT_COMMITTER_EMAIL": "looprun@localhost",
                 "LC_ALL": "C",
+                # no system-wide config, and objects are what their ids say: neither a
+                # replace ref nor a graft changes a tree, a blob or a history it reads
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_NO_REPLACE_OBJECTS": "1",
             }
         )
+        for i, value in enumerate(_system_safe_directories()):
+            env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = "safe.directory", value
+            env["GIT_CONFIG_COUNT"] = str(i + 1)
         if self.git_dir is not None:
             env["GIT_DIR"] = str(self.git_dir)
             env["GIT_WORK_TREE"] = str(self.workdir)
@@ -363,6 +377,30 @@ class Git:
             "diff", "--no-color", "--no-renames", "--no-ext-diff", "--no-textconv", "--text",
             *args, base, target,
         )  # fmt: skip
+
+
+@functools.cache
+def _system_safe_directories() -> tuple[str, ...]:
+    """The ``safe.directory`` entries of the system config, which the engine's git does
+    not read otherwise: a host that trusts repositories owned by another user (a CI
+    container) says so there. Given on the command line's scope, where git honours them;
+    asked of git only when the file mentions the key."""
+    path = os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"
+    try:
+        with open(path, "rb") as fh:
+            if b"safe" not in fh.read().lower():
+                return ()
+    except OSError:
+        return ()
+    env = {k: v for k, v in scrubbed_env().items() if not k.startswith("GIT_")}
+    done = subprocess.run(
+        ["git", "config", "--file", path, "--get-all", "safe.directory"],
+        env={**env, "LC_ALL": "C"},
+        capture_output=True,
+        check=False,
+    )
+    text = done.stdout.decode("utf-8", "surrogateescape")
+    return tuple(line for line in text.splitlines() if line) if done.returncode == 0 else ()
 
 
 _CONFIG_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",

@@ -24,9 +24,11 @@ from looprun.data.changes import FileChange
 from looprun.errors import UsageError
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
+from looprun.system.proc import spawned
 from looprun.workspace import branch as on_branch
 from looprun.workspace import checkout, lock, worktrees
 from looprun.workspace.checkpoints import REF_PREFIX, Checkpoints
+from looprun.workspace.control import ControlFiles
 from looprun.workspace.current import CurrentTree, state_rel
 from looprun.workspace.diffs import Differ
 from looprun.workspace.git import EMPTY_TREE, Git
@@ -50,6 +52,28 @@ class Workspace:
         self._checkpoints = Checkpoints(self._now)
         self._diffs = Differ(git, self._now.quick, watched=watched)
         self._dot_git = _dot_git(workdir)
+        self._control: ControlFiles | None = None
+        self._control_changed: list[str] = []
+        self._verified_at = -1  # the command count when the control files were compared
+
+    def _hold_control_files(self) -> None:
+        """Take the repository's control files as they are now, before any command runs."""
+        own, common = self.git.git_dirs()
+        self._control = ControlFiles(own, common, shown_from=self.workdir)
+
+    def _guard(self, *, always: bool = False) -> None:
+        """Put back the control files a command changed, before the engine's git reads
+        them (see :mod:`looprun.workspace.control`); what changed is reported by
+        :meth:`repository_changed`. Skipped when no command started since the last
+        comparison, unless ``always`` (a command ended: others may run beside it, and a
+        process one left running may write later)."""
+        started = spawned()
+        if self._control is None or (started == self._verified_at and not always):
+            return
+        self._verified_at = started
+        for name in self._control.verify():
+            if name not in self._control_changed:
+                self._control_changed.append(name)
 
     @property
     def quick(self) -> QuickSnapshots:
@@ -80,6 +104,7 @@ class Workspace:
                 outer_dir = Path(os.path.realpath(top))
                 _exclude_state_dir(Git(outer_dir), state_rel(outer_dir, state_dir))
         _exclude_state_dir(ws.git, ws._now.state_rel)
+        ws._hold_control_files()
         if base is not None:
             ws._adopt_base(ws.tree_of(base))
         return ws
@@ -102,12 +127,14 @@ class Workspace:
         are part of the snapshot too. A watched workspace reuses its last snapshot
         until :meth:`touched`.
         """
+        self._guard()
         return self._now.snapshot()
 
     def touched(self, paths: Sequence[str] | None = None) -> None:
         """The working tree may have changed: look again. ``paths``: only these files were
         written (HEAD stays, and the ignore rules unless one is a ``.gitignore``); None:
         anything may have changed (a command ran)."""
+        self._guard(always=paths is None)
         self._now.touched(paths)
 
     @property
@@ -176,23 +203,33 @@ class Workspace:
             + ": these are part of the start, not of the run's changes"
         )
 
-    def repository_changed(self) -> str | None:
-        """What happened to ``.git`` since the workspace was opened, or None.
+    def repository_changed(self) -> list[tuple[str, str]]:
+        """What commands changed in ``.git`` since the workspace was opened, as (path,
+        message) pairs, each reported once; [] when nothing.
 
         The engine's git calls are pinned to the repository found at the start, so a
         rewritten ``.git`` redirects none of them; it is still reported, and a linked
         worktree's ``.git`` file is put back, so the user's git finds its repository.
+        A changed control file (config, hooks, ``info/``, replace refs...) was put back
+        as it was before the command, so the engine never acted on it.
         """
+        self._guard(always=True)
+        found = [
+            (name, f"{name} was changed by a command; it was put back as it was before")
+            for name in self._control_changed
+        ]
+        self._control_changed.clear()
         now = _dot_git(self.workdir)
         if now == self._dot_git:
-            return None
+            return found
         kind, content = self._dot_git
         restored = ""
         if kind == "file" and now[0] != "dir":
             write_atomic(self.workdir / ".git", content)
             restored = "; it was put back"
         where = self.git.git_dir or self.workdir / ".git"
-        return f".git was changed during the run, the engine kept using {where}{restored}"
+        message = f".git was changed during the run, the engine kept using {where}{restored}"
+        return [*found, (".git", message)]
 
     # -- checkpoints and rollback ------------------------------------------------------
 
@@ -204,6 +241,7 @@ class Workspace:
         checkpoint (a name ending in its number) no new ref either, so an iteration that
         changed nothing costs no git call; other names get their ref.
         """
+        self._guard()
         return self._checkpoints.checkpoint(ref)
 
     def tree_of(self, ref_or_sha: str) -> str:
@@ -218,6 +256,7 @@ class Workspace:
         state directory is left alone, and so are the user's index and HEAD.
         Directories emptied by the removal are removed too.
         """
+        self._guard()
         target = self.tree_of(ref_or_sha)
         self._apply(self.snapshot(), target)
         raw = safefs.read_bytes(self._base_file("ignored"))
@@ -292,6 +331,7 @@ class Workspace:
 
     def add_worktree(self, path: Path, branch: str, start: str) -> Workspace:
         """A git worktree at ``path`` on a new private branch from commit ``start``."""
+        self._guard()
         commit = worktrees.start_commit(self.git, start)
         path = Path(os.path.abspath(path))
         worktrees.add(self.git, path, branch, commit)
