@@ -282,6 +282,9 @@ class ObserverSpec:
     narrow: tuple[str, ...] = ()
     # the node ids one narrow run appends to the command: set by the engine, never by YAML
     select: tuple[str, ...] = ()
+    # why this check cannot run where the template was composed (a stack with no tool for
+    # it): a run stops before any model call with this message
+    unavailable: str | None = None
 
 
 # an observer option whose whole value is an input: ``paths: "{{ inputs.target }}"``

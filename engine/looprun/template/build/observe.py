@@ -87,6 +87,7 @@ def build_observers(r: Reader) -> dict[str, ObserverSpec]:
             stack=_stack(r, path, spec, run),
             holdout=_holdout(r, (*path, "holdout")),
             narrow=_narrow(r, path, spec, parser),
+            unavailable=_unavailable(spec),
         )
     return out
 
@@ -112,6 +113,11 @@ def _input_options(r: Reader, path: JsonPath, options: Mapping[str, Any]) -> set
         else:
             out.add(str(key))
     return out
+
+
+def _unavailable(spec: Mapping[str, Any]) -> str | None:
+    value = spec.get("unavailable")
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _narrow(r: Reader, path: JsonPath, spec: Mapping[str, Any], parser: object) -> tuple[str, ...]:
