@@ -47,10 +47,10 @@ def go_modules(workdir: Path) -> dict[str, str]:
         work = (workdir / "go.work").read_text(encoding="utf-8", errors="replace")
     except OSError:
         work = ""
+    work = re.sub(r"//[^\n]*", "", work)  # comments
     for m in _USE.finditer(work):
         for entry in (m.group("block") or m.group("one") or "").split():
-            if not entry.startswith("//"):
-                dirs.append(entry.strip().removeprefix("./").strip("/"))
+            dirs.append(entry.strip('"').removeprefix("./").strip("/"))
     out: dict[str, str] = {}
     for d in dirs:
         try:
