@@ -267,3 +267,16 @@ def test_a_stack_without_coverage_stops_before_any_model_call(stack: str, tmp_pa
     assert "Traceback" not in proc.stderr
     assert not (work / "tests").exists()
     assert not list((work / ".looprun").glob("runs/*"))
+
+
+def test_explain_says_the_coverage_is_unavailable(tmp_path: Path) -> None:
+    work = _repo(tmp_path / "repo", MARKERS["rust"])
+    proc = subprocess.run(
+        [sys.executable, "-m", "looprun", "explain", "test_backfill"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "unavailable, a run stops before it starts: test_backfill needs coverage" in proc.stdout
