@@ -280,3 +280,19 @@ def test_explain_says_the_coverage_is_unavailable(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "unavailable, a run stops before it starts: test_backfill needs coverage" in proc.stdout
+
+
+@pytest.mark.e2e
+def test_node_tests_on_another_runner_stop_before_any_model_call(tmp_path: Path) -> None:
+    """Coverage comes from node's own runner: a jest suite is named, not run as node's."""
+    _require("node")
+    files = {
+        **NODE,
+        "package.json": '{"name": "d", "version": "1.0.0", "scripts": {"test": "jest"}}\n',
+    }
+    work = _repo(tmp_path / "repo", files)
+    summary = _backfill(work, [_write("test/a.test.js", NODE_TESTS), {"text": "x"}], "src/a.js")
+    assert (summary["outcome"], summary["iterations"]) == ("error", 0), summary["stderr"]
+    assert "measures coverage with node's test runner only" in summary["reason"]
+    assert "runs jest" in summary["reason"]
+    assert not (work / "test" / "a.test.js").exists()
