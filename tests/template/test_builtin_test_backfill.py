@@ -9,7 +9,7 @@ from looprun.template.loader import load_template
 def test_coverage_observer_always_runs_in_test_backfill() -> None:
     template = load_template("test_backfill")
     assert template.observe["cov"].when is None
-    assert any("cov.percent" in str(c) for c in template.exit)
+    assert any("cov.target_percent" in str(c) for c in template.exit)
 
 
 def test_fragment_coverage_observer_stays_switchable_elsewhere() -> None:

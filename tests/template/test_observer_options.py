@@ -117,3 +117,49 @@ def test_the_builtin_templates_pin_the_suite_config(name: str) -> None:
 
     template = load_template(templates_dir() / f"{name}.yaml")
     assert template.observe["tests"].pin_config == "pytest"
+
+
+INPUT_TEMPLATE = """\
+looprun: 1
+name: opts
+inputs:
+  intent: {{type: string, required: true}}
+  target: {{type: list, default: [src/a.py]}}
+act: {{prompt: "x", tools: [read_file]}}
+observe:
+  cov: {{parser: coverage, file: report.out, options: {{paths: {value}}}}}
+exit: [cov.ok]
+refine: [{{else: retry}}]
+limits: {{max_iterations: 2}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('"{{ inputs.targets }}"', "8:62: observe.cov.options.paths: option 'paths' names an"),
+        ('"src/{{ inputs.target }}"', "may be `{{ inputs.NAME }}` as its whole value"),
+        ('"{{ inputs.target | first }}"', "may be `{{ inputs.NAME }}` as its whole value"),
+        ('"{{ run.artifacts }}"', "may be `{{ inputs.NAME }}` as its whole value"),
+    ],
+)
+def test_an_option_that_reads_an_input_is_checked(
+    tmp_path: Path, value: str, expected: str
+) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(INPUT_TEMPLATE.format(value=value), encoding="utf-8")
+    with pytest.raises(TemplateError) as info:
+        load_template(path)
+    assert expected in str(info.value)
+
+
+def test_an_input_option_is_the_inputs_value_as_data(tmp_path: Path) -> None:
+    """The reference is replaced by the value when the observer runs, never rendered: a
+    value holding braces stays what it is."""
+    from looprun.template.model import bound_options
+
+    path = tmp_path / "t.yaml"
+    path.write_text(INPUT_TEMPLATE.format(value='"{{ inputs.target }}"'), encoding="utf-8")
+    spec = load_template(path).observe["cov"]
+    given = ["src/{{ 7 * 7 }}.py", "lib/b.py"]
+    assert bound_options(spec.options, {"target": given}) == {"paths": given}

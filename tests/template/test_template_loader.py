@@ -156,7 +156,7 @@ def test_test_backfill_may_only_write_tests_and_needs_coverage() -> None:
     assert all("test" in glob for glob in t.act.constraints.paths.allow)
     assert t.inputs["target"].required
     assert t.observe["cov"].parser == "coverage"
-    assert any("cov.percent" in c.source for c in t.exit)
+    assert any("cov.target_percent" in c.source for c in t.exit)
 
 
 def test_feature_is_an_outer_loop_over_bugfix() -> None:

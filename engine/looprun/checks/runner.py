@@ -36,6 +36,7 @@ from looprun.system.atomic import write_atomic
 from looprun.system.crashpoint import crash_point
 from looprun.system.proc import NO_BYTECODE, run_process, scrubbed_env
 from looprun.system.redact import Redactor, secret_values
+from looprun.template.model import bound_options
 
 if TYPE_CHECKING:
     from looprun.sandbox import Sandbox
@@ -227,6 +228,11 @@ def run_observer(
             facts=freeze(empty_facts(parser)),
         )
     command = spec.run.render(context) if spec.run is not None else None
+    inputs = context.get("inputs")
+    spec = dataclasses.replace(
+        spec,
+        options=freeze(bound_options(spec.options, inputs if isinstance(inputs, Mapping) else {})),
+    )
     if command is not None and spec.select:
         # a narrow stage: test node ids, data quoted one by one (checked by the engine)
         command = command.rstrip() + " " + " ".join(shlex.quote(i) for i in spec.select)

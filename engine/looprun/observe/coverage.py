@@ -1,5 +1,6 @@
-"""Coverage reports: Cobertura XML (coverage.py, Istanbul/nyc, Java tools) and coverage.py
-JSON, into total and per-file line coverage.
+"""Coverage reports: Cobertura XML (coverage.py, Istanbul/nyc, Java tools), coverage.py
+JSON, go's cover profile and LCOV (node's test runner), into total and per-file line
+coverage.
 
 Options: ``min`` (percent the covered lines must reach for ok) and ``paths`` (globs: the
 target files; ``target_percent`` is the coverage of just those, and ``min`` then applies
@@ -15,6 +16,7 @@ from typing import Any
 
 from looprun.data.freeze import freeze
 from looprun.data.globs import matching
+from looprun.observe import coverage_profiles as profiles
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render
@@ -158,6 +160,10 @@ def _coverage_json(doc: dict[str, Any], shown: str, workdir: Path) -> _Report:
     return rep
 
 
+def _from_lines(lines: profiles.Lines) -> _Report:
+    return _Report(files={name: _File(hits=dict(hits)) for name, hits in lines.items()})
+
+
 def _ranges(lines: list[int]) -> str:
     """``[3, 4, 5, 9]`` -> ``3-5, 9``."""
     out: list[str] = []
@@ -203,11 +209,38 @@ class CoverageParser:
             if text.lstrip().startswith("{"):
                 doc = parse_json(text, shown)
                 rep = _coverage_json(doc if isinstance(doc, dict) else {}, shown, data.workdir)
+            elif profiles.looks_like_go_profile(text):
+                rep = _from_lines(profiles.parse_go_profile(text, shown, data.workdir))
+            elif profiles.looks_like_lcov(text):
+                rep = _from_lines(profiles.parse_lcov(text, shown, data.workdir))
             else:
                 rep = _cobertura(text, shown, data.workdir)
         except ReportProblem as exc:
             return unusable(NAME, data, str(exc), EMPTY_FACTS)
         return _observation(rep, data, shown, minimum)
+
+
+_GLOB_CHARS = frozenset("*?[]!")
+
+
+def _unmeasured(globs: list[str], rep: _Report, workdir: Path) -> dict[str, _File]:
+    """Target files named literally that the report does not list (a runner that reports
+    only the files its tests loaded, like node's): 0% covered, each non-blank line of the
+    file missing, so a target no test touches cannot be left out of the pooled figure."""
+    out: dict[str, _File] = {}
+    for glob in globs:
+        name = glob.strip().removeprefix("./")
+        if not name or _GLOB_CHARS & set(name) or name in rep.files or name.endswith("/"):
+            continue
+        if Path(name).is_absolute() or ".." in Path(name).parts:  # only the tree's own files
+            continue
+        try:
+            text = (workdir / name).read_text(encoding="utf-8", errors="replace")
+        except (OSError, ValueError):
+            continue
+        hits = {n: False for n, line in enumerate(text.splitlines(), 1) if line.strip()}
+        out[name] = _File(hits=hits) if hits else _File(rate=0.0)
+    return out
 
 
 def _observation(rep: _Report, data: ParseInput, shown: str, minimum: float | None) -> Observation:
@@ -228,10 +261,13 @@ def _observation(rep: _Report, data: ParseInput, shown: str, minimum: float | No
     elif rep.branch_rate is not None and rep.branches_valid is None and rep.branch_rate > 0:
         branch = round(100.0 * rep.branch_rate, 2)
     globs = as_list(option(data, "paths"))
+    unmeasured = _unmeasured(globs, rep, data.workdir)
     targets = (
         {n: p for n, p in files.items() if n in set(matching(list(files), *globs))} if globs else {}
     )
-    target_percent = _pooled([rep.files[n] for n in targets]) if globs else None
+    targets.update({n: 0.0 for n in unmeasured})
+    pool = {**rep.files, **unmeasured}
+    target_percent = _pooled([pool[n] for n in targets]) if globs else None
     judged = target_percent if globs else percent
     measured = bool(rep.files) or valid > 0
     ok = measured and (minimum is None or (judged is not None and judged >= minimum))
@@ -246,14 +282,15 @@ def _observation(rep: _Report, data: ParseInput, shown: str, minimum: float | No
     for n in low:
         if scope[n] >= 100.0:
             continue
-        missing = rep.files[n].missing()
+        missing = pool[n].missing()
         items.append(
             Item(
                 id=n,
                 file=n,
                 line=missing[0] if missing else None,
                 severity="failure" if minimum is not None else "note",
-                message=f"{scope[n]:.1f}% covered"
+                message=("not measured: no test loaded it; " if n in unmeasured else "")
+                + f"{scope[n]:.1f}% covered"
                 + (f" (< {minimum:g}%)" if minimum is not None else ""),
                 detail=f"missing lines: {_ranges(missing)}"[:600] if missing else "",
             )

@@ -95,8 +95,12 @@ def uses_stack(template: Template) -> bool:
 
 
 def check_toolchains(template: Template) -> None:
-    """A stack's checks whose tools are missing can never pass: stop before any model
-    call (exit 1) with what to install, not a check that fails every iteration."""
+    """A stack's checks whose tools are missing, or that its pack says cannot run there,
+    can never pass: stop before any model call (exit 1) with what to install or why, not
+    a check that fails every iteration."""
+    for spec in template.observe.values():
+        if spec.unavailable:  # the pack fragment says this stack has no tool for it
+            raise LooprunError(spec.unavailable)
     stacks_used: dict[str, str] = {}
     for spec in template.observe.values():
         if spec.stack:

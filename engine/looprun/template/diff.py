@@ -386,6 +386,7 @@ def _observer_value(spec: Any) -> dict[str, Any]:
         "options": thaw(spec.options),
         "cannot_run_exit": list(spec.cannot_run_exit),
         "pin_config": spec.pin_config,
+        "unavailable": spec.unavailable,
         "holdout": None
         if spec.holdout is None
         else {"from": _src(spec.holdout.source), "to": spec.holdout.dest},

@@ -138,6 +138,8 @@ def explain_text(template: Template, indent: str = "") -> str:
             if obs.when is not None:
                 line += f" [when {obs.when.source}]"
             add(line)
+            if obs.unavailable:
+                add(f"{indent}    unavailable, a run stops before it starts: {obs.unavailable}")
             if obs.narrow:
                 first = [n for n in obs.narrow if n != "related_tests"]
                 tiers = [" + ".join(first)] if first else []

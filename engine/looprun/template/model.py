@@ -282,6 +282,24 @@ class ObserverSpec:
     narrow: tuple[str, ...] = ()
     # the node ids one narrow run appends to the command: set by the engine, never by YAML
     select: tuple[str, ...] = ()
+    # why this check cannot run where the template was composed (a stack with no tool for
+    # it): a run stops before any model call with this message
+    unavailable: str | None = None
+
+
+# an observer option whose whole value is an input: ``paths: "{{ inputs.target }}"``
+INPUT_OPTION = re.compile(r"^\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
+
+
+def bound_options(options: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """An observer's options with each ``{{ inputs.NAME }}`` value replaced by the input's
+    value (the loader checked the names; a value is data, never rendered)."""
+    out = dict(options)
+    for key, value in options.items():
+        m = INPUT_OPTION.match(value) if isinstance(value, str) else None
+        if m is not None:
+            out[key] = inputs.get(m.group(1))
+    return out
 
 
 # where a staged observer's narrow selection comes from

@@ -83,14 +83,14 @@ _CASES: dict[str, str] = {
     facts:
       inputs: {target: [src/app/invoice.py]}
       tests: {ok: true, tests: 20}
-      cov: {percent: MIN_COVERAGE}
+      cov: {target_percent: MIN_COVERAGE}
     expect: {action: done, exit: true}
 
   - name: coverage below the threshold asks for more tests
     facts:
       inputs: {target: [src/app/invoice.py]}
       tests: {ok: true, tests: 20}
-      cov: {percent: BELOW, feedback: "src/app/invoice.py: lines 40-52 not covered"}
+      cov: {target_percent: BELOW, feedback: "src/app/invoice.py: lines 40-52 not covered"}
     expect: {action: retry, exit: false, message_contains: "lines 40-52 not covered"}
 
   - name: an edit outside the tests is rolled back

@@ -18,8 +18,10 @@ from looprun.cli.scaffold.template_text import render_template
 from looprun.cli.scaffold.values import BASES, DEFAULT_BASE, NAME, SUFFIXES, parent_of
 from looprun.errors import LooprunError, TemplateError, UsageError
 from looprun.system.resources import schema_path, schemas_dir
+from looprun.template import slots
 from looprun.template.loader import load_template
 from looprun.template.schema_check import template_schema
+from looprun.template.slots import StackChoice
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,10 @@ def init_template(
     cases: bool = False,
     force: bool = False,
     schema: str | None = None,
+    stack: str = "python",
 ) -> Scaffold:
-    """Write a team template at `path` (and its case file); refuse to overwrite unless forced.
+    """Write a team template at `path` (and its case file) for ``stack``'s pack; refuse to
+    overwrite unless forced.
 
     Both files are staged beside their targets, checked with the real loader, and only then
     renamed into place, so an error leaves no partial file (and no directory it created).
@@ -126,8 +130,10 @@ def init_template(
                 raise UsageError(f"{existing} already exists; pass --force to overwrite it")
 
     ref = schema_ref(target, schema)
-    parent = parent_of(base)
-    text = render_template(name, base, ref, target.name, parent)
+    with slots.chosen(StackChoice(stack, "looprun init")):
+        parent = parent_of(base)
+        _check_available(base, stack)
+    text = render_template(name, base, ref, target.name, parent, stack)
     case_text = render_cases(target.name, base, parent) if case_file else None
 
     made = _created_dirs(target.parent.absolute())
@@ -137,7 +143,8 @@ def init_template(
         staged.append((_stage(target, text), target))
         if case_file is not None and case_text is not None:
             staged.append((_stage(case_file, case_text), case_file))
-        _verify(staged[0][0], target)
+        with slots.chosen(StackChoice(stack, "looprun init")):
+            _verify(staged[0][0], target)
         for tmp, final in staged:
             os.replace(tmp, final)
     except OSError as exc:
@@ -147,6 +154,17 @@ def init_template(
         _cleanup(staged, made)
         raise
     return Scaffold(template=target, cases=case_file, schema=ref)
+
+
+def _check_available(base: str, stack: str) -> None:
+    """A built-in whose check cannot run on ``stack`` (test_backfill's coverage on a stack
+    with no coverage tool) would stop every run: say so now, exit 2."""
+    template = load_template(base)
+    for spec in template.observe.values():
+        if spec.unavailable:
+            raise UsageError(
+                f"{spec.unavailable}; --extends {base} cannot be used with --stack {stack}"
+            )
 
 
 def _verify(staged: Path, target: Path) -> None:

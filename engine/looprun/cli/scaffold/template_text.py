@@ -3,13 +3,14 @@ change, set to the parent's values and commented."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from looprun.cli.scaffold.values import block_list, flow, parent_of, value_at
 
 
-def _header(name: str, base: str, schema: str, file_name: str) -> str:
+def _header(name: str, base: str, schema: str, file_name: str, stack: str) -> str:
     return f"""\
 # yaml-language-server: $schema={schema}
 #
@@ -17,6 +18,10 @@ def _header(name: str, base: str, schema: str, file_name: str) -> str:
 # It extends the built-in `{base}` template, so only what differs is written here;
 #   looprun explain {file_name}     shows the merged result,
 #   looprun validate {file_name}    checks it after every edit.
+#
+# Written for the {stack} stack: its values come from observers/{stack}.yaml. A run picks
+# the stack from the repository's marker files; `--set stack={stack}` chooses it where
+# that cannot tell (a repository with more than one stack).
 #
 # The values below are the parent's current ones: change them to fit this repository.
 # Merge rules: mappings merge key by key; lists and scalars replace the parent's (restate
@@ -28,19 +33,28 @@ extends: {base}
 """
 
 
+def _described(p: Mapping[str, Any], key: str) -> str:
+    """The stack's own description of input ``key``, as comment lines."""
+    text = " ".join(str(value_at(p, f"inputs.{key}.description") or "").split())
+    return "".join(f"  # {line}\n" for line in textwrap.wrap(text, 86))
+
+
+_NARROW = "  # Narrow it to the part of the repository this loop works on."
+
+
 def _test_command(p: Mapping[str, Any], extra: str = "") -> str:
     return f"""\
-  # The command that runs the test suite (`--junitxml=...` is appended, so it must be
-  # pytest-compatible). Narrow it to the part of the repository this loop works on,
-  # e.g. `python -m pytest -q -p no:cacheprovider services/payments/tests`.{extra}
+{_described(p, "test_command")}{_NARROW}{extra}
   test_command:
     default: {flow(value_at(p, "inputs.test_command.default"))}
 """
 
 
 def _lint(p: Mapping[str, Any]) -> str:
+    if value_at(p, "inputs.lint") is None:
+        return ""
     return f"""\
-  # ruff after every act turn; set to false when the repository lints only in CI.
+{_described(p, "lint")}  # Set it to false when the repository lints only in CI.
   lint:
     default: {flow(value_at(p, "inputs.lint.default"))}
 """
@@ -92,7 +106,9 @@ exit:
 {_limits(p)}"""
 
 
-_UNDER_COVERAGE = "\n  # It must run under coverage.py (the coverage observer reads its data)."
+_UNDER_COVERAGE = (
+    "\n  # It must run under the stack's coverage tool (the `cov` observer reads its report)."
+)
 _MERGED_TREE = "\n  # Here it checks the merged tree, after the sub-loops' work is merged."
 _REFACTOR_DIFF = "  # The largest diff the finished refactoring may have (an exit condition)."
 _COVERAGE = """\
@@ -153,9 +169,15 @@ _BODIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
 
 
 def render_template(
-    name: str, base: str, schema: str, file_name: str, parent: Mapping[str, Any] | None = None
+    name: str,
+    base: str,
+    schema: str,
+    file_name: str,
+    parent: Mapping[str, Any] | None = None,
+    stack: str = "python",
 ) -> str:
-    """The text of a team template extending `base` (``parent``: its composed data)."""
-    return _header(name, base, schema, file_name) + _BODIES[base](
+    """The text of a team template extending `base` (``parent``: its composed data, in
+    ``stack``)."""
+    return _header(name, base, schema, file_name, stack) + _BODIES[base](
         parent if parent is not None else parent_of(base)
     )

@@ -14,7 +14,13 @@ from looprun.system.resources import builtin_template, templates_dir
 from looprun.template import deps
 from looprun.template.build.reader import Reader
 from looprun.template.holdout import dest_problem as holdout_dest_problem
-from looprun.template.model import ENGINE_NAMES, NARROW_SOURCES, HoldoutSpec, ObserverSpec
+from looprun.template.model import (
+    ENGINE_NAMES,
+    INPUT_OPTION,
+    NARROW_SOURCES,
+    HoldoutSpec,
+    ObserverSpec,
+)
 from looprun.template.semantic import (
     CONDITION_ENGINE_NAMES,
     HOLDOUT_SOURCE_NAMES,
@@ -58,8 +64,10 @@ def build_observers(r: Reader) -> dict[str, ObserverSpec]:
         earlier.add(name)
         timeout = r.duration((*path, "timeout"))
         options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
+        bound = _input_options(r, path, options)
         if isinstance(parser, str):
-            for key, message, bad_name in option_problems(parser, options):
+            checked = {k: (None if k in bound else v) for k, v in options.items()}
+            for key, message, bad_name in option_problems(parser, checked):
                 r.problem((*path, "options", key), message, key=bad_name)
         out[name] = ObserverSpec(
             name=name,
@@ -79,8 +87,37 @@ def build_observers(r: Reader) -> dict[str, ObserverSpec]:
             stack=_stack(r, path, spec, run),
             holdout=_holdout(r, (*path, "holdout")),
             narrow=_narrow(r, path, spec, parser),
+            unavailable=_unavailable(spec),
         )
     return out
+
+
+def _input_options(r: Reader, path: JsonPath, options: Mapping[str, Any]) -> set[str]:
+    """Options whose value is an input (``paths: "{{ inputs.target }}"``): the whole value
+    and nothing else, an input the template declares, put in when the observer runs. No
+    other braces: an option is data for the parser, never a template."""
+    out: set[str] = set()
+    for key, value in options.items():
+        if not isinstance(value, str) or "{{" not in value:
+            continue
+        m = INPUT_OPTION.match(value)
+        where = (*path, "options", key)
+        if m is None:
+            r.problem(
+                where, "an option may be `{{ inputs.NAME }}` as its whole value, nothing else"
+            )
+        elif m.group(1) not in r.input_names:
+            known = sorted(r.input_names)
+            hint = did_you_mean(m.group(1), known) or f" (inputs: {', '.join(known) or 'none'})"
+            r.problem(where, f"option {key!r} names an unknown input '{m.group(1)}'{hint}")
+        else:
+            out.add(str(key))
+    return out
+
+
+def _unavailable(spec: Mapping[str, Any]) -> str | None:
+    value = spec.get("unavailable")
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _narrow(r: Reader, path: JsonPath, spec: Mapping[str, Any], parser: object) -> tuple[str, ...]:
