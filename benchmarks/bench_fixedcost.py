@@ -1,13 +1,19 @@
 """A run's fixed cost: one iteration through the real CLI against the same work by hand.
 
-    python benchmarks/bench_fixedcost.py [--runs 7] [--check true]
+    python benchmarks/bench_fixedcost.py [--runs 7] [--check true] [--against CMD]
 
 Each pair, interleaved and in fresh processes, on its own fresh copy of a tiny git
 repository: ``looprun --until CHECK`` with a scripted model that writes one file, against
 the same work by hand (write the file, run CHECK through the shell, ``git diff``). Printed:
 the medians of both, their difference and ratio, the phases of the run's ``timing`` (from
 ``--json``), and, when ``strace`` is installed, the git processes and fsync calls of one
-run. The difference is what looprun costs over the work it does.
+run. The difference is what looprun costs over the work it does. ``--against`` adds
+another looprun command line as a third arm (say, an older checkout's, run with
+``env PYTHONPATH=OLD/engine python -m looprun``), for before/after figures from one run.
+
+Python's bytecode is cached (in a directory of the benchmark's own, warmed by one run not
+counted), as it is for an installed package; ``--no-bytecode`` compiles every module on
+every run instead, as ``PYTHONDONTWRITEBYTECODE=1`` does for an editable install.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -24,7 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-LOOPRUN = [sys.executable, "-m", "looprun"]
+# the installed command, as a user runs it; else the module
+_SCRIPT = Path(sys.executable).parent / "looprun"
+LOOPRUN = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "looprun"]
 SCRIPT = [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "hi\n"}}]},
     {"text": "done"},
@@ -52,8 +61,15 @@ def fresh_copy(template: Path, dest: Path) -> Path:
     return dest
 
 
+BYTECODE: dict[str, str | None] = {}  # the variables that say where bytecode is cached
+
+
 def looprun_once(
-    root: Path, template: Path, check: str, wrap: list[str] | None = None
+    root: Path,
+    template: Path,
+    check: str,
+    wrap: list[str] | None = None,
+    command: list[str] | None = None,
 ) -> tuple[float, dict]:
     """Wall time of one ``looprun --until`` run and its ``--json`` summary."""
     repo = fresh_copy(template, root / "repo")
@@ -62,9 +78,14 @@ def looprun_once(
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     # one cache for the whole benchmark, as a user's machine keeps one between runs
     env["LOOPRUN_CACHE_DIR"] = str(root.parent / "cache")
+    for name, value in BYTECODE.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     argv = [
         *(wrap or []),
-        *LOOPRUN,
+        *(command or LOOPRUN),
         *("--until", check, "--intent", "write a note"),
         *("--workdir", str(repo), "--model", f"script:{script}", "--json"),
     ]
@@ -102,34 +123,60 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--check", default="true", help="the check command (shell)")
+    ap.add_argument("--no-bytecode", action="store_true", help="compile every module on every run")
+    ap.add_argument(
+        "--against",
+        metavar="CMD",
+        help="another looprun command line (e.g. an older checkout's `python -m looprun`), "
+        "measured interleaved with the others",
+    )
     args = ap.parse_args(argv)
-    ours: list[float] = []
-    hand: list[float] = []
+    other = shlex.split(args.against) if args.against else None
+    times: dict[str, list[float]] = {"looprun": [], "by hand": [], "against": []}
     phases: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="looprun-bench-") as tmp:
         template = template_repo(Path(tmp))
+        if args.no_bytecode:
+            BYTECODE.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=None)
+        else:
+            pycache = str(Path(tmp) / "pycache")
+            BYTECODE.update(PYTHONDONTWRITEBYTECODE=None, PYTHONPYCACHEPREFIX=pycache)
+            for i, command in enumerate((None, other) if other else (None,)):
+                (Path(tmp) / f"warm{i}").mkdir()
+                looprun_once(Path(tmp) / f"warm{i}", template, args.check, command=command)
+        arms = ["looprun", "by hand", *(["against"] if other else [])]
         for r in range(args.runs):
-            # interleaved, alternating which goes first, so load drifts hit both alike
-            first_ours = r % 2 == 0
-            for ours_turn in (first_ours, not first_ours):
-                root = Path(tmp) / f"{'l' if ours_turn else 'h'}{r}"
+            # interleaved, rotating which goes first, so load drifts hit every arm alike
+            for arm in arms[r % len(arms) :] + arms[: r % len(arms)]:
+                root = Path(tmp) / f"{arm.replace(' ', '-')}{r}"
                 root.mkdir()
-                if ours_turn:
-                    wall, summary = looprun_once(root, template, args.check)
-                    ours.append(wall)
+                if arm == "by hand":
+                    times[arm].append(by_hand_once(root, template, args.check))
+                    continue
+                wall, summary = looprun_once(
+                    root, template, args.check, command=other if arm == "against" else None
+                )
+                times[arm].append(wall)
+                if arm == "looprun":
                     for name, value in (summary.get("timing") or {}).get("phases", {}).items():
                         phases.setdefault(name, []).append(value)
-                else:
-                    hand.append(by_hand_once(root, template, args.check))
         counted = None
         if shutil.which("strace"):
             (Path(tmp) / "s").mkdir()
             counted = syscalls(Path(tmp) / "s", template, args.check)
-    ours_s, hand_s = statistics.median(ours), statistics.median(hand)
-    print(f"one iteration, --until {args.check!r}, fresh tiny repository (median of {args.runs})")
+    ours_s, hand_s = statistics.median(times["looprun"]), statistics.median(times["by hand"])
+    cached = "not cached" if args.no_bytecode else "cached"
+    print(
+        f"one iteration, --until {args.check!r}, fresh tiny repository, bytecode {cached} "
+        f"(median of {args.runs})"
+    )
     print(f"  looprun run   {ours_s:.3f} s")
     print(f"  by hand       {hand_s:.3f} s  (write the file, run the check, git diff)")
     print(f"  difference    +{ours_s - hand_s:.3f} s   ratio {ours_s / hand_s:.1f}x")
+    if other:
+        other_s = statistics.median(times["against"])
+        print(f"  against       {other_s:.3f} s  ({args.against})")
+        print(f"  its difference +{other_s - hand_s:.3f} s; looprun saves {other_s - ours_s:.3f} s")
     if phases:
         shown = ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in phases.items())
         print(f"  timing (median s): {shown}")
