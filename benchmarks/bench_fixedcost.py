@@ -10,6 +10,8 @@ the medians of both, their difference and ratio, the phases of the run's ``timin
 run. The difference is what looprun costs over the work it does. ``--against`` adds
 another looprun command line as a third arm (say, an older checkout's, run with
 ``env PYTHONPATH=OLD/engine python -m looprun``), for before/after figures from one run.
+CPU time (the run's processes, children included) is printed beside the wall time: on a
+shared, loaded machine the wall time stretches with the load, the CPU time much less.
 
 Python's bytecode is cached (in a directory of the benchmark's own, warmed by one run not
 counted), as it is for an installed package; ``--no-bytecode`` compiles every module on
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import statistics
@@ -62,6 +65,14 @@ def fresh_copy(template: Path, dest: Path) -> Path:
 
 
 BYTECODE: dict[str, str | None] = {}  # the variables that say where bytecode is cached
+CPU: list[float] = []  # the CPU time of the last measured run, its processes' all
+
+
+def children_cpu() -> float:
+    """User and system time of this process's ended children (and theirs): a run's CPU
+    time, which a loaded machine stretches far less than its wall time."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def looprun_once(
@@ -89,23 +100,26 @@ def looprun_once(
         *("--until", check, "--intent", "write a note"),
         *("--workdir", str(repo), "--model", f"script:{script}", "--json"),
     ]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"looprun run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    CPU.append(children_cpu() - cpu)
     return wall, json.loads(proc.stdout)
 
 
 def by_hand_once(root: Path, template: Path, check: str) -> float:
     """Wall time of the same work by hand: write the file, run the check, ``git diff``."""
     repo = fresh_copy(template, root / "repo")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     (repo / "notes.txt").write_text("hi\n", encoding="utf-8")
     subprocess.run(check, shell=True, cwd=repo, check=True, capture_output=True)
     _git(repo, "add", "-N", "notes.txt")
     subprocess.run(["git", "diff"], cwd=repo, check=True, capture_output=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    CPU.append(children_cpu() - cpu)
+    return wall
 
 
 def syscalls(root: Path, template: Path, check: str) -> tuple[int, int]:
@@ -133,6 +147,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     other = shlex.split(args.against) if args.against else None
     times: dict[str, list[float]] = {"looprun": [], "by hand": [], "against": []}
+    cpu: dict[str, list[float]] = {"looprun": [], "by hand": [], "against": []}
     phases: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="looprun-bench-") as tmp:
         template = template_repo(Path(tmp))
@@ -152,11 +167,13 @@ def main(argv: list[str]) -> int:
                 root.mkdir()
                 if arm == "by hand":
                     times[arm].append(by_hand_once(root, template, args.check))
+                    cpu[arm].append(CPU[-1])
                     continue
                 wall, summary = looprun_once(
                     root, template, args.check, command=other if arm == "against" else None
                 )
                 times[arm].append(wall)
+                cpu[arm].append(CPU[-1])
                 if arm == "looprun":
                     for name, value in (summary.get("timing") or {}).get("phases", {}).items():
                         phases.setdefault(name, []).append(value)
@@ -170,13 +187,23 @@ def main(argv: list[str]) -> int:
         f"one iteration, --until {args.check!r}, fresh tiny repository, bytecode {cached} "
         f"(median of {args.runs})"
     )
-    print(f"  looprun run   {ours_s:.3f} s")
-    print(f"  by hand       {hand_s:.3f} s  (write the file, run the check, git diff)")
-    print(f"  difference    +{ours_s - hand_s:.3f} s   ratio {ours_s / hand_s:.1f}x")
+    c = {arm: statistics.median(v) for arm, v in cpu.items() if v}
+    print(f"  looprun run   {ours_s:.3f} s wall, {c['looprun']:.3f} s CPU")
+    print(
+        f"  by hand       {hand_s:.3f} s wall, {c['by hand']:.3f} s CPU  "
+        "(write the file, run the check, git diff)"
+    )
+    print(
+        f"  difference    +{ours_s - hand_s:.3f} s wall (ratio {ours_s / hand_s:.1f}x), "
+        f"+{c['looprun'] - c['by hand']:.3f} s CPU"
+    )
     if other:
         other_s = statistics.median(times["against"])
-        print(f"  against       {other_s:.3f} s  ({args.against})")
-        print(f"  its difference +{other_s - hand_s:.3f} s; looprun saves {other_s - ours_s:.3f} s")
+        print(f"  against       {other_s:.3f} s wall, {c['against']:.3f} s CPU  ({args.against})")
+        print(
+            f"  its difference +{other_s - hand_s:.3f} s wall; looprun saves "
+            f"{other_s - ours_s:.3f} s wall, {c['against'] - c['looprun']:.3f} s CPU"
+        )
     if phases:
         shown = ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in phases.items())
         print(f"  timing (median s): {shown}")
