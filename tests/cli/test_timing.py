@@ -79,7 +79,8 @@ def test_phases_add_up_to_the_total(tmp_path: Path) -> None:
     assert phases["checks"] > 0
     assert phases["records"] > 0
     assert phases["workspace"] > 0
-    assert phases["startup"] > 0
+    if Path("/proc/self/stat").exists():  # the process's start is known: the imports count
+        assert phases["startup"] > 0
 
 
 def test_the_run_record_keeps_no_timing(tmp_path: Path) -> None:
