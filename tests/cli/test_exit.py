@@ -4,6 +4,7 @@ interpreters running the console script's entry point."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,8 +72,8 @@ def test_a_run_leaves_no_temporary_files(tmp_path: Path) -> None:
     )
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp)}
-    env["LOOPRUN_CACHE_DIR"] = str(tmp_path / "cache")
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env |= {"TMPDIR": str(tmp), "LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run(
         [
             *(sys.executable, "-c", SHIM, "--until", "true", "--intent", "a note"),
