@@ -39,7 +39,7 @@ def _repo(root: Path) -> Path:
     return repo
 
 
-def _run(tmp_path: Path, *extra: str) -> tuple[dict, float]:
+def _run(tmp_path: Path, check: str = "true") -> tuple[dict, float]:
     repo = _repo(tmp_path)
     script = tmp_path / "script.json"
     turn = {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hi\n"}}
@@ -49,8 +49,8 @@ def _run(tmp_path: Path, *extra: str) -> tuple[dict, float]:
     started = time.perf_counter()
     proc = subprocess.run(
         [
-            *(sys.executable, "-m", "looprun", "--until", "true", "--intent", "a note"),
-            *("--workdir", str(repo), "--model", f"script:{script}", "--json", *extra),
+            *(sys.executable, "-m", "looprun", "--until", check, "--intent", "a note"),
+            *("--workdir", str(repo), "--model", f"script:{script}", "--json"),
         ],
         capture_output=True,
         text=True,
@@ -81,6 +81,15 @@ def test_phases_add_up_to_the_total(tmp_path: Path) -> None:
     assert phases["workspace"] > 0
     if Path("/proc/self/stat").exists():  # the process's start is known: the imports count
         assert phases["startup"] > 0
+
+
+def test_a_slow_check_shows_in_the_baseline_and_the_checks(tmp_path: Path) -> None:
+    """The check's time is counted where it ran: once before the first turn, once after."""
+    summary, _ = _run(tmp_path, "sleep 0.3")
+    phases = summary["timing"]["phases"]
+    assert phases["baseline"] >= 0.3
+    assert phases["checks"] >= 0.3
+    assert phases["loop"] < 0.3 and phases["setup"] < 0.3
 
 
 def test_the_run_record_keeps_no_timing(tmp_path: Path) -> None:
