@@ -20,7 +20,7 @@ from looprun import __version__
 from looprun.checks.stacks.detect import ambient
 from looprun.cli.boundary import error_boundary
 from looprun.cli.terminal import guard_streams
-from looprun.system.abandon import exit_now_if_abandoned
+from looprun.system.abandon import exit_now_if_abandoned, exit_without_teardown
 from looprun.template import slots
 
 
@@ -174,5 +174,11 @@ def main() -> None:
     guard_streams()  # model and tool text reach the terminal: no escapes, no secrets
 
 
-def entry() -> None:  # pragma: no cover - console script shim
-    main()
+def entry() -> None:
+    """The ``looprun`` command: :func:`main`, then the process ends without the
+    interpreter's teardown (``python -m looprun`` keeps the usual exit, so a caller that
+    runs it in its own interpreter gets control back)."""
+    try:
+        main()
+    except SystemExit as exc:
+        exit_without_teardown(exc.code)

@@ -323,8 +323,11 @@ class RunJournal:
                     fh.write(self.redact.binary(data))
 
     def save_summary(self, summary: Mapping[str, Any]) -> None:
+        """The result, whole after a machine crash but without a directory fsync: the
+        saved state is the run's truth, and a run whose summary is missing is one whose
+        end ``looprun resume`` writes down again."""
         crash_point("before:summary")
-        self._save(Path("summary.json"), summary)
+        self._save(Path("summary.json"), summary, sync="content")
 
     def save_invocation(self, invocation: Mapping[str, Any]) -> None:
         self._save(Path("run.json"), invocation)

@@ -29,6 +29,7 @@ from looprun.run.interrupt import record_interrupted, signals_ignored, sigterm_i
 from looprun.run.models import ModelEvents, price_warnings, roles_used
 from looprun.run.session import Session, Wiring, assemble
 from looprun.run.subrun import local_executor
+from looprun.run.timing import RunTimer
 from looprun.system.crashpoint import crash_point
 from looprun.system.proc import secret_values
 from looprun.system.redact import Redactor
@@ -45,9 +46,12 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stderr.isatty()
 
 
-def _emit(result: RunResult, as_json: bool, ws: Any = None) -> int:
+def _emit(result: RunResult, as_json: bool, ws: Any = None, timer: RunTimer | None = None) -> int:
     if as_json:
-        click.echo(json.dumps(result.summary(), indent=2))
+        summary = result.summary()
+        if timer is not None:  # only here: the run's record stays the same run to run
+            summary["timing"] = timer.summary()
+        click.echo(json.dumps(summary, indent=2))
     elif not result.finished:
         for line in where_it_stands(result, ws):
             err(line)
@@ -143,6 +147,7 @@ def drive(
     executor: ExecutorFactory = local_executor,
     trace: Any = None,
     workspace: Workspace | None = None,
+    timer: RunTimer | None = None,
 ) -> int:
     report = err
     wiring = Wiring(
@@ -155,6 +160,7 @@ def drive(
         inputs=inputs,
         executor=executor,
         trace=trace,
+        timer=timer,
     )
     session = assemble(template, workdir, journal, act, plan, wiring)
     try:
@@ -169,6 +175,7 @@ def drive(
             approval=approval,
             events=events,
             status=status,
+            timer=timer,
         )
     finally:
         session.close()  # the MCP servers stop with the run, however it ends
@@ -186,6 +193,7 @@ def _drive(
     approval: bool | None,
     events: ModelEvents | None,
     status: RunStatus | None,
+    timer: RunTimer | None = None,
 ) -> int:
     report = err
     template = session.template
@@ -223,7 +231,11 @@ def _drive(
         return code if committed else EXIT_ERROR
     try:
         with sigterm_interrupts():
+            if timer is not None:
+                timer.engine_started()
             result = engine.run(approval=approval)
+            if timer is not None:
+                timer.engine_ended()
     except KeyboardInterrupt as exc:
         with signals_ignored():  # a second Ctrl-C must not tear the record of the first
             result = record_interrupted(
@@ -237,7 +249,7 @@ def _drive(
     if commit and result.finished:
         committed = _commit_step(engine, ws, journal, invocation, template)
     _step_summary(journal.dir)
-    code = _emit(result, as_json, ws)
+    code = _emit(result, as_json, ws, timer)
     return code if committed else EXIT_ERROR
 
 

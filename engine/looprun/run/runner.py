@@ -33,6 +33,7 @@ from looprun.run.executors import (
 from looprun.run.models import ModelEvents, resolve_models
 from looprun.run.ports import check_hidden
 from looprun.run.stack_setup import with_stack_settings
+from looprun.run.timing import RunTimer
 from looprun.run.until import check_options, save_new, template_ref
 from looprun.run.workdir import workdir_of
 from looprun.sandbox import pick
@@ -171,6 +172,7 @@ def run_from_cli(
     """``looprun TEMPLATE --intent ...``: returns the outcome's exit code. ``remote``
     makes the executors ``--executor ray`` names (the CLI passes Ray's); ``cache``
     remembers templates that loaded cleanly (see :func:`load`)."""
+    timer = RunTimer()  # first: what came before is the start-up
     options = {**options, "intent": read_intent(options.get("intent"), options.get("intent_file"))}
     workdir = workdir_of(options.get("workdir") or ".")
     if options.get("commit"):  # refuse before spending a token, not after the work
@@ -223,7 +225,19 @@ def run_from_cli(
     run_id = new_run_id()
     with RunLock(workdir / ".looprun", run_id), slots.chosen(choice):
         return _start(
-            template, workdir, run_id, ref, inputs, sets, refs, act, plan, events, options, executor
+            template,
+            workdir,
+            run_id,
+            ref,
+            inputs,
+            sets,
+            refs,
+            act,
+            plan,
+            events,
+            options,
+            executor,
+            timer,
         )
 
 
@@ -240,6 +254,7 @@ def _start(
     events: ModelEvents,
     options: Mapping[str, Any],
     executor: ExecutorFactory,
+    timer: RunTimer | None = None,
 ) -> int:
     journal = RunJournal.create(workdir, run_id)
     events.journal = journal
@@ -289,6 +304,7 @@ def _start(
                 executor=executor,
                 trace=trace,
                 workspace=ws,
+                timer=timer,
             )
         finally:
             if trace is not None:

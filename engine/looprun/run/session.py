@@ -34,6 +34,7 @@ from looprun.run.executor import Executor
 from looprun.run.ports import RealObserver, TtyApprover, check_hidden, run_sandbox
 from looprun.run.stoppable import StoppableActor, StoppableObserver
 from looprun.run.subloops import SubLoops
+from looprun.run.timing import GUARD_CALLS, JOURNAL_CALLS, WORKSPACE_CALLS, RunTimer
 from looprun.system.proc import secret_values
 from looprun.system.redact import Redactor
 from looprun.template.model import Constraints, Limits, Template
@@ -59,6 +60,7 @@ class Wiring:
     stop: threading.Event | None = None  # set when the outer loop stops this sub-loop
     trace: Any = None  # the run's spans (looprun.tracing.otel.RunTrace), when traced
     workspace: Workspace | None = None  # opened already (watched, at ``base``), else here
+    timer: RunTimer | None = None  # times the ports for ``--json``'s ``timing``
 
 
 @dataclass(frozen=True)
@@ -178,12 +180,22 @@ def assemble(
     if w.stop is not None:
         observer = StoppableObserver(observer, w.stop)
         actor = None if actor is None else StoppableActor(actor, w.stop)
+    guard: Any = Policy(ws.workdir, constraints, paths_on_diff=agent is not None)
+    ws_port: Any = ws
+    toolbox_port: Any = toolbox
+    if w.timer is not None:
+        t = w.timer
+        act, plan = t.model(act, "act"), t.model(plan, "plan")
+        toolbox_port, observer = t.toolbox(toolbox), t.observer(observer)
+        guard = t.wrap(guard, "policy", GUARD_CALLS)
+        journal_port = t.wrap(journal_port, "records", JOURNAL_CALLS)
+        ws_port = t.wrap(ws, "workspace", WORKSPACE_CALLS)
     ports = Ports(
         model=act,
         plan_model=plan,
-        toolbox=toolbox,
-        workspace=ws,
-        guard=Policy(ws.workdir, constraints, paths_on_diff=agent is not None),
+        toolbox=toolbox_port,
+        workspace=ws_port,
+        guard=guard,
         observer=observer,
         journal=journal_port,
         context=_context(template),

@@ -9,9 +9,11 @@ probes asked as the process ends.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 
 _reasons: list[str] = []
@@ -61,3 +63,24 @@ def exit_status(code: object) -> int:
     if isinstance(code, int):
         return code & 0xFF
     return 1
+
+
+def exit_without_teardown(code: object) -> None:
+    """End the process with ``code`` (a ``SystemExit`` code) as ``sys.exit`` would, less
+    the interpreter's teardown: freeing every object and module of a run costs a
+    noticeable share of a short run's wall time and does nothing the system does not.
+    The exit handlers still run (temporary directories removed, finalizers called) and
+    the output is flushed; with another thread still running, the usual exit waits for
+    it instead."""
+    if threading.active_count() > 1:
+        sys.exit(code)
+    if code is not None and not isinstance(code, int):  # what sys.exit would print
+        with contextlib.suppress(Exception):
+            print(code, file=sys.stderr)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed pipe: the usual exit would report it; let it
+            sys.exit(code)
+    os._exit(exit_status(code))

@@ -160,8 +160,12 @@ class Workspace:
             ignored = b"".join(
                 p.encode("utf-8", "surrogateescape") + b"\0" for p in self._ignored()
             )
+            # one directory: the second write's directory fsync carries both renames
             write_atomic(
-                self._base_file("ignore"), rules.encode("utf-8", "surrogateescape"), nofollow=True
+                self._base_file("ignore"),
+                rules.encode("utf-8", "surrogateescape"),
+                nofollow=True,
+                sync="content",
             )
             write_atomic(self._base_file("ignored"), ignored, nofollow=True)
         return self._now.base

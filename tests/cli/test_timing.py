@@ -1,0 +1,99 @@
+"""``--json`` says where a run's wall time went: phases that cover the run from the
+process's start to its summary, so they add up to the total. Checked on a real run of the
+CLI, in a real git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PHASES = {
+    "startup",
+    "setup",
+    "baseline",
+    "plan",
+    "turns",
+    "checks",
+    "policy",
+    "records",
+    "workspace",
+    "loop",
+    "finish",
+}
+
+
+def _repo(root: Path) -> Path:
+    repo = root / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("x = 1\n", encoding="utf-8")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+def _run(tmp_path: Path, check: str = "true") -> tuple[dict, float]:
+    repo = _repo(tmp_path)
+    script = tmp_path / "script.json"
+    turn = {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hi\n"}}
+    script.write_text(json.dumps([{"tool_calls": [turn]}, {"text": "ok"}]), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env["LOOPRUN_CACHE_DIR"] = str(tmp_path / "cache")
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "looprun", "--until", check, "--intent", "a note"),
+            *("--workdir", str(repo), "--model", f"script:{script}", "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    wall = time.perf_counter() - started
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), wall
+
+
+def test_phases_add_up_to_the_total(tmp_path: Path) -> None:
+    summary, wall = _run(tmp_path)
+    timing = summary["timing"]
+    phases = timing["phases"]
+    assert set(phases) == PHASES
+    assert all(isinstance(v, float | int) and v >= 0 for v in phases.values())
+    total = timing["total_s"]
+    # each phase is rounded to the millisecond
+    assert abs(sum(phases.values()) - total) <= 0.001 * len(PHASES) + 1e-9
+    # the total is the process's own life up to the summary: within what the caller saw
+    assert 0 < total <= wall + 0.05
+    # the work of this run is where it was done: a baseline and a check ran, records
+    # were written, git was asked
+    assert phases["baseline"] > 0
+    assert phases["checks"] > 0
+    assert phases["records"] > 0
+    assert phases["workspace"] > 0
+    if Path("/proc/self/stat").exists():  # the process's start is known: the imports count
+        assert phases["startup"] > 0
+
+
+def test_a_slow_check_shows_in_the_baseline_and_the_checks(tmp_path: Path) -> None:
+    """The check's time is counted where it ran: once before the first turn, once after."""
+    summary, _ = _run(tmp_path, "sleep 0.3")
+    phases = summary["timing"]["phases"]
+    assert phases["baseline"] >= 0.3
+    assert phases["checks"] >= 0.3
+    assert phases["loop"] < 0.3 and phases["setup"] < 0.3
+
+
+def test_the_run_record_keeps_no_timing(tmp_path: Path) -> None:
+    """Timing is for the caller: the recorded summary stays comparable run to run."""
+    summary, _ = _run(tmp_path)
+    recorded = json.loads((Path(summary["run_dir"]) / "summary.json").read_text("utf-8"))
+    assert "timing" not in recorded
