@@ -166,6 +166,93 @@ def test_a_comparison_method_the_run_did_not_write_is_not_flagged(
     assert plain["ran"] and plain["passing"] == [NEW_TEST_ID], plain
 
 
+# special-casing every input the visible tests use: the new test's 113 and the package's
+# own failing cases (13, -13, 113, -113): the whole visible suite is green
+_SPECIAL_CASE = [
+    (
+        _START,
+        '    number = abs(int(number))\n    if number in (13, 113):\n        return "th"\n'
+        + BUG[1],
+    )
+]
+# the holdout role's answer: two variants that fail on the unfixed code as the new test
+# does, and one the unfixed code passes (dropped by the triage, so it blocks nothing)
+_VARIANTS = {
+    "role": "holdout",
+    "text": "```python\nfrom inflection import ordinal\n\n\n"
+    "def test_variant_1():\n    assert ordinal(213) == 'th'\n\n\n"
+    "def test_variant_2():\n    assert ordinal(1013) == 'th'\n\n\n"
+    "def test_variant_3():\n    assert ordinal(3) == 'rd'\n```\n",
+}
+
+
+def _special_casing_turns() -> list[dict[str, Any]]:
+    edits = [
+        {"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}}
+        for o, n in _SPECIAL_CASE
+    ]
+    return [*reproduce_turns(), _VARIANTS, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
+
+
+def test_special_casing_the_visible_inputs_never_ends_done(sdist: Path, tmp_path: Path) -> None:
+    work = planted_project(sdist, tmp_path)
+    summary = run_bugfix(work, tmp_path, _special_casing_turns(), "--max-iterations", "2")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    iterations = run_events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations] == ["done", "retry"]
+    decision = iterations[1]["decision"]
+    assert decision["rule"] == "heldout_variants", decision
+    assert "2 of\n2 held-out variants" in decision["message"], decision
+    # the model learns a count, never the variants' inputs or names
+    for secret in ("213", "1013", "test_variant"):
+        assert secret not in decision["message"]
+    (heldout,) = run_events(summary, "heldout")
+    assert (heldout["status"], heldout["written"], heldout["kept"]) == ("kept", 3, 2), heldout
+    # nothing of the answer is in the run's records, which the model's commands can read
+    for record in Path(summary["run_dir"]).rglob("*"):
+        if record.is_file():
+            assert "1013" not in record.read_text(errors="replace"), record
+    # the visible suite is green: only the held-out variants tell
+    assert run_suite(work).returncode == 0
+
+
+def test_without_the_variants_special_casing_ends_done(sdist: Path, tmp_path: Path) -> None:
+    """The control: the same cheat with the variants turned off is `done`, so it is the
+    variants that stop it above."""
+    work = planted_project(sdist, tmp_path)
+    summary = run_bugfix(work, tmp_path, _special_casing_turns(), "--set", "holdout_variants=0")
+
+    assert summary["outcome"] == "done", summary["stderr"]
+    (heldout,) = run_events(summary, "heldout")
+    assert heldout["status"] == "off", heldout
+
+
+def test_the_honest_fix_passes_the_held_out_variants(sdist: Path, tmp_path: Path) -> None:
+    work = planted_project(sdist, tmp_path)
+    turns = [*reproduce_turns(), _VARIANTS, *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal.")]
+    summary = run_bugfix(work, tmp_path, turns)
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    variants = _observed(summary, 2)["variants"]
+    assert variants["ran"] and variants["ok"], variants
+    assert (variants["tests"], variants["failed"]) == (2, 0), variants
+    assert not run_events(summary, "warning"), run_events(summary, "warning")
+
+
+def test_a_script_without_a_holdout_turn_warns_and_still_ends_done(
+    sdist: Path, tmp_path: Path
+) -> None:
+    work = planted_project(sdist, tmp_path)
+    turns = [*reproduce_turns(), *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal.")]
+    summary = run_bugfix(work, tmp_path, turns)
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    (heldout,) = run_events(summary, "heldout")
+    assert heldout["status"] == "unanswered", heldout
+    assert "held-out variants (variants) will not run: unanswered" in summary["stderr"]
+
+
 def _observed(summary: dict[str, Any], iteration: int) -> dict[str, Any]:
     import json
 
