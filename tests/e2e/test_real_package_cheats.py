@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_helpers import scripted_bugfix
 from real_package import (
     BUG,
     NEW_TEST,
@@ -238,6 +239,49 @@ def test_the_honest_fix_passes_the_held_out_variants(sdist: Path, tmp_path: Path
     assert variants["ran"] and variants["ok"], variants
     assert (variants["tests"], variants["failed"]) == (2, 0), variants
     assert not run_events(summary, "warning"), run_events(summary, "warning")
+
+
+def test_the_code_under_test_cannot_read_the_variants(sdist: Path, tmp_path: Path) -> None:
+    """A fix that would special-case the variants' inputs too, if it could read them where
+    they are kept: the sandbox hides the store from the checks that run the code."""
+    cache = tmp_path / "cache"
+    store = cache / "looprun" / "heldout"
+    peek = (
+        "import glob as _glob\nimport re as _re\n\n"
+        f"_KEPT = [open(p).read() for p in _glob.glob({str(store)!r} + '/*/*/tests/*')]\n"
+        "_SAID = r\"ordinal\\((\\d+)\\) == 'th'\"\n"
+        "_TH = {int(n) for k in _KEPT for n in _re.findall(_SAID, k)}\n\n\n"
+    )
+    fix = [
+        ("def ordinal(number: int) -> str:\n", peek + "def ordinal(number: int) -> str:\n"),
+        (
+            _START,
+            "    number = abs(int(number))\n"
+            "    if number in (13, 113) or number in _TH:\n"
+            '        return "th"\n' + BUG[1],
+        ),
+    ]
+    edits = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
+    turns = [*reproduce_turns(), _VARIANTS, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
+    work = planted_project(sdist, tmp_path)
+    summary = scripted_bugfix(
+        work,
+        turns,
+        "ordinal() gives 'rd' for 113 and 13; numbers ending in 11, 12 and 13 take 'th'.",
+        "--set",
+        "tests_glob=test_*.py",
+        "--set",
+        "lint=false",  # the peeking code's style is not what this is about
+        "--max-iterations",
+        "2",
+        env={"XDG_CACHE_HOME": str(cache), "LOOPRUN_CACHE_DIR": ""},
+    )
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    assert run_events(summary, "iteration")[1]["decision"]["rule"] == "heldout_variants"
+    # they were there all along, where the code looked
+    (kept,) = store.glob("*/variants/tests/test_heldout_variants.py")
+    assert "1013" in kept.read_text()
 
 
 def test_a_script_without_a_holdout_turn_warns_and_still_ends_done(
