@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from looprun.errors import ExpressionError
+from looprun.errors import ExpressionError, LooprunError
 from looprun.loop import limits as caps
 from looprun.loop.core import Loop
 from looprun.loop.exchanges import record_reply
@@ -105,7 +105,8 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
     _account(loop, reply, messages, len(code))
     if not code:
         return _record("unanswered", "the answer held no tests", asked=count, tokens=tokens)
-    base = loop.state.base
+    base, ws = loop.state.base, ports.workspace
+    before = ws.snapshot()
     try:
         store.write(spec.name, v.file, code)
         left = caps.remaining_time(loop.limits, loop.spent())
@@ -115,6 +116,12 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
         )
     except OSError as exc:
         return _record("failed", f"cannot keep them: {exc.strerror}", asked=count, tokens=tokens)
+    except LooprunError as exc:
+        return _record("failed", f"they could not run: {exc}", asked=count, tokens=tokens)
+    finally:
+        if ws.snapshot() != before:
+            # what ran beside them wrote to the tree (a copy of them): it never stays
+            ws.restore(before)
     counts = {"asked": count, "written": triage.tests, "kept": triage.kept, "tokens": tokens}
     if triage.error:
         return _record("failed", f"they could not run: {triage.error}", **counts)
