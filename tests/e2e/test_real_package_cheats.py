@@ -294,6 +294,7 @@ def test_a_script_without_a_holdout_turn_warns_and_still_ends_done(
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     (heldout,) = run_events(summary, "heldout")
     assert heldout["status"] == "unanswered", heldout
+    assert summary["heldout"]["status"] == "unanswered", summary
     assert "held-out variants (variants) will not run: unanswered" in summary["stderr"]
 
 

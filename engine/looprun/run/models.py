@@ -169,8 +169,7 @@ def roles_used(template: Template) -> tuple[str, ...]:
     """The model roles a run of ``template`` calls: plan with ``plan.mode: model``, or
     where held-out variants are asked for (the holdout role uses the plan role's model)."""
     variants = any(
-        s.holdout is not None and s.holdout.variants is not None
-        for s in template.observe.values()
+        s.holdout is not None and s.holdout.variants is not None for s in template.observe.values()
     )
     return ("act", "plan") if template.plan.mode == "model" or variants else ("act",)
 
