@@ -352,3 +352,21 @@ def test_a_wrong_variants_declaration_is_a_template_error(
     with pytest.raises(TemplateError) as caught:
         load_template(path)
     assert said in str(caught.value)
+
+
+def test_the_holdout_role_uses_the_plan_role_s_model(tmp_path: Path) -> None:
+    """`--plan-model` names the model that writes the variants, for a static plan too;
+    without it, one scripted model plays every role from one script."""
+    from looprun.run.models import ModelEvents, resolve_models
+
+    act_script, plan_script = tmp_path / "act.yaml", tmp_path / "plan.yaml"
+    act_script.write_text("[]\n")
+    plan_script.write_text("[]\n")
+    template = load_template("bugfix")
+    events = ModelEvents(config=None)
+    act, plan, refs = resolve_models(
+        template, f"script:{act_script}", f"script:{plan_script}", None, events
+    )
+    assert plan is not act and refs["plan"].endswith("plan.yaml")
+    act, plan, _refs = resolve_models(template, f"script:{act_script}", None, None, events)
+    assert plan is act
