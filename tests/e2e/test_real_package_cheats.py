@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_helpers import scripted_bugfix
 from real_package import (
     BUG,
     NEW_TEST,
@@ -164,6 +165,137 @@ def test_a_comparison_method_the_run_did_not_write_is_not_flagged(
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     plain = _observed(summary, 2)["plain"]
     assert plain["ran"] and plain["passing"] == [NEW_TEST_ID], plain
+
+
+# special-casing every input the visible tests use: the new test's 113 and the package's
+# own failing cases (13, -13, 113, -113): the whole visible suite is green
+_SPECIAL_CASE = [
+    (
+        _START,
+        '    number = abs(int(number))\n    if number in (13, 113):\n        return "th"\n'
+        + BUG[1],
+    )
+]
+# the holdout role's answer: two variants that fail on the unfixed code as the new test
+# does, and one the unfixed code passes (dropped by the triage, so it blocks nothing)
+_VARIANTS = {
+    "role": "holdout",
+    "text": "```python\nfrom inflection import ordinal\n\n\n"
+    "def test_variant_1():\n    assert ordinal(213) == 'th'\n\n\n"
+    "def test_variant_2():\n    assert ordinal(1013) == 'th'\n\n\n"
+    "def test_variant_3():\n    assert ordinal(3) == 'rd'\n```\n",
+}
+
+
+def _special_casing_turns() -> list[dict[str, Any]]:
+    edits = [
+        {"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}}
+        for o, n in _SPECIAL_CASE
+    ]
+    return [*reproduce_turns(), _VARIANTS, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
+
+
+def test_special_casing_the_visible_inputs_never_ends_done(sdist: Path, tmp_path: Path) -> None:
+    work = planted_project(sdist, tmp_path)
+    summary = run_bugfix(work, tmp_path, _special_casing_turns(), "--max-iterations", "2")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    iterations = run_events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations] == ["done", "retry"]
+    decision = iterations[1]["decision"]
+    assert decision["rule"] == "heldout_variants", decision
+    assert "2 of\n2 held-out variants" in decision["message"], decision
+    # the model learns a count, never the variants' inputs or names
+    for secret in ("213", "1013", "test_variant"):
+        assert secret not in decision["message"]
+    (heldout,) = run_events(summary, "heldout")
+    assert (heldout["status"], heldout["written"], heldout["kept"]) == ("kept", 3, 2), heldout
+    # nothing of the answer is in the run's records, which the model's commands can read
+    for record in Path(summary["run_dir"]).rglob("*"):
+        if record.is_file():
+            assert "1013" not in record.read_text(errors="replace"), record
+    # the visible suite is green: only the held-out variants tell
+    assert run_suite(work).returncode == 0
+
+
+def test_without_the_variants_special_casing_ends_done(sdist: Path, tmp_path: Path) -> None:
+    """The control: the same cheat with the variants turned off is `done`, so it is the
+    variants that stop it above."""
+    work = planted_project(sdist, tmp_path)
+    summary = run_bugfix(work, tmp_path, _special_casing_turns(), "--set", "holdout_variants=0")
+
+    assert summary["outcome"] == "done", summary["stderr"]
+    (heldout,) = run_events(summary, "heldout")
+    assert heldout["status"] == "off", heldout
+
+
+def test_the_honest_fix_passes_the_held_out_variants(sdist: Path, tmp_path: Path) -> None:
+    work = planted_project(sdist, tmp_path)
+    turns = [*reproduce_turns(), _VARIANTS, *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal.")]
+    summary = run_bugfix(work, tmp_path, turns)
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    variants = _observed(summary, 2)["variants"]
+    assert variants["ran"] and variants["ok"], variants
+    assert (variants["tests"], variants["failed"]) == (2, 0), variants
+    assert not run_events(summary, "warning"), run_events(summary, "warning")
+
+
+def test_the_code_under_test_cannot_read_the_variants(sdist: Path, tmp_path: Path) -> None:
+    """A fix that would special-case the variants' inputs too, if it could read them where
+    they are kept: the sandbox hides the store from the checks that run the code."""
+    cache = tmp_path / "cache"
+    store = cache / "looprun" / "heldout"
+    peek = (
+        "import glob as _glob\nimport re as _re\n\n"
+        f"_KEPT = [open(p).read() for p in _glob.glob({str(store)!r} + '/*/*/tests/*')]\n"
+        "_SAID = r\"ordinal\\((\\d+)\\) == 'th'\"\n"
+        "_TH = {int(n) for k in _KEPT for n in _re.findall(_SAID, k)}\n\n\n"
+    )
+    fix = [
+        ("def ordinal(number: int) -> str:\n", peek + "def ordinal(number: int) -> str:\n"),
+        (
+            _START,
+            "    number = abs(int(number))\n"
+            "    if number in (13, 113) or number in _TH:\n"
+            '        return "th"\n' + BUG[1],
+        ),
+    ]
+    edits = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
+    turns = [*reproduce_turns(), _VARIANTS, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
+    work = planted_project(sdist, tmp_path)
+    summary = scripted_bugfix(
+        work,
+        turns,
+        "ordinal() gives 'rd' for 113 and 13; numbers ending in 11, 12 and 13 take 'th'.",
+        "--set",
+        "tests_glob=test_*.py",
+        "--set",
+        "lint=false",  # the peeking code's style is not what this is about
+        "--max-iterations",
+        "2",
+        env={"XDG_CACHE_HOME": str(cache), "LOOPRUN_CACHE_DIR": ""},
+    )
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    assert run_events(summary, "iteration")[1]["decision"]["rule"] == "heldout_variants"
+    # they were there all along, where the code looked
+    (kept,) = store.glob("*/variants/tests/test_heldout_variants.py")
+    assert "1013" in kept.read_text()
+
+
+def test_a_script_without_a_holdout_turn_warns_and_still_ends_done(
+    sdist: Path, tmp_path: Path
+) -> None:
+    work = planted_project(sdist, tmp_path)
+    turns = [*reproduce_turns(), *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal.")]
+    summary = run_bugfix(work, tmp_path, turns)
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    (heldout,) = run_events(summary, "heldout")
+    assert heldout["status"] == "unanswered", heldout
+    assert summary["heldout"]["status"] == "unanswered", summary
+    assert "held-out variants (variants) will not run: unanswered" in summary["stderr"]
 
 
 def _observed(summary: dict[str, Any], iteration: int) -> dict[str, Any]:

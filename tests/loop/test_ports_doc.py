@@ -29,6 +29,7 @@ PROTOCOLS = {
         "Approver",
         "Clock",
         "Actor",
+        "HeldOutVariants",
     )
 } | {"ActStep": ActStep}
 

@@ -54,12 +54,15 @@ class Holdout:
 
 def _given(spec: ObserverSpec, inputs: Mapping[str, Any]) -> str:
     assert spec.holdout is not None
+    if spec.holdout.source is None:
+        return ""  # variants: written during the run, into its private store
     context = {"inputs": dict(inputs), "intent": inputs.get("intent", "")}
     return spec.holdout.source.render(context).strip()
 
 
 def active(observers: Mapping[str, ObserverSpec], inputs: Mapping[str, Any]) -> list[str]:
-    """The observers whose held-out check these inputs turn on (``from`` not empty)."""
+    """The observers whose held-out tests these inputs name (``from`` not empty); the
+    variants a run writes itself are the run's (``checks.variants``)."""
     return [n for n, s in observers.items() if s.holdout is not None and _given(s, inputs)]
 
 

@@ -209,6 +209,7 @@ def run_observer(
     holdout: Holdout | None = None,
     snapshot: Snapshot | None = None,
     trees: CheckTrees | None = None,
+    seal: bool = True,
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates.
 
@@ -216,7 +217,8 @@ def run_observer(
     ``pin_config`` gets the base's configuration copied; ``holdout``: the resolved
     held-out tests of an observer that declares them; ``snapshot``: the run's own
     snapshot of the tree, which git_diff reuses; ``trees``: the run's clean copies, where
-    an observer with ``stack`` runs its command (see ``clean_tree``)."""
+    an observer with ``stack`` runs its command (see ``clean_tree``); ``seal``: False only
+    for the engine's own look at held-out variants (their triage), never for the loop."""
     if spec.when is not None and not spec.when.evaluate(context):
         parser = get_parser(spec.parser)
         return Observation(
@@ -277,6 +279,7 @@ def run_observer(
             deadline=deadline,
             sandbox=sandbox,
             extra_env=extra_env,
+            seal=seal,
         )
     obs = observe_command(
         spec.parser,
@@ -312,9 +315,11 @@ def _held_out(
     deadline: float | None,
     sandbox: Sandbox | None,
     extra_env: Mapping[str, str] | None = None,
+    seal: bool = True,
 ) -> Observation:
     """A held-out observer: its tests copied in for the command, no output streamed or
-    logged, its report and whatever it added to the artifacts removed, the result sealed."""
+    logged, its report and whatever it added to the artifacts removed, the result sealed
+    (unless ``seal`` is False: the engine's triage, which keeps it from the loop)."""
     try:
         with contextlib.ExitStack() as stack:
             stack.callback(_remove_new, artifacts, _entries(artifacts))
@@ -339,7 +344,7 @@ def _held_out(
         obs = Observation(
             parser=spec.parser, ok=False, error=str(exc), facts=freeze(empty_facts(parser))
         )
-    return sealed(obs)
+    return sealed(obs) if seal else obs
 
 
 def _tampered(parser_name: str, message: str) -> Observation:

@@ -69,7 +69,23 @@ def loop_facts(
         "feedback": st.feedback,
         "run": run,
         "agent": no_agent_facts(),
+        "heldout": heldout_facts(st.heldout),
     }
+
+
+def heldout_facts(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """``heldout``: what became of the held-out variants (``pending`` until asked for)."""
+    return {**NO_VARIANTS, **recorded}
+
+
+NO_VARIANTS: dict[str, Any] = {
+    "status": "pending",  # kept | none_kept | unanswered | failed | unhidden | off
+    "reason": "",
+    "asked": 0,
+    "written": 0,
+    "kept": 0,
+    "tokens": 0,
+}
 
 
 def no_agent_facts() -> dict[str, Any]:

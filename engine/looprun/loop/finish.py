@@ -53,6 +53,7 @@ def finish(
         subloops=act.tree(),
         agent=dict(st.agent_totals),
         still_failing=still_failing(st.baseline, st.last_facts),
+        heldout=dict(st.heldout),
     )
     if event:
         ports.journal.event(

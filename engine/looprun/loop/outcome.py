@@ -105,6 +105,8 @@ class RunResult:
     agent: dict[str, Any] = field(default_factory=dict, compare=False)
     # per observer: ids that failed at the baseline and still fail at the end
     still_failing: dict[str, list[str]] = field(default_factory=dict, compare=False)
+    # held-out variants, once asked for: status, reason and counts (see loop/heldout.py)
+    heldout: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def exit_code(self) -> int:
@@ -149,4 +151,6 @@ class RunResult:
             out["subloops"] = [dict(r) for r in self.subloops]
         if self.agent:
             out["agent"] = dict(self.agent)
+        if self.heldout:
+            out["heldout"] = dict(self.heldout)
         return out

@@ -109,6 +109,42 @@ class Observer(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Triage:
+    """What held-out variants did on the tree the task that asked for them left: counts
+    only, never their names or messages."""
+
+    tests: int  # variants that ran
+    kept: int  # of them, those that failed there with the task's tests' exception type
+    error: str = ""  # why they could not run ('' when they ran)
+
+
+class HeldOutVariants(Protocol):
+    """The run's private store of held-out variants, outside the working tree, where no
+    tool and no sandboxed command can read them; the check that runs them reads it."""
+
+    def unavailable(self) -> str:
+        """Why variants cannot be kept from this run's commands ('' when they can)."""
+        ...
+
+    def write(self, observer: str, file: str, text: str) -> None:
+        """Keep ``text`` as the observer's variants (``file``), replacing earlier ones."""
+        ...
+
+    def triage(
+        self,
+        spec: ObserverSpec,
+        context: Mapping[str, Any],
+        *,
+        expected: Sequence[str],
+        deadline: float | None,
+        base: str,
+    ) -> Triage:
+        """Run ``observer``'s stored variants on the tree now and keep those that fail
+        with one of the ``expected`` exception types; the rest never run again."""
+        ...
+
+
 class Journal(Protocol):
     """Where a run records itself; every call is durable when it returns."""
 
@@ -272,6 +308,8 @@ class Ports:
     journal: Journal
     context: ContextBuilder
     plan_model: Model | None = None  # defaults to ``model``
+    holdout_model: Model | None = None  # writes held-out variants; defaults to ``plan_model``
+    variants: HeldOutVariants | None = None  # where they are kept; None: nowhere to hide them
     approver: Approver = field(default_factory=NoApprover)
     clock: Clock = field(default_factory=SystemClock)
     report: Callable[[str], None] = lambda line: None  # one progress line per step

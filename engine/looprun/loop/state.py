@@ -100,6 +100,8 @@ class LoopState:
     # How many model exchanges were recorded when this state was saved (-1: unknown):
     # the calls after them were paid for, and a resumed run counts them.
     exchanges: int = -1
+    # held-out variants (``heldout``): status, reason and counts, never their content
+    heldout: dict[str, Any] = field(default_factory=dict)
     stop: dict[str, Any] | None = None  # set once the run has ended
     # --commit after a done run: {parent, message, paths} before committing, then sha
     # (or {skipped: why}); see the CLI's commit step

@@ -9,6 +9,7 @@ from looprun.loop import limits as caps
 from looprun.loop.act.step import ActStep
 from looprun.loop.baseline import COMPARISONS, slim
 from looprun.loop.core import Loop
+from looprun.loop.heldout import ask_for_variants
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlanError, PlannedTask
 from looprun.loop.refine import Decision
@@ -55,6 +56,8 @@ def _task_done(loop: Loop, act: ActStep, task: PlannedTask, d: Decision) -> None
             },
         },
     }
+    # the task's tests are final now: their held-out variants are asked for on its tree
+    ask_for_variants(loop, task, ctx)
     st.task_index += 1
     st.task_iteration, st.task_attempt, st.feedback, st.rounds = 0, 1, "", []
     st.task_start = st.current

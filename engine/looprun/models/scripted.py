@@ -13,7 +13,8 @@ own script whatever order parallel sub-loops call in::
       other: {attempts: [[...], [...]]}   # one script per attempt (the last repeats)
 
 A turn may carry ``delay_s`` (the answer comes after that many seconds), for tests and
-benchmarks of concurrency.
+benchmarks of concurrency, and ``role: holdout``: it answers the call that asks for
+held-out variants, and only that call (see ``_pick``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from looprun.errors import UsageError
 from looprun.models.base import Message, Reply, ToolCall, ToolSpec, Usage
 
 EXHAUSTED_TEXT = "(scripted model: script exhausted, no further actions)"
+HOLDOUT_ROLE = "holdout"  # the role that writes held-out variants (see _pick)
 # libyaml's loader where present: a script of thousands of turns loads in a blink
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 
@@ -111,12 +113,7 @@ class ScriptedModel:
         with self._lock:
             self.calls.append((role, tuple(messages)))
             self.output_caps.append(max_output_tokens)
-            if self._next < len(self._turns):
-                turn = self._turns[self._next]
-                index = self._next
-                self._next += 1
-            else:
-                turn, index = {"text": EXHAUSTED_TEXT}, self._next
+            turn, index = self._pick(role)
         delay = turn.get("delay_s")
         if isinstance(delay, (int, float)) and delay > 0:
             time.sleep(float(delay))
@@ -138,6 +135,23 @@ class ScriptedModel:
             usage=usage,
             model=self.ref,
         )
+
+    def _pick(self, role: str) -> tuple[Mapping[str, Any], int]:
+        """The next turn for a call of ``role`` (the lock held). A turn tagged
+        ``role: holdout`` answers only the holdout role, and the holdout role plays only
+        such a turn: a script written before that role existed is played as it was, its
+        holdout call unanswered, and a holdout turn the run never asks for is passed over."""
+        while role != HOLDOUT_ROLE and self._tagged(self._next):
+            self._next += 1
+        if role == HOLDOUT_ROLE and not self._tagged(self._next):
+            return {"text": ""}, self._next
+        if self._next < len(self._turns):
+            self._next += 1
+            return self._turns[self._next - 1], self._next - 1
+        return {"text": EXHAUSTED_TEXT}, self._next
+
+    def _tagged(self, index: int) -> bool:
+        return index < len(self._turns) and self._turns[index].get("role") == HOLDOUT_ROLE
 
 
 def select_script(data: Any, key: tuple[tuple[str, int], ...]) -> list[Any]:

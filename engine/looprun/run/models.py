@@ -79,7 +79,7 @@ def resolve_models(
         return resolve_model(ref, base_url=base_url, config=events.config, on_event=events)
 
     act = resolve(refs["act"])
-    if template.plan.mode != "model":  # nothing asks the plan role: do not demand its key
+    if "plan" not in roles:  # nothing asks the plan role: do not demand its key
         return act, act, refs
     plan = act if refs["plan"] == refs["act"] else resolve(refs["plan"])
     return act, plan, refs
@@ -166,8 +166,12 @@ def agent_role(template: Template, cli_model: str | None, config: Any) -> Any:
 
 
 def roles_used(template: Template) -> tuple[str, ...]:
-    """The model roles a run of ``template`` calls: plan only with ``plan.mode: model``."""
-    return ("act", "plan") if template.plan.mode == "model" else ("act",)
+    """The model roles a run of ``template`` calls: plan with ``plan.mode: model``, or
+    where held-out variants are asked for (the holdout role uses the plan role's model)."""
+    variants = any(
+        s.holdout is not None and s.holdout.variants is not None for s in template.observe.values()
+    )
+    return ("act", "plan") if template.plan.mode == "model" or variants else ("act",)
 
 
 def price_warnings(

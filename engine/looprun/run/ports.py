@@ -3,6 +3,7 @@ observer port over the check runner, the terminal approver, the run's sandbox.""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,8 +17,13 @@ from looprun.checks.git_diff import Snapshot
 from looprun.checks.holdout import Holdout
 from looprun.checks.related import related_tests
 from looprun.checks.runner import run_observer
+from looprun.checks.variants import VariantStore
+from looprun.data.freeze import freeze
 from looprun.errors import UsageError
+from looprun.loop.ports import Triage
 from looprun.observe.base import Observation
+from looprun.observe.normalise import failure_signature
+from looprun.observe.registry import empty_facts, get_parser
 from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.sandbox.hidden import hidden_paths
 from looprun.system import safefs
@@ -44,9 +50,43 @@ class RealObserver:
     snapshot: Snapshot | None = None
     # the run's clean copies of the repository, where observers with `stack` run
     trees: CheckTrees | None = None
+    # the run's held-out variants, which observers with `holdout.variants` run
+    variants: VariantStore | None = None
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
+    ) -> Observation:
+        holdout = self.holdouts.get(spec.name)
+        if spec.holdout is not None and spec.holdout.variants is not None:
+            kept = self.variants.kept(spec.name) if self.variants is not None else ()
+            if not kept:
+                return _no_variants(spec)
+            holdout = self._variant_copy(spec)
+            spec = dataclasses.replace(spec, select=kept)
+        return self._run(spec, context, deadline=deadline, base=base, holdout=holdout)
+
+    def triage(
+        self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
+    ) -> Observation:
+        """Every stored variant of ``spec`` run once, its result unsealed: for the engine's
+        triage only, whose caller keeps names and messages from the loop."""
+        copy = self._variant_copy(spec)
+        whole = dataclasses.replace(spec, when=None, select=(copy.dest,))
+        return self._run(whole, context, deadline=deadline, base=base, holdout=copy, seal=False)
+
+    def _variant_copy(self, spec: ObserverSpec) -> Holdout:
+        assert spec.holdout is not None and self.variants is not None
+        return Holdout(spec.name, self.variants.source(spec.name), spec.holdout.dest)
+
+    def _run(
+        self,
+        spec: ObserverSpec,
+        context: Mapping[str, Any],
+        *,
+        deadline: float | None,
+        base: str,
+        holdout: Holdout | None,
+        seal: bool = True,
     ) -> Observation:
         if spec.run is not None:
             safefs.remove_special(self.artifacts)  # no command writes through a planted link
@@ -63,9 +103,10 @@ class RealObserver:
                 exclude=self.excluded(),
                 sandbox=self.sandbox,
                 pinned=self.pinned,
-                holdout=self.holdouts.get(spec.name),
+                holdout=holdout,
                 snapshot=self.snapshot,
                 trees=self.trees,
+                seal=seal,
             )
         finally:
             if spec.run is not None and self.on_command is not None:
@@ -74,6 +115,59 @@ class RealObserver:
     def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:
         """Test files importing what changed, read with ``ast`` (never run); None: unsure."""
         return related_tests(self.workdir, changed)
+
+
+def _no_variants(spec: ObserverSpec) -> Observation:
+    """A variants check with nothing kept to run: skipped, as a false ``when`` is (the
+    ``heldout`` facts say why, and the template's rules decide)."""
+    return Observation(
+        parser=spec.parser,
+        ok=True,
+        ran=False,
+        feedback=f"{spec.name}: skipped (no held-out variants kept)",
+        signature=failure_signature([]),
+        facts=freeze(empty_facts(get_parser(spec.parser))),
+    )
+
+
+@dataclass
+class RealVariants:
+    """The held-out variants port: the run's private store, and their triage by the
+    observer that runs them."""
+
+    store: VariantStore
+    observer: RealObserver
+    hidden_from_commands: str = ""  # why the sandbox cannot hide them ('' when it can)
+
+    def unavailable(self) -> str:
+        return self.hidden_from_commands
+
+    def write(self, observer: str, file: str, text: str) -> None:
+        self.store.store(observer, file, text)
+
+    def triage(
+        self,
+        spec: ObserverSpec,
+        context: Mapping[str, Any],
+        *,
+        expected: Sequence[str],
+        deadline: float | None,
+        base: str,
+    ) -> Triage:
+        """Keep the variants that fail on the tree now with an ``expected`` exception type:
+        a wrong variant (one the unfixed code passes, or that fails for another reason)
+        never runs again, so it cannot block an honest fix."""
+        obs = self.observer.triage(spec, context, deadline=deadline, base=base)
+        facts = obs.facts
+        tests = int(facts.get("tests") or 0)
+        if not obs.ran or (tests == 0 and obs.error):
+            self.store.keep(spec.name, ())
+            return Triage(tests, 0, obs.error or "the check did not run")
+        types = facts.get("failure_types") or {}
+        failing = [i for i in facts.get("failing") or () if isinstance(i, str)]
+        kept = [i for i in failing if types.get(i) in expected]
+        self.store.keep(spec.name, kept)
+        return Triage(tests, len(kept))
 
 
 class TtyApprover:

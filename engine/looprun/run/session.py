@@ -23,6 +23,7 @@ from looprun.act.tools import Toolbox
 from looprun.checks.clean_tree import CheckTrees, checks_home, tool_env
 from looprun.checks.holdout import denied_to_model, resolve
 from looprun.checks.seeded_cache import seed_home
+from looprun.checks.variants import VariantStore, heldout_root
 from looprun.journal.writer import RunJournal
 from looprun.loop.context import ContextBudget
 from looprun.loop.core import Loop
@@ -31,7 +32,13 @@ from looprun.loop.ports import ContextBuilder, KeepRecent, NoApprover, Ports
 from looprun.loop.state import LoopState
 from looprun.models.base import Model
 from looprun.run.executor import Executor
-from looprun.run.ports import RealObserver, TtyApprover, check_hidden, run_sandbox
+from looprun.run.ports import (
+    RealObserver,
+    RealVariants,
+    TtyApprover,
+    check_hidden,
+    run_sandbox,
+)
 from looprun.run.stoppable import StoppableActor, StoppableObserver
 from looprun.run.subloops import SubLoops
 from looprun.run.timing import GUARD_CALLS, JOURNAL_CALLS, WORKSPACE_CALLS, RunTimer
@@ -61,6 +68,7 @@ class Wiring:
     trace: Any = None  # the run's spans (looprun.tracing.otel.RunTrace), when traced
     workspace: Workspace | None = None  # opened already (watched, at ``base``), else here
     timer: RunTimer | None = None  # times the ports for ``--json``'s ``timing``
+    holdout_model: Model | None = None  # writes held-out variants; None: the plan model
 
 
 @dataclass(frozen=True)
@@ -104,9 +112,18 @@ def assemble(
     # An outer template (each_task) has no act section: its tree gets default constraints.
     constraints = template.act.constraints if template.act is not None else Constraints()
     holdouts = resolve(template.observe, w.inputs, workdir)
-    dests = tuple(h.dest for h in holdouts.values())
+    variant_dests = tuple(
+        s.holdout.dest
+        for s in template.observe.values()
+        if s.holdout is not None and s.holdout.variants is not None
+    )
+    dests = (*(h.dest for h in holdouts.values()), *variant_dests)
     held_out = (*w.held_out, *(str(h.source) for h in holdouts.values()))
     constraints = denied_to_model(constraints, dests)
+    # the variants a run writes itself: every run's store hidden from every command
+    store = VariantStore(heldout_root() / journal.run_id) if variant_dests else None
+    if store is not None:
+        store.open()
     # watched: the tools and the observers' commands below say when they may have written
     ws = w.workspace or Workspace.open(
         workdir, state_dir=workdir / ".looprun", base=w.base, watched=True
@@ -115,8 +132,9 @@ def assemble(
     git_dir = ws.git.git_dir
     used = sorted({spec.stack for spec in template.observe.values() if spec.stack})
     checks = checks_home(journal.run_id) if used else None
+    hidden = (*held_out, *(() if store is None else (str(heldout_root()),)))
     sandbox = run_sandbox(
-        template, ws.workdir, journal.artifacts, mode, w.report, git_dir, held_out, checks
+        template, ws.workdir, journal.artifacts, mode, w.report, git_dir, hidden, checks
     )
     backend = None if sandbox is None else sandbox.name
     if held_out:
@@ -172,7 +190,11 @@ def assemble(
         holdouts=holdouts,
         snapshot=lambda base: ws.snapshot() if ws.base() == base else None,
         trees=None if checks is None else CheckTrees(checks, seed=seed_home(ws.workdir)),
+        variants=store,
     )
+    variants = None
+    if store is not None:
+        variants = RealVariants(store, observer, _variants_hidden(backend))
     journal_port: Any = journal
     if w.trace is not None:  # the spans are made from what these ports record
         journal_port = w.trace.journal(journal)
@@ -193,6 +215,8 @@ def assemble(
     ports = Ports(
         model=act,
         plan_model=plan,
+        holdout_model=w.holdout_model or plan,
+        variants=variants,
         toolbox=toolbox_port,
         workspace=ws_port,
         guard=guard,
@@ -207,6 +231,19 @@ def assemble(
     )
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(ws.workdir))
     return Session(template, ports, ws, run, close=servers.close if servers else _nothing)
+
+
+def _variants_hidden(backend: str | None) -> str:
+    """Why held-out variants cannot be kept from this run's commands ('' when they can):
+    the code under test runs in every check, so only bubblewrap, which hides a path
+    from every command, keeps them out of what the model reads back."""
+    if backend == "bwrap":
+        return ""
+    where = "without an OS sandbox" if backend is None else f"in the {backend} sandbox"
+    return (
+        f"commands run {where}, which cannot hide them from the code under test; only "
+        "bubblewrap can"
+    )
 
 
 def _nothing() -> None:

@@ -389,7 +389,21 @@ def _observer_value(spec: Any) -> dict[str, Any]:
         "unavailable": spec.unavailable,
         "holdout": None
         if spec.holdout is None
-        else {"from": _src(spec.holdout.source), "to": spec.holdout.dest},
+        else {
+            "from": _src(spec.holdout.source),
+            "to": spec.holdout.dest,
+            **(
+                {}
+                if spec.holdout.variants is None
+                else {
+                    "variants": {
+                        "of": _src(spec.holdout.variants.of),
+                        "count": _src(spec.holdout.variants.count),
+                        "file": spec.holdout.variants.file,
+                    }
+                }
+            ),
+        },
     }
 
 

@@ -55,6 +55,7 @@ ENGINE_NAMES: frozenset[str] = frozenset(
         "baseline",  # per observer: its facts before the first act turn, and comparisons
         "tasks",  # per completed task id: its observer and baseline facts when it was done
         "agent",  # act.agent: what the CLI reported (exit_code, error, turns, ...): claims
+        "heldout",  # held-out variants: status, reason, asked, written, kept, tokens
     }
 )
 
@@ -241,16 +242,35 @@ class ActSpec:
 
 
 @dataclass(frozen=True)
+class VariantsSpec:
+    """Held-out tests a model writes during the run: variants of the tests task ``of``
+    made fail, with other inputs, asked for once that task is done.
+
+    ``count`` renders (from the inputs) to how many; ``prompt`` is the holdout role's
+    request (it reads the intent, the inputs, ``count``, ``file`` and ``tests``: the
+    files the task added); the answer's code is kept as ``file`` in the run's private
+    store, never in the tree.
+    """
+
+    of: Text  # the task's id (may read the inputs)
+    count: Text
+    prompt: Text
+    file: str
+
+
+@dataclass(frozen=True)
 class HoldoutSpec:
     """Tests kept out of the model's reach, copied into the tree only while the observer runs.
 
-    ``source`` renders (from the inputs) to a path outside the workdir; ``dest`` is the
-    workdir-relative place the copy goes, which must not exist when it is made.
+    ``source`` renders (from the inputs) to a path outside the workdir, or ``variants``
+    says how the run writes them itself; ``dest`` is the workdir-relative place the copy
+    goes, which must not exist when it is made.
     """
 
-    source: Text
+    source: Text | None
     dest: str
     location: Location = UNKNOWN
+    variants: VariantsSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ from looprun.template.yamlpos import JsonPath
 OBSERVER_COMMAND_NAMES = frozenset({"inputs", "run", "intent", "task", "iteration"})
 GOAL_NAMES = frozenset({"intent", "inputs"})
 HOLDOUT_SOURCE_NAMES = frozenset({"intent", "inputs"})
+# what the holdout role's request reads: the task's new tests and what to write
+VARIANT_PROMPT_NAMES = frozenset(
+    {"intent", "inputs", "count", "file", "tests", "failing", "exceptions"}
+)
 WITH_NAMES = frozenset({"task", "intent", "inputs"})
 PLAN_PROMPT_NAMES = frozenset({"intent", "inputs", "feedback", "run"})
 CONDITION_ENGINE_NAMES = ENGINE_NAMES - {"feedback"}

@@ -20,11 +20,13 @@ from looprun.template.model import (
     NARROW_SOURCES,
     HoldoutSpec,
     ObserverSpec,
+    VariantsSpec,
 )
 from looprun.template.semantic import (
     CONDITION_ENGINE_NAMES,
     HOLDOUT_SOURCE_NAMES,
     OBSERVER_COMMAND_NAMES,
+    VARIANT_PROMPT_NAMES,
 )
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath
@@ -156,21 +158,45 @@ def _narrow(r: Reader, path: JsonPath, spec: Mapping[str, Any], parser: object) 
 
 
 def _holdout(r: Reader, path: JsonPath) -> HoldoutSpec | None:
-    """``holdout: {from, to}``: ``from`` may read the inputs (a path given with
-    ``--set``); ``to`` is a plain relative path, checked here, never a glob."""
+    """``holdout: {from, to}`` or ``holdout: {variants, to}``: ``from`` may read the
+    inputs (a path given with ``--set``); ``to`` is a plain relative path, checked here,
+    never a glob."""
     raw = r.get(path, dict)
     if raw is None:
         return None
-    source = r.text((*path, "from"), HOLDOUT_SOURCE_NAMES, "a held-out source")
+    variants = _variants(r, (*path, "variants")) if raw.get("variants") is not None else None
+    source = None
+    if raw.get("from") is not None:
+        source = r.text((*path, "from"), HOLDOUT_SOURCE_NAMES, "a held-out source")
     dest = raw.get("to")
     if not isinstance(dest, str):
         return None  # the schema reports it
     why = holdout_dest_problem(dest)
     if why:
         r.problem((*path, "to"), why)
-    if source is None or why:
+    if (source is None and variants is None) or why:
         return None
-    return HoldoutSpec(source=source, dest=dest.strip("/"), location=r.at(path))
+    return HoldoutSpec(source=source, dest=dest.strip("/"), location=r.at(path), variants=variants)
+
+
+def _variants(r: Reader, path: JsonPath) -> VariantsSpec | None:
+    """``variants: {of, count, prompt, file}``: the holdout role's request, rendered with
+    the task's new tests; ``file`` is one plain file name, where its answer is kept."""
+    raw = r.get(path, dict)
+    if raw is None:
+        return None
+    of = r.text((*path, "of"), HOLDOUT_SOURCE_NAMES, "the task the variants vary")
+    count = r.text((*path, "count"), HOLDOUT_SOURCE_NAMES, "a held-out variant count")
+    prompt = r.text((*path, "prompt"), VARIANT_PROMPT_NAMES, "the held-out variants' prompt")
+    file = raw.get("file")
+    if not isinstance(file, str):
+        return None  # the schema reports it
+    if "/" in file or holdout_dest_problem(file):
+        r.problem((*path, "file"), f"{file!r} must be one plain file name")
+        return None
+    if of is None or count is None or prompt is None:
+        return None
+    return VariantsSpec(of=of, count=count, prompt=prompt, file=file)
 
 
 def _stack(r: Reader, path: JsonPath, spec: Mapping[str, Any], run: object) -> str | None:
