@@ -10,19 +10,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
+from node_support import node_package, npm_modules, run_pack_tests
 from tests.support.git_repos import git_repo
 
-from looprun.checks import stacks
-from looprun.checks.runner import observe_command
 from looprun.observe.base import Observation
 
 PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.yaml"
@@ -34,60 +31,18 @@ INTENT = "formatDuration(65) gives 1:5; it should give 1:05"
 @pytest.fixture(scope="session")
 def jest_modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """node_modules holding jest 29 and typescript 5, installed once per test session."""
-    if shutil.which("npm") is None:
-        if os.environ.get("CI"):
-            pytest.fail("npm is not installed: CI must run these tests")
-        pytest.skip("npm is not installed (apt-get install nodejs npm)")
-    root = tmp_path_factory.mktemp("jest")
-    (root / "package.json").write_text(json.dumps({"name": "j", "version": "1.0.0"}))
-    done = subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "jest@29", "typescript@5"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        if os.environ.get("CI"):
-            pytest.fail(f"npm install jest typescript failed: {done.stderr[-500:]}")
-        pytest.skip("jest could not be installed from the npm registry")
-    return root / "node_modules"
+    return npm_modules(tmp_path_factory, "jest@29", "typescript@5")
 
 
 def _project(
     root: Path, modules: Path, files: dict[str, str], *, script: str = "jest", copy: bool = False
 ) -> Path:
-    """A jest package; node_modules a link to the installed one, or (``copy``) a real
-    directory of hard links, as the check tree links only a real one."""
-    root.mkdir(parents=True)
     package = {"name": "durations", "version": "1.0.0", "private": True}
-    (root / "package.json").write_text(json.dumps({**package, "scripts": {"test": script}}))
-    (root / ".gitignore").write_text("node_modules/\n")
-    if copy:
-        shutil.copytree(modules, root / "node_modules", symlinks=True, copy_function=os.link)
-    else:
-        (root / "node_modules").symlink_to(modules, target_is_directory=True)
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
+    return node_package(root, modules, {**package, "scripts": {"test": script}}, files, copy=copy)
 
 
 def _run(project: Path, artifacts: Path, after: str = "") -> Observation:
-    """The pack's `tests` command with `runner: jest`, rendered as the engine renders it."""
-    artifacts.mkdir()
-    run = yaml.safe_load(PACK.read_text())["observe"]["tests"]["run"]
-    inputs = {"test_command": "npm test", "runner": "jest"}
-    command = jinja2.Template(run).render(run={"artifacts": artifacts}, inputs=inputs)
-    return observe_command(
-        "node_test",
-        workdir=project,
-        command=command + after,
-        file=artifacts / "node-tests.jsonl",
-        extra_env=stacks.get("node").env,
-        timeout_s=180,
-    )
+    return run_pack_tests(project, artifacts, "jest", after)
 
 
 _SRC = "exports.div = (a, b) => a / b;\nexports.pick = (o) => o.value;\n"

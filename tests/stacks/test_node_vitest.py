@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
+from node_support import node_package, npm_modules, run_pack_tests
 from tests.support.git_repos import git_repo
 
-from looprun.checks import stacks
-from looprun.checks.runner import observe_command
 from looprun.observe.base import Observation
 
 PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.yaml"
@@ -27,30 +24,10 @@ PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.y
 @pytest.fixture(scope="module")
 def vitest_modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """node_modules holding vitest 3, installed once for the module's tests."""
-    if shutil.which("npm") is None:
-        if os.environ.get("CI"):
-            pytest.fail("npm is not installed: CI must run these tests")
-        pytest.skip("npm is not installed (apt-get install nodejs npm)")
-    root = tmp_path_factory.mktemp("vitest")
-    (root / "package.json").write_text(json.dumps({"name": "v", "version": "1.0.0"}))
-    done = subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "vitest@3"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        if os.environ.get("CI"):
-            pytest.fail(f"npm install vitest failed: {done.stderr[-500:]}")
-        pytest.skip("vitest could not be installed from the npm registry")
-    return root / "node_modules"
+    return npm_modules(tmp_path_factory, "vitest@3")
 
 
 def _project(root: Path, modules: Path, files: dict[str, str], *, copy: bool = False) -> Path:
-    """A vitest package; its node_modules a link to the installed one, or (``copy``) a real
-    directory, as the check tree links only a real one."""
-    root.mkdir(parents=True)
     package = {
         "name": "durations",
         "version": "1.0.0",
@@ -58,34 +35,11 @@ def _project(root: Path, modules: Path, files: dict[str, str], *, copy: bool = F
         "type": "module",
         "scripts": {"test": "vitest run"},
     }
-    (root / "package.json").write_text(json.dumps(package))
-    (root / ".gitignore").write_text("node_modules/\n")
-    if copy:
-        shutil.copytree(modules, root / "node_modules", symlinks=True)
-    else:
-        (root / "node_modules").symlink_to(modules, target_is_directory=True)
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
+    return node_package(root, modules, package, files, copy=copy)
 
 
 def _run(project: Path, artifacts: Path, after: str = "") -> Observation:
-    """The pack's `tests` command with `runner: vitest`, rendered as the engine renders it
-    (the environment the node adapter gives every check included)."""
-    artifacts.mkdir()
-    run = yaml.safe_load(PACK.read_text())["observe"]["tests"]["run"]
-    inputs = {"test_command": "npm test", "runner": "vitest"}
-    command = jinja2.Template(run).render(run={"artifacts": artifacts}, inputs=inputs)
-    return observe_command(
-        "node_test",
-        workdir=project,
-        command=command + after,
-        file=artifacts / "node-tests.jsonl",
-        extra_env=stacks.get("node").env,
-        timeout_s=180,
-    )
+    return run_pack_tests(project, artifacts, "vitest", after)
 
 
 _SRC = "export const div = (a, b) => a / b;\nexport const pick = (o) => o.value;\n"

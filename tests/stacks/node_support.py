@@ -1,0 +1,86 @@
+"""Shared by the node stack's tests: a runner installed from npm once (a skip locally, a
+failure in CI), a package using it, and the pack's `tests` command run on it as the engine
+renders it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+
+from looprun.checks import stacks
+from looprun.checks.runner import observe_command
+from looprun.observe.base import Observation
+
+PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.yaml"
+
+
+def npm_modules(tmp_path_factory: pytest.TempPathFactory, *packages: str) -> Path:
+    """node_modules holding ``packages`` (``jest@29``), installed from the npm registry."""
+    if shutil.which("npm") is None:
+        if os.environ.get("CI"):
+            pytest.fail("npm is not installed: CI must run these tests")
+        pytest.skip("npm is not installed (apt-get install nodejs npm)")
+    root = tmp_path_factory.mktemp("npm")
+    (root / "package.json").write_text(json.dumps({"name": "m", "version": "1.0.0"}))
+    done = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", *packages],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"npm install {' '.join(packages)} failed: {done.stderr[-500:]}")
+        pytest.skip(f"{' '.join(packages)} could not be installed from the npm registry")
+    return root / "node_modules"
+
+
+def node_package(
+    root: Path,
+    modules: Path,
+    package: dict[str, Any],
+    files: dict[str, str],
+    *,
+    copy: bool = False,
+) -> Path:
+    """A package (its package.json ``package``, its ``files``); node_modules a link to the
+    installed one, or (``copy``) a real directory of hard links, as the check tree links
+    only a real one."""
+    root.mkdir(parents=True)
+    (root / "package.json").write_text(json.dumps(package))
+    (root / ".gitignore").write_text("node_modules/\n")
+    if copy:
+        shutil.copytree(modules, root / "node_modules", symlinks=True, copy_function=os.link)
+    else:
+        (root / "node_modules").symlink_to(modules, target_is_directory=True)
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def run_pack_tests(project: Path, artifacts: Path, runner: str, after: str = "") -> Observation:
+    """The pack's `tests` command for ``runner``, rendered as the engine renders it, with
+    the environment the node adapter gives every check."""
+    artifacts.mkdir()
+    run = yaml.safe_load(PACK.read_text())["observe"]["tests"]["run"]
+    inputs = {"test_command": "npm test", "runner": runner}
+    command = jinja2.Template(run).render(run={"artifacts": artifacts}, inputs=inputs)
+    return observe_command(
+        "node_test",
+        workdir=project,
+        command=command + after,
+        file=artifacts / "node-tests.jsonl",
+        extra_env=stacks.get("node").env,
+        timeout_s=180,
+    )
