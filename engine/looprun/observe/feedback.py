@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from looprun.observe.base import Item
+from looprun.observe.id_groups import compact_ids, name_ids
 
 DEFAULT_MAX_FEEDBACK = 4096
 _MAX_LINE = 400
@@ -75,35 +76,12 @@ def _cause(item: Item) -> tuple[str, str | None, int | None, str]:
     return (item.severity, item.file, item.line, _NUMBERS.sub("N", first))
 
 
-def compact_ids(ids: Sequence[str]) -> str:
-    """Every id, written once with its shared parts: ``f.py::test_x[a, b]`` for the
-    parameters of one test, ``f.py::{test_a, test_b}`` for tests of one file."""
-    by_test: dict[str, list[str]] = {}
-    for tid in ids:
-        base, bracket, param = tid.partition("[")
-        key = base if bracket and param.endswith("]") else tid
-        by_test.setdefault(key, [])
-        if key != tid:
-            by_test[key].append(param[:-1])
-    tests = [f"{base}[{', '.join(ps)}]" if ps else base for base, ps in by_test.items()]
-    by_file: dict[str, list[str]] = {}
-    for test in tests:
-        file, sep, name = test.partition("::")
-        by_file.setdefault(file if sep else "", []).append(name if sep else test)
-    out = []
-    for file, names in by_file.items():
-        if not file:
-            out += names
-        elif len(names) == 1:
-            out.append(f"{file}::{names[0]}")
-        else:
-            out.append(f"{file}::{{{', '.join(names)}}}")
-    return "; ".join(out)
-
-
-def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, list[Item]]]:
+def _entries(
+    items: Sequence[Item], group: bool, max_bytes: int
+) -> list[tuple[str, str, list[Item]]]:
     """(lines naming the items, detail, the items) per item, or per group of items
-    that fail with one cause."""
+    that fail with one cause (its ids grouped tighter when they would take more than a
+    quarter of ``max_bytes``)."""
     if not group:
         return [(item_line(i), i.detail, [i]) for i in items]
     groups: dict[tuple[str, str | None, int | None, str], list[Item]] = {}
@@ -122,13 +100,65 @@ def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, list[It
             _MAX_LINE,
         )
         ids = compact_ids([m.id for m in members])
+        if _size(ids) > max_bytes // 4:
+            ids = compact_ids([m.id for m in members], tight=True)
         out.append((f"{head}\n  ids: {ids}", first.detail, members))
     return out
 
 
-def _more(left: Sequence[Item], noun: str) -> str:
-    """The line for failures that get no line of their own: how many, and their ids."""
-    return f"... and {len(left)} {noun}: {compact_ids(list(dict.fromkeys(i.id for i in left)))}"
+def _ids(entries: Sequence[tuple[str, str, list[Item]]]) -> list[str]:
+    return list(dict.fromkeys(m.id for _, _, members in entries for m in members))
+
+
+def _rest_line(ids: Sequence[str], noun: str, budget: int, unlisted: int = 0) -> str:
+    """The line naming the failures that get no line of their own, within ``budget``."""
+    lead = f"... and {len(ids) + unlisted} {noun}: "
+    return lead + name_ids(ids, budget - _size(lead), unlisted)
+
+
+def _rest_size(ids: Sequence[str], noun: str, tight: bool) -> int:
+    """Bytes of the line that names every one of ``ids`` (0: none left)."""
+    if not ids:
+        return 0
+    return _size(f"... and {len(ids)} {noun}: {compact_ids(ids, tight=tight)}") + 1
+
+
+def _render_grouped(
+    lines: list[str],
+    entries: Sequence[tuple[str, str, list[Item]]],
+    max_bytes: int,
+    reserve: int,
+    noun: str,
+    unlisted: int,
+) -> None:
+    """Lines (and details) for the first entries while the ones after them can still all
+    be named; then one line naming the rest, grouped as tightly as the room asks. Only
+    when even the tightest grouping of every id cannot fit are lines kept to half the
+    room and the ids that do not fit counted."""
+    used = sum(_size(x) + 1 for x in lines)
+    room = max_bytes - reserve
+    # the loosest grouping that names every id even if no entry got a line of its own
+    tight = next(
+        (t for t in (False, True) if used + _rest_size(_ids(entries), noun, t) <= room), None
+    )
+    every = not unlisted and tight is not None
+    shown = 0
+    for n, (head, detail_text, members) in enumerate(entries):
+        after = _rest_size(_ids(entries[n + 1 :]), noun, bool(tight)) if every else 0
+        limit = room if every else room // 2
+        if used + _size(head) + 1 + after > limit:
+            break
+        lines.append(head)
+        used += _size(head) + 1
+        shown += 1
+        if detail_text:
+            indent = "      " if len(members) > 1 else "    "
+            detail = "\n".join(indent + d for d in detail_text.splitlines() if d.strip())
+            if detail and used + _size(detail) + 1 + after <= limit:
+                lines.append(detail)
+                used += _size(detail) + 1
+    if shown < len(entries) or unlisted:
+        lines.append(_rest_line(_ids(entries[shown:]), noun, room - used - 1, unlisted))
 
 
 def render(
@@ -139,48 +169,46 @@ def render(
     footer: str = "",
     noun: str = "more",
     group: bool = False,
+    unlisted: int = 0,
 ) -> str:
     """Header, one line per item (details for the first ones), then ``and N more``.
 
     ``group``: failures with one cause (same place, same message but for numbers) share
-    one line and list their ids compactly, so a hundred failing tests are all named."""
+    one line, and the failures left without a line are named on a last one, their ids
+    grouped (see ``id_groups``) so every one fits when it can; ``unlisted`` failures are
+    known only by their number (counted there, never named)."""
     max_bytes = max(256, int(max_bytes))
     items = ordered(items)
     lines = [clip(header, _MAX_LINE)] if header else []
     used = sum(_size(x) + 1 for x in lines)
-    entries = _entries(items, group)
+    entries = _entries(items, group, max_bytes)
+    if group:
+        footer_size = _size(clip(footer, max_bytes // 2)) + 1 if footer else 0
+        _render_grouped(lines, entries, max_bytes, footer_size, noun, unlisted)
+        return _finish(lines, footer, max_bytes)
     # Room kept for the remaining id lines, so details never crowd out a failing id.
     rest = sum(_size(h) + 1 for h, _, _ in entries)
     reserve = 40 + (_size(footer) + 1 if footer else 0)
-    # with ``group``, when not every entry gets its line, a last line names the ids left
-    # out; kept only if every id can be named that way, else lines while room lasts
-    name_rest = group and used + _size(_more(items, noun)) + 1 + reserve <= max_bytes
     shown = 0
-    for n, (head, detail_text, members) in enumerate(entries):
+    for head, detail_text, _ in entries:
         rest -= _size(head) + 1
         if used + _size(head) + 1 + reserve > max_bytes:
             break
-        if (
-            name_rest
-            and n + 1 < len(entries)
-            and used + _size(head) + 1 + rest + reserve > max_bytes
-        ):
-            left = [m for _, _, ms in entries[n + 1 :] for m in ms]
-            if used + _size(head) + 1 + _size(_more(left, noun)) + 1 + reserve > max_bytes:
-                break
         lines.append(head)
         used += _size(head) + 1
         shown += 1
         if detail_text:
-            indent = "      " if len(members) > 1 else "    "
-            detail = "\n".join(indent + d for d in detail_text.splitlines() if d.strip())
+            detail = "\n".join("    " + d for d in detail_text.splitlines() if d.strip())
             if detail and used + _size(detail) + 1 + rest + reserve <= max_bytes:
                 lines.append(detail)
                 used += _size(detail) + 1
     if shown < len(entries):
         left = [m for _, _, ms in entries[shown:] for m in ms]
-        more = _more(left, noun) if group else f"... and {len(left)} {noun}"
-        lines.append(clip(more, max(40, max_bytes - used - reserve + 40)))
+        lines.append(f"... and {len(left)} {noun}")
+    return _finish(lines, footer, max_bytes)
+
+
+def _finish(lines: list[str], footer: str, max_bytes: int) -> str:
     if footer:
         lines.append(clip(footer, max_bytes // 2))
     text = "\n".join(lines)
