@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from looprun.observe.base import Item
 from looprun.observe.id_groups import compact_ids, name_ids
@@ -76,14 +77,23 @@ def _cause(item: Item) -> tuple[str, str | None, int | None, str]:
     return (item.severity, item.file, item.line, _NUMBERS.sub("N", first))
 
 
-def _entries(
-    items: Sequence[Item], group: bool, max_bytes: int
-) -> list[tuple[str, str, list[Item]]]:
-    """(lines naming the items, detail, the items) per item, or per group of items
-    that fail with one cause (its ids grouped tighter when they would take more than a
-    quarter of ``max_bytes``)."""
+@dataclass(frozen=True)
+class _Entry:
+    """The lines for one failing item, or for a group of items that fail with one cause;
+    ``names``: whether those lines name every id of the group (else the last line does)."""
+
+    head: str
+    detail: str
+    members: list[Item]
+    names: bool = True
+
+
+def _entries(items: Sequence[Item], group: bool, max_bytes: int) -> list[_Entry]:
+    """An entry per item, or per group of items that fail with one cause. A group's ids
+    are grouped tighter when they would take more than a quarter of ``max_bytes``, and
+    left to the last line when even that is too long."""
     if not group:
-        return [(item_line(i), i.detail, [i]) for i in items]
+        return [_Entry(item_line(i), i.detail, [i]) for i in items]
     groups: dict[tuple[str, str | None, int | None, str], list[Item]] = {}
     for item in items:
         groups.setdefault(_cause(item), []).append(item)
@@ -91,7 +101,7 @@ def _entries(
     for members in groups.values():
         first = members[0]
         if len(members) == 1:
-            out.append((item_line(first), first.detail, members))
+            out.append(_Entry(item_line(first), first.detail, members))
             continue
         loc = location(first)
         message = first.message.splitlines()[0] if first.message else ""
@@ -102,17 +112,24 @@ def _entries(
         ids = compact_ids([m.id for m in members])
         if _size(ids) > max_bytes // 4:
             ids = compact_ids([m.id for m in members], tight=True)
-        out.append((f"{head}\n  ids: {ids}", first.detail, members))
+        if _size(ids) > max_bytes // 4:
+            out.append(_Entry(f"{head}\n  ids: on the last line", first.detail, members, False))
+        else:
+            out.append(_Entry(f"{head}\n  ids: {ids}", first.detail, members))
     return out
 
 
-def _ids(entries: Sequence[tuple[str, str, list[Item]]]) -> list[str]:
-    return list(dict.fromkeys(m.id for _, _, members in entries for m in members))
+def _ids(entries: Sequence[_Entry]) -> list[str]:
+    return list(dict.fromkeys(m.id for e in entries for m in e.members))
 
 
-def _rest_line(ids: Sequence[str], noun: str, budget: int, unlisted: int = 0) -> str:
-    """The line naming the failures that get no line of their own, within ``budget``."""
-    lead = f"... and {len(ids) + unlisted} {noun}: "
+def _rest_line(
+    ids: Sequence[str], noun: str, budget: int, unlisted: int = 0, listed: bool = True
+) -> str:
+    """The line naming the failures whose ids no line above names, within ``budget``;
+    ``listed``: none of them had a line of its own above."""
+    count = len(ids) + unlisted
+    lead = f"... and {count} {noun}: " if listed else f"... the {count} failing ids: "
     return lead + name_ids(ids, budget - _size(lead), unlisted)
 
 
@@ -125,7 +142,7 @@ def _rest_size(ids: Sequence[str], noun: str, tight: bool) -> int:
 
 def _render_grouped(
     lines: list[str],
-    entries: Sequence[tuple[str, str, list[Item]]],
+    entries: Sequence[_Entry],
     max_bytes: int,
     reserve: int,
     noun: str,
@@ -142,23 +159,26 @@ def _render_grouped(
         (t for t in (False, True) if used + _rest_size(_ids(entries), noun, t) <= room), None
     )
     every = not unlisted and tight is not None
-    shown = 0
-    for n, (head, detail_text, members) in enumerate(entries):
-        after = _rest_size(_ids(entries[n + 1 :]), noun, bool(tight)) if every else 0
+    shown: list[_Entry] = []
+    for n, entry in enumerate(entries):
+        rest = [e for e in shown if not e.names] + [entry] * (not entry.names)
+        after = _rest_size(_ids([*rest, *entries[n + 1 :]]), noun, bool(tight)) if every else 0
         limit = room if every else room // 2
-        if used + _size(head) + 1 + after > limit:
+        if used + _size(entry.head) + 1 + after > limit:
             break
-        lines.append(head)
-        used += _size(head) + 1
-        shown += 1
-        if detail_text:
-            indent = "      " if len(members) > 1 else "    "
-            detail = "\n".join(indent + d for d in detail_text.splitlines() if d.strip())
+        lines.append(entry.head)
+        used += _size(entry.head) + 1
+        shown.append(entry)
+        if entry.detail:
+            indent = "      " if len(entry.members) > 1 else "    "
+            detail = "\n".join(indent + d for d in entry.detail.splitlines() if d.strip())
             if detail and used + _size(detail) + 1 + after <= limit:
                 lines.append(detail)
                 used += _size(detail) + 1
-    if shown < len(entries) or unlisted:
-        lines.append(_rest_line(_ids(entries[shown:]), noun, room - used - 1, unlisted))
+    pending = [e for e in shown if not e.names]
+    rest = [*pending, *entries[len(shown) :]]
+    if rest or unlisted:
+        lines.append(_rest_line(_ids(rest), noun, room - used - 1, unlisted, not pending))
 
 
 def render(
@@ -187,24 +207,23 @@ def render(
         _render_grouped(lines, entries, max_bytes, footer_size, noun, unlisted)
         return _finish(lines, footer, max_bytes)
     # Room kept for the remaining id lines, so details never crowd out a failing id.
-    rest = sum(_size(h) + 1 for h, _, _ in entries)
+    rest = sum(_size(e.head) + 1 for e in entries)
     reserve = 40 + (_size(footer) + 1 if footer else 0)
     shown = 0
-    for head, detail_text, _ in entries:
-        rest -= _size(head) + 1
-        if used + _size(head) + 1 + reserve > max_bytes:
+    for entry in entries:
+        rest -= _size(entry.head) + 1
+        if used + _size(entry.head) + 1 + reserve > max_bytes:
             break
-        lines.append(head)
-        used += _size(head) + 1
+        lines.append(entry.head)
+        used += _size(entry.head) + 1
         shown += 1
-        if detail_text:
-            detail = "\n".join("    " + d for d in detail_text.splitlines() if d.strip())
+        if entry.detail:
+            detail = "\n".join("    " + d for d in entry.detail.splitlines() if d.strip())
             if detail and used + _size(detail) + 1 + rest + reserve <= max_bytes:
                 lines.append(detail)
                 used += _size(detail) + 1
     if shown < len(entries):
-        left = [m for _, _, ms in entries[shown:] for m in ms]
-        lines.append(f"... and {len(left)} {noun}")
+        lines.append(f"... and {len(entries) - shown} {noun}")
     return _finish(lines, footer, max_bytes)
 
 
