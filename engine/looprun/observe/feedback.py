@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from looprun.observe.base import Item
-from looprun.observe.id_groups import compact_ids, name_ids
+from looprun.observe.id_groups import compact_forms, compact_ids, name_ids
 
 DEFAULT_MAX_FEEDBACK = 4096
 _MAX_LINE = 400
@@ -124,13 +124,13 @@ def _ids(entries: Sequence[_Entry]) -> list[str]:
 
 
 def _rest_line(
-    ids: Sequence[str], noun: str, budget: int, unlisted: int = 0, listed: bool = True
+    ids: Sequence[str], noun: str, budget: int, unlisted: int, listed: bool, whole: bool
 ) -> str:
     """The line naming the failures whose ids no line above names, within ``budget``;
-    ``listed``: none of them had a line of its own above."""
+    ``listed``: none of them had a line of its own above; ``whole``: all of them fit."""
     count = len(ids) + unlisted
     lead = f"... and {count} {noun}: " if listed else f"... the {count} failing ids: "
-    return lead + name_ids(ids, budget - _size(lead), unlisted)
+    return lead + name_ids(ids, budget - _size(lead), unlisted, whole)
 
 
 def _rest_size(ids: Sequence[str], noun: str, tight: bool) -> int:
@@ -155,9 +155,10 @@ def _render_grouped(
     used = sum(_size(x) + 1 for x in lines)
     room = max_bytes - reserve
     # the loosest grouping that names every id even if no entry got a line of its own
-    tight = next(
-        (t for t in (False, True) if used + _rest_size(_ids(entries), noun, t) <= room), None
-    )
+    ids = _ids(entries)
+    lead = _size(f"... and {len(ids)} {noun}: ") + 1
+    sizes = [used + lead + _size(form) for form in compact_forms(ids)] if ids else [0, 0]
+    tight = next((t for t, size in zip((False, True), sizes, strict=True) if size <= room), None)
     every = not unlisted and tight is not None
     shown: list[_Entry] = []
     for n, entry in enumerate(entries):
@@ -178,7 +179,7 @@ def _render_grouped(
     pending = [e for e in shown if not e.names]
     rest = [*pending, *entries[len(shown) :]]
     if rest or unlisted:
-        lines.append(_rest_line(_ids(rest), noun, room - used - 1, unlisted, not pending))
+        lines.append(_rest_line(_ids(rest), noun, room - used - 1, unlisted, not pending, every))
 
 
 def render(

@@ -17,17 +17,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 # most specific first: ``tests/test_x.py::test_a`` splits at ``::``, not at ``/`` or ``.``
 _SEPARATORS = ("::", " > ", "/", ".")
-_NUMBER = re.compile(r"0|[1-9]\d*")  # a number as written without leading zeros
-_LAST_NUMBER = re.compile(r"^(.*?)(0|[1-9]\d*)(\D*)$", re.S)
+_LAST_NUMBER = re.compile(r"^(.*?)(0|[1-9]\d*)(\D*)$", re.S | re.A)
 
 
 def _size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
+@lru_cache(maxsize=1 << 14)  # the same ids are split for each size the feedback tries
 def split_id(tid: str) -> tuple[str, str, str, str | None]:
     """``(prefix, separator, name, parameters)``: ``f.py::test_a[1]`` is ``("f.py", "::",
     "test_a", "1")``. No separator inside the parameters or a Java signature counts."""
@@ -43,17 +44,31 @@ def split_id(tid: str) -> tuple[str, str, str, str | None]:
     return "", "", base, params
 
 
-def ranges(values: Sequence[str]) -> list[str]:
-    """Numbers as ascending runs (``1-30``), then the other values in their order."""
-    numbers = sorted({int(v) for v in values if _NUMBER.fullmatch(v)})
+def _is_number(value: str) -> bool:
+    """A number as written without leading zeros: ``007`` is a name, not 7."""
+    return value.isascii() and value.isdigit() and (value[0] != "0" or value == "0")
+
+
+def _runs(values: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Numbers as ascending runs (``1-30``), then the other values in their order; with
+    how many values each one stands for."""
+    numbers = sorted({int(v) for v in values if _is_number(v)})
     out: list[str] = []
+    counts: list[int] = []
     start = 0
     for i, n in enumerate(numbers):
         if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
             first = numbers[start]
             out.append(str(n) if first == n else f"{first}-{n}")
+            counts.append(n - first + 1)
             start = i + 1
-    return out + list(dict.fromkeys(v for v in values if not _NUMBER.fullmatch(v)))
+    others = list(dict.fromkeys(v for v in values if not _is_number(v)))
+    return out + others, counts + [1] * len(others)
+
+
+def ranges(values: Sequence[str]) -> list[str]:
+    """Numbers as ascending runs (``1-30``), then the other values in their order."""
+    return _runs(values)[0]
 
 
 @dataclass(frozen=True)
@@ -76,12 +91,7 @@ class _Leaf:
 
 
 def _valued(head: str, values: Sequence[str], tail: str) -> _Leaf:
-    written = ranges(values)
-    counts = []
-    for value in written:
-        low, dash, high = value.partition("-")
-        numeric = dash and _NUMBER.fullmatch(low) and _NUMBER.fullmatch(high)
-        counts.append(int(high) - int(low) + 1 if numeric else 1)
+    written, counts = _runs(values)
     return _Leaf(head, tuple(written), tail, tuple(counts))
 
 
@@ -156,6 +166,16 @@ def compact_ids(ids: Sequence[str], *, tight: bool = False) -> str:
     )
 
 
+def compact_forms(ids: Sequence[str]) -> tuple[str, str]:
+    """``compact_ids`` of ``ids``, grouped and grouped tighter, from one pass over them."""
+    loose, tight = [], []
+    for (prefix, sep), members in _groups(ids).items():
+        leaves = _leaves(members, False)
+        loose.append(_chunk(prefix, sep, [leaf.text() for leaf in leaves]))
+        tight.append(_chunk(prefix, sep, [leaf.text() for leaf in _collapse_numbers(leaves)]))
+    return "; ".join(loose), "; ".join(tight)
+
+
 def _cut(prefix: str, sep: str, leaves: list[_Leaf], room: int) -> tuple[str, int, bool]:
     """As much of a group as fits in ``room`` bytes: (text, ids named, all of it)."""
     names = [leaf.text() for leaf in leaves]
@@ -182,13 +202,13 @@ def _cut(prefix: str, sep: str, leaves: list[_Leaf], room: int) -> tuple[str, in
     return _chunk(prefix, sep, [*shown, "…"]), named, False
 
 
-def name_ids(ids: Sequence[str], budget: int, unlisted: int = 0) -> str:
+def name_ids(ids: Sequence[str], budget: int, unlisted: int = 0, whole: bool = True) -> str:
     """``ids`` named within ``budget`` bytes: grouped, then grouped tighter; when even that
     does not fit, the groups (and members) that fit, then ``; K not named``. ``unlisted``
-    ids are known only by their number and are counted among those not named."""
-    if not unlisted:
-        for tight in (False, True):
-            text = compact_ids(ids, tight=tight)
+    ids are known only by their number and are counted among those not named;
+    ``whole=False``: the caller knows every id cannot fit."""
+    if whole and not unlisted:
+        for text in compact_forms(ids):
             if _size(text) <= budget:
                 return text
     total = len(dict.fromkeys(ids)) + unlisted
