@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from looprun.observe.base import Item
 from looprun.observe.id_groups import compact_forms, compact_ids, name_ids
@@ -77,15 +76,14 @@ def _cause(item: Item) -> tuple[str, str | None, int | None, str]:
     return (item.severity, item.file, item.line, _NUMBERS.sub("N", first))
 
 
-@dataclass(frozen=True)
 class _Entry:
     """The lines for one failing item, or for a group of items that fail with one cause;
     ``names``: whether those lines name every id of the group (else the last line does)."""
 
-    head: str
-    detail: str
-    members: list[Item]
-    names: bool = True
+    __slots__ = ("detail", "head", "members", "names")
+
+    def __init__(self, head: str, detail: str, members: list[Item], names: bool = True):
+        self.head, self.detail, self.members, self.names = head, detail, members, names
 
 
 def _entries(items: Sequence[Item], group: bool, max_bytes: int) -> list[_Entry]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 # most specific first: ``tests/test_x.py::test_a`` splits at ``::``, not at ``/`` or ``.``
@@ -71,15 +70,21 @@ def ranges(values: Sequence[str]) -> list[str]:
     return _runs(values)[0]
 
 
-@dataclass(frozen=True)
 class _Leaf:
     """A group's member as written: a name, or a name with its values (parameters in
-    brackets, last numbers in braces), which a budget can cut after any value."""
+    brackets, last numbers in braces), which a budget can cut after any value. (A plain
+    class: the feedback's module is imported by every check, a dataclass costs more.)"""
 
-    head: str
-    values: tuple[str, ...] = ()
-    tail: str = ""
-    counts: tuple[int, ...] = ()
+    __slots__ = ("counts", "head", "tail", "values")
+
+    def __init__(
+        self,
+        head: str,
+        values: tuple[str, ...] = (),
+        tail: str = "",
+        counts: tuple[int, ...] = (),
+    ) -> None:
+        self.head, self.values, self.tail, self.counts = head, values, tail, counts
 
     def text(self, keep: int | None = None) -> str:
         if not self.values:
