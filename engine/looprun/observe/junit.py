@@ -247,11 +247,11 @@ class _Scan:
         self.tally = tally
         self.shown = shown
         self.parser = parser
-        self.stack: list[str] = []  # local tag names of the open elements outside cases
+        self.stack: list[str] = []  # local tag names of the open elements
         self.names: dict[str, str] = {_CASE: _CASE}  # tag -> local name, once per tag
         self.case: dict[str, str] | None = None  # the open case's attributes
         self.inner: _Inner | None = None  # what it holds, if anything
-        self.case_depth = 0  # how deep inside the open case the parser is
+        self.case_depth = 0
         self.text: _Result | None = None  # the result whose text is being read
         self.text_depth = 0
         self.suites: list[tuple[str, list[_Result]]] = []  # per open suite: its results
@@ -264,16 +264,24 @@ class _Scan:
         stack = self.stack
         if self.text is not None:  # an element's text is what precedes its first child
             self._read_text(None)
+        if self.case is not None:
+            inner = self.inner
+            if inner is None:
+                inner = self.inner = _Inner()
+            inner.tags.add(tag)
+            if tag in ("failure", "error") and tag not in inner.results:
+                result = inner.results[tag] = _Result(tag, attrib)
+                if not self.tally.full:
+                    self._read_text(result, len(stack) + 1)
+            stack.append("")
+            return
         local = self.names.get(tag)
         if local is None:
             local = self.names[tag] = _local(tag)
         if local == _CASE and stack and stack[-1] in ("testsuites", _SUITE):
-            # inside a case only its own handlers run, and only until it ends
-            self.case, self.inner, self.case_depth = attrib, None, 0
-            self.parser.StartElementHandler = self.case_start
-            self.parser.EndElementHandler = self.case_end
-            return
-        if local == _SUITE:
+            self.case = attrib
+            self.case_depth = len(stack) + 1
+        elif local == _SUITE:
             self.suites.append((attrib.get("name") or "<suite>", []))
         elif local in ("error", "failure") and stack and stack[-1] == _SUITE:
             result = _Result(local, attrib)
@@ -292,49 +300,25 @@ class _Scan:
         local = stack.pop()
         if self.text is not None and depth == self.text_depth:
             self._read_text(None)
-        if local == _SUITE:
+        if self.case is not None:
+            if depth == self.case_depth:
+                attrib, inner = self.case, self.inner
+                self.case = self.inner = None
+                self.tally.tests += 1
+                # nothing inside (the common case) is a pass without looking further
+                if inner is None or _on_case(self.tally, attrib, inner):
+                    self.tally.passed += 1
+                    self.tally.passing.append(
+                        self.tally.case_id(
+                            attrib.get("name") or "<unnamed>",
+                            attrib.get("classname") or "",
+                            attrib.get("file"),
+                        )
+                    )
+        elif local == _SUITE:
             name, results = self.suites.pop()
             for result in results:
                 _on_suite_result(self.tally, name, result)
-
-    def case_start(self, tag: str, attrib: dict[str, str]) -> None:
-        """An element inside the open case: its tag classifies the case; the first
-        ``failure``/``error`` keeps its attributes (and its text, while items are kept)."""
-        if self.text is not None:
-            self._read_text(None)
-        inner = self.inner
-        if inner is None:
-            inner = self.inner = _Inner()
-        inner.tags.add(tag)
-        self.case_depth += 1
-        if tag in ("failure", "error") and tag not in inner.results:
-            result = inner.results[tag] = _Result(tag, attrib)
-            if not self.tally.full:
-                self._read_text(result, self.case_depth)
-
-    def case_end(self, tag: str) -> None:
-        depth = self.case_depth
-        if self.text is not None and depth == self.text_depth:
-            self._read_text(None)
-        if depth:
-            self.case_depth = depth - 1
-            return
-        attrib, inner = self.case, self.inner
-        self.case = self.inner = None
-        self.parser.StartElementHandler = self.start
-        self.parser.EndElementHandler = self.end
-        tally = self.tally
-        tally.tests += 1
-        # nothing inside (the common case) is a pass without looking further
-        if inner is None or _on_case(tally, attrib, inner):
-            tally.passed += 1
-            tally.passing.append(
-                tally.case_id(
-                    attrib.get("name") or "<unnamed>",
-                    attrib.get("classname") or "",
-                    attrib.get("file"),
-                )
-            )
 
 
 def _on_case(tally: _Tally, attrib: dict[str, str], inner: _Inner) -> bool:
