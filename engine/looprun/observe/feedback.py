@@ -107,9 +107,9 @@ def _entries(items: Sequence[Item], group: bool, max_bytes: int) -> list[_Entry]
             f"{len(members)} fail with one cause{f' ({loc})' if loc else ''}: {message}",
             _MAX_LINE,
         )
-        ids = compact_ids([m.id for m in members])
+        ids, tight = compact_forms([m.id for m in members])
         if _size(ids) > max_bytes // 4:
-            ids = compact_ids([m.id for m in members], tight=True)
+            ids = tight
         if _size(ids) > max_bytes // 4:
             out.append(_Entry(f"{head}\n  ids: on the last line", first.detail, members, False))
         else:

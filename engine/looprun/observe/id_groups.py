@@ -51,7 +51,14 @@ def _is_number(value: str) -> bool:
 def _runs(values: Sequence[str]) -> tuple[list[str], list[int]]:
     """Numbers as ascending runs (``1-30``), then the other values in their order; with
     how many values each one stands for."""
-    numbers = sorted({int(v) for v in values if _is_number(v)})
+    found: set[int] = set()
+    others: dict[str, None] = {}
+    for v in values:
+        if _is_number(v):
+            found.add(int(v))
+        else:
+            others[v] = None
+    numbers = sorted(found)
     out: list[str] = []
     counts: list[int] = []
     start = 0
@@ -61,8 +68,7 @@ def _runs(values: Sequence[str]) -> tuple[list[str], list[int]]:
             out.append(str(n) if first == n else f"{first}-{n}")
             counts.append(n - first + 1)
             start = i + 1
-    others = list(dict.fromkeys(v for v in values if not _is_number(v)))
-    return out + others, counts + [1] * len(others)
+    return out + list(others), counts + [1] * len(others)
 
 
 def ranges(values: Sequence[str]) -> list[str]:
