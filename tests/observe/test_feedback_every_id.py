@@ -76,7 +76,7 @@ def named(feedback: str, failing: list[str]) -> tuple[set[str], int]:
         tid
         for tid in failing
         if tid in feedback  # a quick test first: one pattern per id is slow for thousands
-        and re.search(rf"(^|[\s;]){re.escape(tid)}( |:|$)", feedback, re.M)
+        and re.search(rf"^{re.escape(tid)}(?: \(|: |$)", feedback, re.M)  # a line of its own
     }
     for ids in re.findall(r"^  ids: (.*)$", feedback, flags=re.M):
         if ids != "on the last line":
@@ -91,7 +91,8 @@ def named(feedback: str, failing: list[str]) -> tuple[set[str], int]:
         if count:
             left = int(count.group(1))
             line = line[: count.start()]
-        found |= expand(line.replace(", …}", "}").replace("{…}", ""))
+        if line:
+            found |= expand(line.replace(", …}", "}").replace("{…}", ""))
     return found, left
 
 

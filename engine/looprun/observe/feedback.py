@@ -2,7 +2,8 @@
 
 Every failing item gets one line (id, file:line, message) while room lasts; the first
 ones also get their key traceback lines. Whatever does not fit is summarised as
-"... and N more", so a 10 MB log still yields a few KB that name what failed.
+"... and N more" -- for test failures with every remaining id named, grouped (see
+``id_groups``) -- so a 10 MB log still yields a few KB that name what failed.
 """
 
 from __future__ import annotations
@@ -131,11 +132,16 @@ def _rest_line(
     return lead + name_ids(ids, budget - _size(lead), unlisted, whole)
 
 
+def _lead_size(ids: Sequence[str], noun: str) -> int:
+    """Bytes of the last line's words before its ids (either wording), and its newline."""
+    return _size(f"... and {len(ids)} {noun}: ") + len(" failing ids") + 1
+
+
 def _rest_size(ids: Sequence[str], noun: str, tight: bool) -> int:
     """Bytes of the line that names every one of ``ids`` (0: none left)."""
     if not ids:
         return 0
-    return _size(f"... and {len(ids)} {noun}: {compact_ids(ids, tight=tight)}") + 1
+    return _lead_size(ids, noun) + _size(compact_ids(ids, tight=tight))
 
 
 def _render_grouped(
@@ -154,7 +160,7 @@ def _render_grouped(
     room = max_bytes - reserve
     # the loosest grouping that names every id even if no entry got a line of its own
     ids = _ids(entries)
-    lead = _size(f"... and {len(ids)} {noun}: ") + 1
+    lead = _lead_size(ids, noun)
     sizes = [used + lead + _size(form) for form in compact_forms(ids)] if ids else [0, 0]
     tight = next((t for t, size in zip((False, True), sizes, strict=True) if size <= room), None)
     every = not unlisted and tight is not None

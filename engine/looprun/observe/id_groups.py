@@ -154,8 +154,7 @@ def _collapse_numbers(leaves: list[_Leaf]) -> list[_Leaf]:
 
 
 def _chunk(prefix: str, sep: str, names: Sequence[str]) -> str:
-    if not prefix:
-        return ", ".join(names)
+    """One group: ``prefix::name``, or ``prefix::{a, b}`` (ids without a prefix: ``{a, b}``)."""
     if len(names) == 1:
         return f"{prefix}{sep}{names[0]}"
     return f"{prefix}{sep}{{{', '.join(names)}}}"
