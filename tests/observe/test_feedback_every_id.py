@@ -258,3 +258,13 @@ def test_numbers_written_with_leading_zeros_are_not_ranges() -> None:
     feedback = render("h", items, max_bytes=256, group=True, noun="more failing")
     found, _ = named(feedback, ids)
     assert found >= set(ids) and "test_x[7]" not in feedback
+
+
+def test_parameters_that_read_as_ranges_are_written_as_they_are() -> None:
+    """pytest joins several parameters with ``-`` (``test_add[1-2]``): in such a test no
+    numbers become ranges, so ``[1-2, 3-4]`` names exactly those two ids."""
+    ids = ["tests/t.py::test_add[1-2]", "tests/t.py::test_add[3-4]", "tests/t.py::test_add[5]"]
+    ids += [f"tests/t.py::test_sub[{n}]" for n in range(10)]
+    items = [Item(id=tid, message=f"m {_word(n)}", severity="failure") for n, tid in enumerate(ids)]
+    feedback = render("h", items, max_bytes=256, group=True, noun="more failing")
+    assert "test_add[1-2, 3-4, 5]" in feedback and "test_sub[0-9]" in feedback

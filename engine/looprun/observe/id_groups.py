@@ -20,6 +20,7 @@ from functools import lru_cache
 
 # most specific first: ``tests/test_x.py::test_a`` splits at ``::``, not at ``/`` or ``.``
 _SEPARATORS = ("::", " > ", "/", ".")
+_RUN = re.compile(r"\d+-\d+", re.A)
 _LAST_NUMBER = re.compile(r"^(.*?)(0|[1-9]\d*)(\D*)$", re.S | re.A)
 
 
@@ -50,7 +51,11 @@ def _is_number(value: str) -> bool:
 
 def _runs(values: Sequence[str]) -> tuple[list[str], list[int]]:
     """Numbers as ascending runs (``1-30``), then the other values in their order; with
-    how many values each one stands for."""
+    how many values each one stands for. Where a value reads as a run itself (pytest
+    joins parameters with ``-``: ``test[1-2]``), every value is written as it is."""
+    if any(_RUN.fullmatch(v) for v in values):
+        kept = list(dict.fromkeys(values))
+        return kept, [1] * len(kept)
     found: set[int] = set()
     others: dict[str, None] = {}
     for v in values:
