@@ -1,14 +1,17 @@
 """Observe benchmarks: JUnit parsing at scale, and feedback size from a huge pytest log.
 
     python benchmarks/bench_observe.py [--cases 100000] [--runs 5] [--every 50] [--frames 40]
-        [--errors 500] [--skips 33]
+        [--errors 500] [--skips 33] [--shape both|gentle|failing]
 
-1. Generates a JUnit file with N test cases (one in ``--every`` failing, one in
-   ``--errors`` erring, each with a traceback of ``--frames`` frames, one in ``--skips``
-   skipped) and times ``looprun observe junit FILE`` against
-   junitparser alone reading the same file, each in a fresh process (medians of several
-   runs, interleaved; their ratio; peak RSS of each process), then in-process (peak
-   Python memory via tracemalloc).
+1. Generates JUnit files of N test cases in two shapes and times ``looprun observe junit
+   FILE`` against junitparser alone reading the same file, each in a fresh process (medians
+   of several runs, interleaved; their ratio; peak RSS of each process), then in-process
+   (peak Python memory via tracemalloc):
+   - gentle: one in ``--every`` failing, one in ``--errors`` erring, each with a traceback
+     of ``--frames`` frames, one in ``--skips`` skipped;
+   - failing: what a broken suite writes, as pytest writes it: 30% failing (parametrized
+     ids, a multi-line message, a 20-frame traceback, captured stdout and stderr), 10%
+     erring in setup with their own tracebacks, 10% skipped.
 2. Generates a ~10 MB failing pytest log and checks that the pytest-text fallback's
    feedback stays under 4 KB while naming every failing test id and the first assertion.
 """
@@ -96,6 +99,54 @@ def make_junit(
                     )
                 else:
                     fh.write(f'<testcase classname="{cls}" name="test_{n}" time="0.001"/>\n')
+            fh.write("</testsuite>\n")
+        fh.write("</testsuites>\n")
+    return failing, erring
+
+
+def _broken_case(n: int, cls: str, file: str) -> str:
+    """One case of a broken suite: every third of ten fails, one in ten errs in setup, one
+    in ten is skipped, the rest pass; failures carry what pytest captured."""
+    kind = n % 10
+    head = f'<testcase classname="{cls}" name="test_value[{n}]" file="{file}" line="{n % 400}"'
+    if kind in (1, 4, 7):
+        message = (
+            f"AssertionError: value {n} is wrong&#10;assert {n + 1} == {n}&#10;"
+            f" +  where {n + 1} = compute({n})"
+        )
+        out = "".join(f"debug: step {i} of test {n} reached\n" for i in range(12))
+        return (
+            f'{head} time="0.02"><failure message="{message}">{_traceback(n, 20)}'
+            f"</failure><system-out>{out}</system-out>"
+            f"<system-err>warning: retrying connection {n}\n</system-err></testcase>\n"
+        )
+    if kind == 2:
+        return (
+            f'{head} time="0.01"><error message="failed on setup with &quot;'
+            f'ConnectionError: db {n} refused&quot;">{_traceback(n, 15)}'
+            "E   ConnectionError: connection refused\n</error></testcase>\n"
+        )
+    if kind == 9:
+        return (
+            f'{head} time="0.0"><skipped type="pytest.skip" message="needs a GPU">'
+            f"{file}:{n % 400}: needs a GPU</skipped></testcase>\n"
+        )
+    return f'{head} time="0.003"/>\n'
+
+
+def make_broken_junit(path: Path, cases: int) -> tuple[int, int]:
+    """A failure-heavy report of N cases (see ``_broken_case``). Returns (failing, erring)."""
+    failing = erring = 0
+    per_suite = 500
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n')
+        for s in range(0, cases, per_suite):
+            fh.write(f'<testsuite name="pytest" tests="{per_suite}">\n')
+            cls, file = f"tests.test_mod{s}", f"tests/test_mod{s}.py"
+            for n in range(s, min(cases, s + per_suite)):
+                failing += n % 10 in (1, 4, 7)
+                erring += n % 10 == 2
+                fh.write(_broken_case(n, cls, file))
             fh.write("</testsuite>\n")
         fh.write("</testsuites>\n")
     return failing, erring
@@ -210,6 +261,30 @@ def make_pytest_log(path: Path, target_bytes: int, failures: int) -> None:
         fh.write(f"{'=' * 17} {failures} failed, {5000 - failures} passed in 12.34s {'=' * 17}\n")
 
 
+def in_process(root: Path, report: Path, cases: int, failing: int, erring: int, runs: int) -> None:
+    """One report parsed in this process, ours against junitparser."""
+    parser = JUnitParser()
+    data = ParseInput(workdir=root, file=report)
+    obs = parser.parse(data)
+    assert obs.counts["tests"] == cases and obs.counts["failed"] == failing, obs.counts
+    assert obs.counts["errors"] == erring, obs.counts
+    assert len(obs.facts["failing"]) == failing + erring
+    assert junitparser_alone(report) == (cases, failing + erring)
+    ours, ours_cpu, ours_mb = timed(lambda: parser.parse(data), runs)
+    alone, alone_cpu, alone_mb = timed(lambda: junitparser_alone(report), runs)
+    print("  in-process (after imports), medians:")
+    for name, wall, cpu, mb in (
+        ("looprun junit parser", ours, ours_cpu, ours_mb),
+        ("junitparser alone   ", alone, alone_cpu, alone_mb),
+    ):
+        print(f"  {name} : {wall:.3f} s wall, {cpu:.3f} s CPU, peak {mb:.1f} MB")
+    print(
+        f"  ratio (ours / alone) : wall {ours / alone:.2f}x, CPU {ours_cpu / alone_cpu:.2f}x, "
+        f"memory {ours_mb / alone_mb:.2f}x"
+    )
+    print(f"  feedback             : {len(obs.feedback.encode())} bytes")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=100_000)
@@ -219,38 +294,35 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=40, help="frames per failure's traceback")
     ap.add_argument("--errors", type=int, default=500, help="one case in N errs (500: 0.2%%)")
     ap.add_argument("--skips", type=int, default=33, help="one case in N skipped (33: 3%%)")
+    ap.add_argument("--shape", choices=("both", "gentle", "failing"), default="both")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="looprun-bench-") as tmp:
         root = Path(tmp)
-        report = root / "junit.xml"
-        failing, erring = make_junit(
-            report, args.cases, args.every, args.frames, args.errors, args.skips
-        )
-        size_mb = report.stat().st_size / 1e6
-        print(
-            f"junit: {args.cases} cases ({failing} failing, {erring} erring, one in "
-            f"{args.skips} skipped), {size_mb:.1f} MB file"
-        )
-        compare_fresh(report, args.runs)
-        parser = JUnitParser()
-        data = ParseInput(workdir=root, file=report)
-        obs = parser.parse(data)
-        assert obs.counts["tests"] == args.cases and obs.counts["failed"] == failing, obs.counts
-        assert obs.counts["errors"] == erring, obs.counts
-        assert junitparser_alone(report) == (args.cases, failing + erring)
-        ours, ours_cpu, ours_mb = timed(lambda: parser.parse(data), args.runs)
-        alone, alone_cpu, alone_mb = timed(lambda: junitparser_alone(report), args.runs)
-        print("  in-process (after imports), medians:")
-        for name, wall, cpu, mb in (
-            ("looprun junit parser", ours, ours_cpu, ours_mb),
-            ("junitparser alone   ", alone, alone_cpu, alone_mb),
-        ):
-            print(f"  {name} : {wall:.3f} s wall, {cpu:.3f} s CPU, peak {mb:.1f} MB")
-        print(
-            f"  ratio (ours / alone) : wall {ours / alone:.2f}x, CPU {ours_cpu / alone_cpu:.2f}x, "
-            f"memory {ours_mb / alone_mb:.2f}x"
-        )
-        print(f"  feedback             : {len(obs.feedback.encode())} bytes")
+        shapes: list[tuple[Path, int, int, str]] = []
+        if args.shape in ("both", "gentle"):
+            report = root / "gentle.xml"
+            failing, erring = make_junit(
+                report, args.cases, args.every, args.frames, args.errors, args.skips
+            )
+            shapes.append((report, failing, erring, f"one in {args.skips} skipped"))
+        if args.shape in ("both", "failing"):
+            report = root / "failing.xml"
+            failing, erring = make_broken_junit(report, args.cases)
+            shape = "failure-heavy: 10% skipped, multi-line messages, captured output"
+            shapes.append((report, failing, erring, shape))
+        # every fresh process first: a child's peak RSS counts what this process held
+        # when it forked, which the in-process runs grow
+        for report, failing, erring, shape in shapes:
+            size_mb = report.stat().st_size / 1e6
+            print(
+                f"junit {report.stem}: {args.cases} cases ({failing} failing, {erring} "
+                f"erring, {shape}), {size_mb:.1f} MB"
+            )
+            compare_fresh(report, args.runs)
+        for report, failing, erring, _ in shapes:
+            print(f"junit {report.stem}:")
+            in_process(root, report, args.cases, failing, erring, args.runs)
+            report.unlink()
 
         log = root / "pytest.log"
         make_pytest_log(log, 10_000_000, args.failures)

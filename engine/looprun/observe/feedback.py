@@ -2,7 +2,8 @@
 
 Every failing item gets one line (id, file:line, message) while room lasts; the first
 ones also get their key traceback lines. Whatever does not fit is summarised as
-"... and N more", so a 10 MB log still yields a few KB that name what failed.
+"... and N more" -- for test failures with every remaining id named, grouped (see
+``id_groups``) -- so a 10 MB log still yields a few KB that name what failed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 from collections.abc import Sequence
 
 from looprun.observe.base import Item
+from looprun.observe.id_groups import compact_forms, compact_ids, name_ids
 
 DEFAULT_MAX_FEEDBACK = 4096
 _MAX_LINE = 400
@@ -75,37 +77,22 @@ def _cause(item: Item) -> tuple[str, str | None, int | None, str]:
     return (item.severity, item.file, item.line, _NUMBERS.sub("N", first))
 
 
-def compact_ids(ids: Sequence[str]) -> str:
-    """Every id, written once with its shared parts: ``f.py::test_x[a, b]`` for the
-    parameters of one test, ``f.py::{test_a, test_b}`` for tests of one file."""
-    by_test: dict[str, list[str]] = {}
-    for tid in ids:
-        base, bracket, param = tid.partition("[")
-        key = base if bracket and param.endswith("]") else tid
-        by_test.setdefault(key, [])
-        if key != tid:
-            by_test[key].append(param[:-1])
-    tests = [f"{base}[{', '.join(ps)}]" if ps else base for base, ps in by_test.items()]
-    by_file: dict[str, list[str]] = {}
-    for test in tests:
-        file, sep, name = test.partition("::")
-        by_file.setdefault(file if sep else "", []).append(name if sep else test)
-    out = []
-    for file, names in by_file.items():
-        if not file:
-            out += names
-        elif len(names) == 1:
-            out.append(f"{file}::{names[0]}")
-        else:
-            out.append(f"{file}::{{{', '.join(names)}}}")
-    return "; ".join(out)
+class _Entry:
+    """The lines for one failing item, or for a group of items that fail with one cause;
+    ``names``: whether those lines name every id of the group (else the last line does)."""
+
+    __slots__ = ("detail", "head", "members", "names")
+
+    def __init__(self, head: str, detail: str, members: list[Item], names: bool = True):
+        self.head, self.detail, self.members, self.names = head, detail, members, names
 
 
-def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, list[Item]]]:
-    """(lines naming the items, detail, the items) per item, or per group of items
-    that fail with one cause."""
+def _entries(items: Sequence[Item], group: bool, max_bytes: int) -> list[_Entry]:
+    """An entry per item, or per group of items that fail with one cause. A group's ids
+    are grouped tighter when they would take more than a quarter of ``max_bytes``, and
+    left to the last line when even that is too long."""
     if not group:
-        return [(item_line(i), i.detail, [i]) for i in items]
+        return [_Entry(item_line(i), i.detail, [i]) for i in items]
     groups: dict[tuple[str, str | None, int | None, str], list[Item]] = {}
     for item in items:
         groups.setdefault(_cause(item), []).append(item)
@@ -113,7 +100,7 @@ def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, list[It
     for members in groups.values():
         first = members[0]
         if len(members) == 1:
-            out.append((item_line(first), first.detail, members))
+            out.append(_Entry(item_line(first), first.detail, members))
             continue
         loc = location(first)
         message = first.message.splitlines()[0] if first.message else ""
@@ -121,14 +108,82 @@ def _entries(items: Sequence[Item], group: bool) -> list[tuple[str, str, list[It
             f"{len(members)} fail with one cause{f' ({loc})' if loc else ''}: {message}",
             _MAX_LINE,
         )
-        ids = compact_ids([m.id for m in members])
-        out.append((f"{head}\n  ids: {ids}", first.detail, members))
+        ids, tight = compact_forms([m.id for m in members])
+        if _size(ids) > max_bytes // 4:
+            ids = tight
+        if _size(ids) > max_bytes // 4:
+            out.append(_Entry(f"{head}\n  ids: on the last line", first.detail, members, False))
+        else:
+            out.append(_Entry(f"{head}\n  ids: {ids}", first.detail, members))
     return out
 
 
-def _more(left: Sequence[Item], noun: str) -> str:
-    """The line for failures that get no line of their own: how many, and their ids."""
-    return f"... and {len(left)} {noun}: {compact_ids(list(dict.fromkeys(i.id for i in left)))}"
+def _ids(entries: Sequence[_Entry]) -> list[str]:
+    return list(dict.fromkeys(m.id for e in entries for m in e.members))
+
+
+def _rest_line(
+    ids: Sequence[str], noun: str, budget: int, unlisted: int, listed: bool, whole: bool
+) -> str:
+    """The line naming the failures whose ids no line above names, within ``budget``;
+    ``listed``: none of them had a line of its own above; ``whole``: all of them fit."""
+    count = len(ids) + unlisted
+    lead = f"... and {count} {noun}: " if listed else f"... the {count} failing ids: "
+    return lead + name_ids(ids, budget - _size(lead), unlisted, whole)
+
+
+def _lead_size(ids: Sequence[str], noun: str) -> int:
+    """Bytes of the last line's words before its ids (either wording), and its newline."""
+    return _size(f"... and {len(ids)} {noun}: ") + len(" failing ids") + 1
+
+
+def _rest_size(ids: Sequence[str], noun: str, tight: bool) -> int:
+    """Bytes of the line that names every one of ``ids`` (0: none left)."""
+    if not ids:
+        return 0
+    return _lead_size(ids, noun) + _size(compact_ids(ids, tight=tight))
+
+
+def _render_grouped(
+    lines: list[str],
+    entries: Sequence[_Entry],
+    max_bytes: int,
+    reserve: int,
+    noun: str,
+    unlisted: int,
+) -> None:
+    """Lines (and details) for the first entries while the ones after them can still all
+    be named; then one line naming the rest, grouped as tightly as the room asks. Only
+    when even the tightest grouping of every id cannot fit are lines kept to half the
+    room and the ids that do not fit counted."""
+    used = sum(_size(x) + 1 for x in lines)
+    room = max_bytes - reserve
+    # the loosest grouping that names every id even if no entry got a line of its own
+    ids = _ids(entries)
+    lead = _lead_size(ids, noun)
+    sizes = [used + lead + _size(form) for form in compact_forms(ids)] if ids else [0, 0]
+    tight = next((t for t, size in zip((False, True), sizes, strict=True) if size <= room), None)
+    every = not unlisted and tight is not None
+    shown: list[_Entry] = []
+    for n, entry in enumerate(entries):
+        rest = [e for e in shown if not e.names] + [entry] * (not entry.names)
+        after = _rest_size(_ids([*rest, *entries[n + 1 :]]), noun, bool(tight)) if every else 0
+        limit = room if every else room // 2
+        if used + _size(entry.head) + 1 + after > limit:
+            break
+        lines.append(entry.head)
+        used += _size(entry.head) + 1
+        shown.append(entry)
+        if entry.detail:
+            indent = "      " if len(entry.members) > 1 else "    "
+            detail = "\n".join(indent + d for d in entry.detail.splitlines() if d.strip())
+            if detail and used + _size(detail) + 1 + after <= limit:
+                lines.append(detail)
+                used += _size(detail) + 1
+    pending = [e for e in shown if not e.names]
+    rest = [*pending, *entries[len(shown) :]]
+    if rest or unlisted:
+        lines.append(_rest_line(_ids(rest), noun, room - used - 1, unlisted, not pending, every))
 
 
 def render(
@@ -139,48 +194,45 @@ def render(
     footer: str = "",
     noun: str = "more",
     group: bool = False,
+    unlisted: int = 0,
 ) -> str:
     """Header, one line per item (details for the first ones), then ``and N more``.
 
     ``group``: failures with one cause (same place, same message but for numbers) share
-    one line and list their ids compactly, so a hundred failing tests are all named."""
+    one line, and the failures left without a line are named on a last one, their ids
+    grouped (see ``id_groups``) so every one fits when it can; ``unlisted`` failures are
+    known only by their number (counted there, never named)."""
     max_bytes = max(256, int(max_bytes))
     items = ordered(items)
     lines = [clip(header, _MAX_LINE)] if header else []
     used = sum(_size(x) + 1 for x in lines)
-    entries = _entries(items, group)
+    entries = _entries(items, group, max_bytes)
+    if group:
+        footer_size = _size(clip(footer, max_bytes // 2)) + 1 if footer else 0
+        _render_grouped(lines, entries, max_bytes, footer_size, noun, unlisted)
+        return _finish(lines, footer, max_bytes)
     # Room kept for the remaining id lines, so details never crowd out a failing id.
-    rest = sum(_size(h) + 1 for h, _, _ in entries)
+    rest = sum(_size(e.head) + 1 for e in entries)
     reserve = 40 + (_size(footer) + 1 if footer else 0)
-    # with ``group``, when not every entry gets its line, a last line names the ids left
-    # out; kept only if every id can be named that way, else lines while room lasts
-    name_rest = group and used + _size(_more(items, noun)) + 1 + reserve <= max_bytes
     shown = 0
-    for n, (head, detail_text, members) in enumerate(entries):
-        rest -= _size(head) + 1
-        if used + _size(head) + 1 + reserve > max_bytes:
+    for entry in entries:
+        rest -= _size(entry.head) + 1
+        if used + _size(entry.head) + 1 + reserve > max_bytes:
             break
-        if (
-            name_rest
-            and n + 1 < len(entries)
-            and used + _size(head) + 1 + rest + reserve > max_bytes
-        ):
-            left = [m for _, _, ms in entries[n + 1 :] for m in ms]
-            if used + _size(head) + 1 + _size(_more(left, noun)) + 1 + reserve > max_bytes:
-                break
-        lines.append(head)
-        used += _size(head) + 1
+        lines.append(entry.head)
+        used += _size(entry.head) + 1
         shown += 1
-        if detail_text:
-            indent = "      " if len(members) > 1 else "    "
-            detail = "\n".join(indent + d for d in detail_text.splitlines() if d.strip())
+        if entry.detail:
+            detail = "\n".join("    " + d for d in entry.detail.splitlines() if d.strip())
             if detail and used + _size(detail) + 1 + rest + reserve <= max_bytes:
                 lines.append(detail)
                 used += _size(detail) + 1
     if shown < len(entries):
-        left = [m for _, _, ms in entries[shown:] for m in ms]
-        more = _more(left, noun) if group else f"... and {len(left)} {noun}"
-        lines.append(clip(more, max(40, max_bytes - used - reserve + 40)))
+        lines.append(f"... and {len(entries) - shown} {noun}")
+    return _finish(lines, footer, max_bytes)
+
+
+def _finish(lines: list[str], footer: str, max_bytes: int) -> str:
     if footer:
         lines.append(clip(footer, max_bytes // 2))
     text = "\n".join(lines)

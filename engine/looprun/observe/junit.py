@@ -494,7 +494,13 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
         Item(id=i, message="(details not kept)", severity="failure") for i in extra_names[:5000]
     ]
     feedback = render(
-        header, items, max_bytes=limit, footer=footer, noun="more failing", group=True
+        header,
+        items,
+        max_bytes=limit,
+        footer=footer,
+        noun="more failing",
+        group=True,
+        unlisted=max(0, len(extra_names) - 5000),
     )
     facts = {
         **counts,
