@@ -162,8 +162,11 @@ def run(
     template: str = "bugfix",
     config: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
+    variants: int = 0,
 ) -> tuple[Any, Path]:
-    """``looprun TEMPLATE`` on a fresh copy of samples/invoice, talking to ``server``."""
+    """``looprun TEMPLATE`` on a fresh copy of samples/invoice, talking to ``server``; with
+    no held-out variants asked for unless ``variants`` (these tests count the act and plan
+    requests; the variants' call has tests of its own)."""
     workdir = sample_copy("invoice", tmp)
     config_file = tmp / "config.yaml"
     settings = {"retry": {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 20}}
@@ -179,6 +182,7 @@ def run(
     cli += [server.openai_url, "--json", *args]
     if model:
         cli += ["--model", model]
+    cli += ["--set", f"holdout_variants={variants}"]  # every template here is a bugfix
     return looprun(*cli, env=full_env), workdir
 
 
@@ -404,5 +408,8 @@ def test_a_static_plan_does_not_need_the_plan_models_key(
         "--max-iterations",
         "1",
         env=hosted,
+        variants=3,  # asked of the act model, since the plan model has no key
     )
+    assert proc.stdout, proc.stderr
+    assert "held-out variants are asked of the act model" in proc.stderr
     assert json.loads(proc.stdout)["tasks"][0]["outcome"] == "done", proc.stderr

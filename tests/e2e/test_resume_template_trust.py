@@ -194,7 +194,8 @@ def test_a_file_shadowing_a_built_in_fragment_is_refused(tmp_path: Path) -> None
     fragment, one the run never read."""
     loop = LOOP.replace("include: [frag.yaml]", "include: [observers/python, frag.yaml]")
     loop += (
-        "observe: {tests: null, lint: null, cov: null, holdout: null, plain: null, diff: null}\n"
+        "observe: {tests: null, lint: null, cov: null, holdout: null, plain: null, diff: null, "
+        "variants: null}\n"
     )
     shadow = "import pathlib\npathlib.Path('loops/observers').mkdir()\n" + (
         f"pathlib.Path('loops/observers/python').write_text({PLANTED!r})\n"

@@ -98,6 +98,10 @@ def test_a_run_is_one_trace_under_the_callers_span(tmp_path: Path) -> None:
     }
 
     chats = got.named("chat ")
+    # the held-out variants' call is a chat of its own role, after the reproduction
+    roles = [(parent(c).name, attrs(c)["looprun.role"]) for c in chats]
+    assert ("iteration 1", "holdout") in roles
+    chats = [c for c in chats if attrs(c)["looprun.role"] == "act"]
     assert len(chats) == 6 and all(parent(c).name.startswith("iteration ") for c in chats)
     c = attrs(chats[0])
     assert c["gen_ai.operation.name"] == "chat"
@@ -114,11 +118,11 @@ def test_a_run_is_one_trace_under_the_callers_span(tmp_path: Path) -> None:
     observers = [
         s for s in got.named("execute_tool ") if attrs(s)["gen_ai.tool.type"] != "function"
     ]
-    # five observers at the baseline (under the run) and each of them in every iteration
+    # the observers at the baseline (under the run) and each of them in every iteration
     # (`plain` too, where the reproduction passes); a staged observer adds its narrow run,
     # and a narrow result that would end a task reruns every check whole, so an iteration
-    # may hold more than five
-    five = ["cov", "diff", "holdout", "lint", "tests"]
+    # may hold more than one span of an observer
+    five = ["cov", "diff", "holdout", "lint", "tests", "variants"]
     for n in (1, 2, 3):
         ran = {
             attrs(o)["gen_ai.tool.name"] for o in observers if parent(o).name == f"iteration {n}"
@@ -133,6 +137,7 @@ def test_a_run_is_one_trace_under_the_callers_span(tmp_path: Path) -> None:
         "lint",
         "plain",
         "tests",
+        "variants",
     ]
     tests_1 = next(
         o
@@ -411,7 +416,7 @@ def test_an_interrupted_run_still_exports_its_spans_as_not_finished(tmp_path: Pa
     (root,) = got.named("invoke_workflow ")
     assert attrs(root)["error.type"] == "not_finished"
     assert root.status.code == root.status.STATUS_CODE_ERROR
-    assert len(got.named("execute_tool ")) == 6  # the baseline's observers
+    assert len(got.named("execute_tool ")) == 7  # the baseline's observers
 
 
 def test_two_levels_of_sub_loops_keep_one_trace(tmp_path: Path) -> None:

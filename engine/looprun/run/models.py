@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from looprun.act.agent_role import AgentActRole, agent_model
-from looprun.errors import LooprunError, UsageError
+from looprun.errors import LooprunError, ModelSetupError, UsageError
 from looprun.journal.writer import RunJournal
 from looprun.models.base import Model, Unscripted
 from looprun.models.config import load_config
@@ -81,8 +81,20 @@ def resolve_models(
     act = resolve(refs["act"])
     if "plan" not in roles:  # nothing asks the plan role: do not demand its key
         return act, act, refs
-    plan = act if refs["plan"] == refs["act"] else resolve(refs["plan"])
-    return act, plan, refs
+    if refs["plan"] == refs["act"]:
+        return act, act, refs
+    if template.plan.mode == "model":
+        return act, resolve(refs["plan"]), refs
+    # only held-out variants ask the plan role: a plan model that cannot be used (its key
+    # unset) leaves them to the act model, in a context of their own, and the run goes on
+    try:
+        return act, resolve(refs["plan"]), refs
+    except (UsageError, ModelSetupError) as exc:
+        click.echo(
+            f"note: held-out variants are asked of the act model ({refs['act']}): {exc}",
+            err=True,
+        )
+        return act, act, {**refs, "plan": refs["act"]}
 
 
 def _agent_models(
