@@ -127,3 +127,35 @@ def test_explain_says_which_pack_and_why(tmp_path: Path) -> None:
     proc = looprun("explain", "bugfix", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert "stack: python (pyproject.toml at the repository's root)" in proc.stdout
+
+
+def test_a_team_template_that_includes_a_pack_chooses_the_stack_of_a_monorepo(
+    tmp_path: Path,
+) -> None:
+    """A template that extends a built-in and includes one stack's pack composes the
+    built-in's own pack slot in that stack: validate, explain and a run agree, the run
+    records it, and --set stack= still wins over the template."""
+    repo = _python_repo(tmp_path / "repo", "package.json")  # python and node at the root
+    (repo / "package.json").write_text('{"name": "x", "scripts": {"test": "node --test"}}')
+    team = repo / "team.yaml"
+    team.write_text(
+        "looprun: 1\nname: team_bugfix\ndescription: bugfix on the python half\n"
+        "extends: bugfix\ninclude: [observers/python.yaml]\n"
+    )
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "team template", cwd=repo)
+    valid = looprun("validate", "team.yaml", cwd=repo)
+    assert valid.returncode == 0, valid.stderr
+    explained = looprun("explain", "team.yaml", cwd=repo)
+    assert "stack: python (the template includes observers/python.yaml)" in explained.stdout
+
+    script = repo.parent / "script.yaml"
+    script.write_text(yaml.safe_dump(_SCRIPT))
+    run = ["team.yaml", "--intent", "one() is wrong", "--model", f"script:{script}"]
+    proc = looprun(*run, "--json", "--max-iterations", "1", cwd=repo)
+    assert "stack: python (the template includes observers/python.yaml)" in proc.stderr
+    invocation = json.loads((Path(json.loads(proc.stdout)["run_dir"]) / "run.json").read_text())
+    assert invocation["stack"] == "python"
+
+    plain = _bugfix(repo)  # the built-in alone still refuses to guess
+    assert plain.returncode == 2 and "more than one stack" in plain.stderr

@@ -87,7 +87,9 @@ def choose_stack(workdir: Path, sets: Mapping[str, Any]) -> StackChoice:
 def recorded_stack(invocation: Mapping[str, Any]) -> StackChoice | None:
     """The stack a run recorded (None for a run that composed no pack)."""
     name = invocation.get("stack")
-    return StackChoice(name, "the run's stack") if isinstance(name, str) and name else None
+    if isinstance(name, str) and name:
+        return StackChoice(name, "the run's stack", given=True)
+    return None
 
 
 def uses_stack(template: Template) -> bool:
@@ -185,8 +187,9 @@ def run_from_cli(
         ref = resolve_ref(options["template"])
     sets = parse_sets(options.get("sets") or ())
     choice = choose_stack(workdir, sets)
-    with recording() as built, slots.chosen(choice):  # every file composed in, recorded
+    with recording() as built, slots.chosen(choice) as composed:  # every file, recorded
         template = load(ref, None if until_text is not None else cache)
+    choice = composed.choice or choice  # a template that includes a pack pins its stack
     options = {**options, "template_files": recorded.built_from(built, workdir)}
     if "stack" in template.inputs and not sets.get("stack") and choice.name is not None:
         sets = {**sets, "stack": choice.name}  # recorded with the run, seen by prompts

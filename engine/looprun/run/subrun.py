@@ -169,7 +169,7 @@ def _held_template(job: SubloopJob) -> Template:
     """The sub-template, loaded again (a worker has only its path), refused when a file
     it is composed from is not as the run recorded it: a command of an earlier sub-loop
     may have rewritten a fragment the outer loop composed before any command ran."""
-    choice = None if job.stack is None else StackChoice(job.stack, "the run's stack")
+    choice = None if job.stack is None else StackChoice(job.stack, "the run's stack", given=True)
     with recording() as built, slots.chosen(choice):
         template = load_template(job.template)
     if job.template_files is not None:

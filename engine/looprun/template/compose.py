@@ -17,6 +17,7 @@ mistake inside a parent or a fragment is reported in that file.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections.abc import Iterable, Iterator
@@ -287,6 +288,16 @@ def _ref_list(doc: Document, key: str, problems: list[Problem]) -> list[tuple[st
     return []
 
 
+def _pinned(includes: list[tuple[str, JsonPath]]) -> contextlib.AbstractContextManager[None]:
+    """The stack the first include naming a stack's pack pins (no pin: nothing changes)."""
+    packs = set(stack_packs())
+    for ref, _at in includes:
+        m = slots.PACK_REF.match(ref)
+        if m and m.group(1) in packs:
+            return slots.pinned_by(ref, m.group(1))
+    return contextlib.nullcontext()
+
+
 def _chain(stack: tuple[Source, ...], last: Source) -> str:
     return " -> ".join(display(p) for p in (*stack, last))
 
@@ -364,12 +375,16 @@ def compose(
                         f"{', '.join(FRAGMENT_KEYS)})",
                     )
                 )
-    else:
-        for ref, at in _ref_list(doc, "extends", problems):
-            parent = sub(ref, at, "extends")
-            if parent is not None:
-                layer.merge(parent)
-    for ref, at in _ref_list(doc, "include", problems):
+    includes = _ref_list(doc, "include", problems)
+    if not fragment:
+        # a template that includes a stack's pack itself composes its parents (a built-in's
+        # `observers/{{ inputs.stack }}.yaml`) in that stack
+        with _pinned(includes):
+            for ref, at in _ref_list(doc, "extends", problems):
+                parent = sub(ref, at, "extends")
+                if parent is not None:
+                    layer.merge(parent)
+    for ref, at in includes:
         frag = sub(ref, at, "include")
         if frag is not None:
             layer.merge(frag, skip=_FRAGMENT_OWN)

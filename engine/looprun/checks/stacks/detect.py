@@ -83,7 +83,7 @@ def _shallow_dirs(workdir: Path) -> list[Path]:
 
 def given(name: str) -> StackChoice:
     """A stack named with ``--set stack=NAME`` (checked when its pack is composed)."""
-    return StackChoice(name, "--set stack=" + name)
+    return StackChoice(name, "--set stack=" + name, given=True)
 
 
 def ambient(cwd: Path) -> StackChoice:

@@ -41,8 +41,9 @@ def command(template: str, fmt: str, workdir: str | None, sets: tuple[str, ...])
         choice = given_stack(given["stack"])
     elif workdir is not None:
         choice = detect(Path(workdir))
-    with session() as resolvers, slots.chosen(choice):
+    with session() as resolvers, slots.chosen(choice) as composed:
         loaded = load_template(template)
+    choice = composed.choice or choice  # a template that includes a pack pins its stack
     click.echo(explain(loaded, fmt))
     packs = sorted({spec.stack for spec in loaded.observe.values() if spec.stack})
     if packs and fmt == "text":

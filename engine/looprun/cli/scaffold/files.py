@@ -130,7 +130,7 @@ def init_template(
                 raise UsageError(f"{existing} already exists; pass --force to overwrite it")
 
     ref = schema_ref(target, schema)
-    with slots.chosen(StackChoice(stack, "looprun init")):
+    with slots.chosen(StackChoice(stack, "looprun init", given=True)):
         parent = parent_of(base)
         _check_available(base, stack)
     text = render_template(name, base, ref, target.name, parent, stack)
@@ -143,7 +143,7 @@ def init_template(
         staged.append((_stage(target, text), target))
         if case_file is not None and case_text is not None:
             staged.append((_stage(case_file, case_text), case_file))
-        with slots.chosen(StackChoice(stack, "looprun init")):
+        with slots.chosen(StackChoice(stack, "looprun init", given=True)):
             _verify(staged[0][0], target)
         for tmp, final in staged:
             os.replace(tmp, final)

@@ -26,7 +26,7 @@ def init_stack(cwd: Path, given: str | None) -> InitStack:
     if given is not None:
         if given not in known:
             raise UsageError(f"--stack {given!r}: not a stack; the stacks are: {', '.join(known)}")
-        return InitStack(StackChoice(given, f"--stack {given}"), None)
+        return InitStack(StackChoice(given, f"--stack {given}", given=True), None)
     found = detect(cwd)
     if found.name is not None:
         return InitStack(found, None)
