@@ -25,6 +25,7 @@ from looprun.checks.clean_tree import CheckTrees, TreeError
 from looprun.checks.git_diff import Snapshot, with_git_output
 from looprun.checks.holdout import Holdout, HoldoutError, copied_in, sealed
 from looprun.checks.pytest_pin import PinError, pin
+from looprun.checks import stacks
 from looprun.data.freeze import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
@@ -236,8 +237,12 @@ def run_observer(
         options=freeze(bound_options(spec.options, inputs if isinstance(inputs, Mapping) else {})),
     )
     if command is not None and spec.select:
-        # a narrow stage: test node ids, data quoted one by one (checked by the engine)
-        command = command.rstrip() + " " + " ".join(shlex.quote(i) for i in spec.select)
+        # a narrow stage: test ids, as the stack's test command takes them, data quoted
+        # one by one (checked by the engine)
+        words = _selection(spec.stack, spec.select)
+        if words is None:
+            return _failed(spec.parser, f"{spec.name}: cannot select the tests {spec.select!r}")
+        command = command.rstrip() + " " + " ".join(shlex.quote(w) for w in words)
     file = Path(spec.file.render(context).strip()) if spec.file is not None else None
     extra_env: Mapping[str, str] | None = None
     checked = workdir  # where the command runs and the parser reads paths from
@@ -302,6 +307,17 @@ def run_observer(
     if spec.select:
         crash_point("observe.narrow")  # test-only: a kill between a narrow stage and its verdict
     return obs
+
+
+def _selection(stack: str | None, ids: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The words that narrow the stack's test command to ``ids`` (None: they cannot)."""
+    chosen = stacks.get(stack).select if stack is not None else None
+    if chosen is None:
+        return ids
+    try:
+        return chosen(ids)
+    except ValueError:
+        return None
 
 
 def _held_out(

@@ -22,6 +22,7 @@ from pathlib import Path
 from looprun.system.cache_home import cache_home
 
 _KEPT = "kept.json"
+_PLACE = "place.json"
 _TESTS = "tests"
 
 
@@ -48,8 +49,9 @@ class VariantStore:
         """The directory an observer's held-out copy is made from."""
         return self.root / observer / _TESTS
 
-    def store(self, observer: str, file: str, text: str) -> None:
-        """Replace the observer's variants with ``text`` as ``file``; nothing kept yet."""
+    def store(self, observer: str, file: str, text: str, dest: str = "") -> None:
+        """Replace the observer's variants with ``text`` as ``file``, copied to ``dest``
+        (workdir-relative; '' for the observer's own ``to``) when they run; nothing kept yet."""
         here = self.root / observer
         self.open()
         with contextlib.suppress(FileNotFoundError):
@@ -60,6 +62,38 @@ class VariantStore:
         fd = os.open(here / _TESTS / file, flags, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
+        fd = os.open(here / _PLACE, flags, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"file": file, "dest": dest}, out)
+
+    def placed(self, observer: str) -> tuple[str, str]:
+        """The stored variants' file name and where they are copied ('' for ``to``);
+        ('', '') when nothing is stored."""
+        try:
+            fd = os.open(self.root / observer / _PLACE, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return "", ""
+        with os.fdopen(fd, encoding="utf-8") as data:
+            try:
+                place = json.load(data)
+            except ValueError:
+                return "", ""
+        if not isinstance(place, dict):
+            return "", ""
+        file, dest = place.get("file"), place.get("dest")
+        return (file, dest) if isinstance(file, str) and isinstance(dest, str) else ("", "")
+
+    def text(self, observer: str) -> str:
+        """The stored variants' code ('' when nothing is stored)."""
+        file, _ = self.placed(observer)
+        if not file:
+            return ""
+        try:
+            fd = os.open(self.source(observer) / file, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return ""
+        with os.fdopen(fd, encoding="utf-8", errors="replace") as data:
+            return data.read()
 
     def keep(self, observer: str, ids: Sequence[str]) -> None:
         """The ids the triage kept: the only ones the check runs from now on."""

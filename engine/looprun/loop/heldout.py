@@ -17,6 +17,7 @@ exchange records the request and the usage, and the reply only as its size.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,7 +37,9 @@ _SYSTEM = (
     "visible test. Answer with one code block holding the tests, and nothing else."
 )
 _MAX_TEST_CHARS = 20_000  # of each reproducing test file shown to the holdout role
-_A_TEST = re.compile(r"^\s*(async\s+)?def\s+test|^\s*class\s+Test", re.M)
+# what a test looks like in the languages the packs run: a pytest function or class, a
+# Go test function; an answer without one is no answer
+_A_TEST = re.compile(r"^\s*(async\s+)?def\s+test|^\s*class\s+Test|^func\s+Test", re.M)
 _FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -79,7 +82,7 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
         return _record("failed", "the task made no test fail, so there is nothing to vary")
     tests = _test_files(loop, failing)
     ctx = {**context, "count": count, "file": v.file, "tests": tests}
-    ctx.update(failing=failing, exceptions=sorted(expected))
+    ctx.update(failing=failing, exceptions=_shown(expected))
     try:
         prompt = v.prompt.render(ctx).strip()
     except ExpressionError as exc:
@@ -107,8 +110,15 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
         return _record("unanswered", "the answer held no tests", asked=count, tokens=tokens)
     base, ws = loop.state.base, ports.workspace
     before = ws.snapshot()
+    dest = (
+        posixpath.join(posixpath.dirname(tests[0]["path"]), spec.holdout.dest)
+        if v.beside and tests
+        else ""
+    )
+    if v.beside and not tests:
+        return _record("failed", "the task's tests are in no file it changed", asked=count)
     try:
-        store.write(spec.name, v.file, code)
+        store.write(spec.name, v.file, code, dest)
         left = caps.remaining_time(loop.limits, loop.spent())
         deadline = None if left is None else ports.clock.monotonic() + left
         triage = store.triage(
@@ -128,7 +138,7 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
     if triage.kept == 0:
         why = (
             f"none of the {triage.tests} failed on the tree before the fix with "
-            f"{' or '.join(sorted(expected))}, as the reproducing test does"
+            f"{' or '.join(_shown(expected))}, as the reproducing test does"
         )
         return _record("none_kept", why, **counts)
     return _record("kept", "", **counts)
@@ -148,19 +158,31 @@ def _reproduced(
         ids = [i for i in (base.get(name) or {}).get("newly_failing") or () if isinstance(i, str)]
         found = (loop.state.last_facts.get(name) or {}).get("failure_types") or {}
         failing += [i for i in ids if i not in failing]
-        types |= {str(found[i]) for i in ids if isinstance(found, Mapping) and found.get(i)}
+        if isinstance(found, Mapping):
+            # '': a plain failure, no exception or panic (Go's t.Error) - a type of its own
+            types |= {str(found.get(i) or "") for i in ids if i in found}
     return failing, types or {"AssertionError"}
+
+
+def _shown(types: set[str]) -> list[str]:
+    """The failure types as the prompt and the warnings name them."""
+    return sorted(t or "a plain test failure" for t in types)
 
 
 def _test_files(loop: Loop, failing: Sequence[str]) -> list[dict[str, str]]:
     """The files the task added or changed that hold its failing tests, with their text."""
     st, ws = loop.state, loop.ports.workspace
-    wanted = {i.split("::", 1)[0] for i in failing}
+    # a pytest id starts with its file (``tests/test_x.py::test_y``); a Go id with its
+    # package's directory (``pkg/TestY``), where the task's test file is
+    wanted = {i.split("::", 1)[0] for i in failing if "::" in i}
+    dirs = {posixpath.dirname(i) for i in failing if "::" not in i}
     changes = ws.file_changes(st.task_start, st.current, contents=True)
     out = [
         {"path": c.path, "text": (c.new or "")[:_MAX_TEST_CHARS]}
         for c in changes
-        if c.status != "D" and c.new is not None and c.path in wanted
+        if c.status != "D"
+        and c.new is not None
+        and (c.path in wanted or (posixpath.dirname(c.path) in dirs and _A_TEST.search(c.new)))
     ]
     return out or [
         {"path": c.path, "text": (c.new or "")[:_MAX_TEST_CHARS]}

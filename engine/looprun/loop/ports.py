@@ -127,8 +127,9 @@ class HeldOutVariants(Protocol):
         """Why variants cannot be kept from this run's commands ('' when they can)."""
         ...
 
-    def write(self, observer: str, file: str, text: str) -> None:
-        """Keep ``text`` as the observer's variants (``file``), replacing earlier ones."""
+    def write(self, observer: str, file: str, text: str, dest: str = "") -> None:
+        """Keep ``text`` as the observer's variants (``file``), replacing earlier ones;
+        ``dest``: where they are copied when they run ('' for the observer's ``to``)."""
         ...
 
     def triage(

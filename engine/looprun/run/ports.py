@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from looprun.checks import stacks
 from looprun.checks.clean_tree import CheckTrees
 from looprun.checks.git_diff import Snapshot
 from looprun.checks.holdout import Holdout
@@ -71,12 +72,30 @@ class RealObserver:
         """Every stored variant of ``spec`` run once, its result unsealed: for the engine's
         triage only, whose caller keeps names and messages from the loop."""
         copy = self._variant_copy(spec)
-        whole = dataclasses.replace(spec, when=None, select=(copy.dest,))
+        ids = self._variant_ids(spec, copy)
+        if not ids:
+            return _no_variants(spec)  # a file with no test in it: nothing ran
+        whole = dataclasses.replace(spec, when=None, select=ids)
         return self._run(whole, context, deadline=deadline, base=base, holdout=copy, seal=False)
 
     def _variant_copy(self, spec: ObserverSpec) -> Holdout:
+        """The stored variants as the check copies them in: the store's directory at
+        ``to``, or (``beside``) the one file where the store says it goes."""
         assert spec.holdout is not None and self.variants is not None
-        return Holdout(spec.name, self.variants.source(spec.name), spec.holdout.dest)
+        source = self.variants.source(spec.name)
+        file, dest = self.variants.placed(spec.name)
+        if spec.holdout.variants is not None and spec.holdout.variants.beside and file and dest:
+            return Holdout(spec.name, source / file, dest)
+        return Holdout(spec.name, source, spec.holdout.dest)
+
+    def _variant_ids(self, spec: ObserverSpec, copy: Holdout) -> tuple[str, ...]:
+        """What selects every stored variant: the ids the stack reads from their file
+        (beside the task's tests, the package's other tests must not run), or its path."""
+        assert self.variants is not None
+        read = stacks.get(spec.stack).tests_in if spec.stack is not None else None
+        if read is None:
+            return (copy.dest,)
+        return read(copy.dest, self.variants.text(spec.name))
 
     def _run(
         self,
@@ -142,8 +161,8 @@ class RealVariants:
     def unavailable(self) -> str:
         return self.hidden_from_commands
 
-    def write(self, observer: str, file: str, text: str) -> None:
-        self.store.store(observer, file, text)
+    def write(self, observer: str, file: str, text: str, dest: str = "") -> None:
+        self.store.store(observer, file, text, dest)
 
     def triage(
         self,
@@ -160,12 +179,15 @@ class RealVariants:
         obs = self.observer.triage(spec, context, deadline=deadline, base=base)
         facts = obs.facts
         tests = int(facts.get("tests") or 0)
+        if not obs.ran and not obs.error:
+            self.store.keep(spec.name, ())
+            return Triage(0, 0)
         if not obs.ran or (tests == 0 and obs.error):
             self.store.keep(spec.name, ())
             return Triage(tests, 0, obs.error or "the check did not run")
         types = facts.get("failure_types") or {}
         failing = [i for i in facts.get("failing") or () if isinstance(i, str)]
-        kept = [i for i in failing if types.get(i) in expected]
+        kept = [i for i in failing if i in types and str(types[i] or "") in expected]
         self.store.keep(spec.name, kept)
         return Triage(tests, len(kept))
 

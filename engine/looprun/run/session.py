@@ -112,8 +112,10 @@ def assemble(
     # An outer template (each_task) has no act section: its tree gets default constraints.
     constraints = template.act.constraints if template.act is not None else Constraints()
     holdouts = resolve(template.observe, w.inputs, workdir)
+    # variants copied beside the task's tests go to a directory known only then: their
+    # name is denied wherever it is
     variant_dests = tuple(
-        s.holdout.dest
+        f"**/{s.holdout.dest}" if s.holdout.variants.beside else s.holdout.dest
         for s in template.observe.values()
         if s.holdout is not None and s.holdout.variants is not None
     )

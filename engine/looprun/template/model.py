@@ -249,13 +249,16 @@ class VariantsSpec:
     ``count`` renders (from the inputs) to how many; ``prompt`` is the holdout role's
     request (it reads the intent, the inputs, ``count``, ``file`` and ``tests``: the
     files the task added); the answer's code is kept as ``file`` in the run's private
-    store, never in the tree.
+    store, never in the tree. ``beside``: the file is copied into the directory of the
+    task's first test file, named ``to`` (a Go test must sit in its package's directory),
+    instead of a directory ``to`` holding it.
     """
 
     of: Text  # the task's id (may read the inputs)
     count: Text
     prompt: Text
     file: str
+    beside: bool = False
 
 
 @dataclass(frozen=True)

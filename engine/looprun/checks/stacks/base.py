@@ -11,7 +11,7 @@ stack: the check runner asks the adapter named by an observer's ``stack:`` key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -82,6 +82,12 @@ class Stack:
     # inputs of the pack read from the repository at the run's base (which test runner the
     # scripts use), before any model call; None: the pack's defaults and --set only
     setup: Setup | None = None
+    # how the test command is narrowed to some test ids: the words appended to it; None:
+    # the ids themselves, as pytest takes its node ids
+    select: Callable[[Sequence[str]], tuple[str, ...]] | None = None
+    # the test ids a test file placed at a root-relative path defines, read from its text
+    # (never run); None: the file's path selects its tests, as it does for pytest
+    tests_in: Callable[[str, str], tuple[str, ...]] | None = None
 
     def describe(self) -> str:
         return f"{self.name} ({', '.join(self.markers)})"

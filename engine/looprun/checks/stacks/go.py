@@ -19,9 +19,41 @@ not compile the standard library's test dependencies cold.
 
 from __future__ import annotations
 
+import posixpath
+import re
+from collections.abc import Sequence
 from types import MappingProxyType
 
 from looprun.checks.stacks.base import Stack, Tool
+
+# a top-level test function: `func TestName(t *testing.T)` (go test runs no other)
+_TEST_FUNC = re.compile(r"^func\s+(Test[A-Z_0-9]\w*|Test)\s*\(\s*\w+\s+\*testing\.T\s*\)", re.M)
+_NAME = re.compile(r"^Test\w*$")
+
+
+def test_ids(path: str, text: str) -> tuple[str, ...]:
+    """The ids (``DIR/TestName``, the go_test parser's) of the tests in the file ``path``
+    holding ``text``: what a selection of just that file's tests names."""
+    directory = posixpath.dirname(path)
+    names = dict.fromkeys(m[1] for m in _TEST_FUNC.finditer(text))
+    return tuple(f"{directory}/{n}" if directory else n for n in names)
+
+
+def select(ids: Sequence[str]) -> tuple[str, ...]:
+    """``go test`` arguments running exactly ``ids``: their packages' directories and one
+    anchored ``-run`` pattern of their names (no regex character can be in a name)."""
+    dirs: dict[str, None] = {}
+    names: dict[str, None] = {}
+    for test_id in ids:
+        directory, _, name = test_id.rpartition("/")
+        if not _NAME.match(name):
+            raise ValueError(f"not a go test id: {test_id!r}")
+        dirs["./" + directory if directory else "."] = None
+        names[name] = None
+    if not names:
+        raise ValueError("no test to select")
+    return (*dirs, "-run", f"^({'|'.join(names)})$")
+
 
 STACK = Stack(
     name="go",
@@ -41,4 +73,6 @@ STACK = Stack(
             "GOTELEMETRY": "off",  # nothing written to the user's config directory
         }
     ),
+    select=select,
+    tests_in=test_ids,
 )

@@ -174,6 +174,9 @@ def _holdout(r: Reader, path: JsonPath) -> HoldoutSpec | None:
     why = holdout_dest_problem(dest)
     if why:
         r.problem((*path, "to"), why)
+    if variants is not None and variants.beside and not why and "/" in dest.strip("/"):
+        why = f"{dest!r} must be one plain file name: with `variants.beside` it is the name the variants get beside the task's tests"
+        r.problem((*path, "to"), why)
     if (source is None and variants is None) or why:
         return None
     return HoldoutSpec(source=source, dest=dest.strip("/"), location=r.at(path), variants=variants)
@@ -194,9 +197,12 @@ def _variants(r: Reader, path: JsonPath) -> VariantsSpec | None:
     if "/" in file or holdout_dest_problem(file):
         r.problem((*path, "file"), f"{file!r} must be one plain file name")
         return None
+    beside = raw.get("beside", False)
+    if not isinstance(beside, bool):
+        return None  # the schema reports it
     if of is None or count is None or prompt is None:
         return None
-    return VariantsSpec(of=of, count=count, prompt=prompt, file=file)
+    return VariantsSpec(of=of, count=count, prompt=prompt, file=file, beside=beside)
 
 
 def _stack(r: Reader, path: JsonPath, spec: Mapping[str, Any], run: object) -> str | None:
