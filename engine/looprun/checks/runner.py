@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprun.checks import stacks
 from looprun.checks.clean_tree import CheckTrees, TreeError
 from looprun.checks.git_diff import Snapshot, with_git_output
 from looprun.checks.holdout import Holdout, HoldoutError, copied_in, sealed
 from looprun.checks.pytest_pin import PinError, pin
-from looprun.checks import stacks
 from looprun.data.freeze import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail

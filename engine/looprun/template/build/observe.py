@@ -175,7 +175,10 @@ def _holdout(r: Reader, path: JsonPath) -> HoldoutSpec | None:
     if why:
         r.problem((*path, "to"), why)
     if variants is not None and variants.beside and not why and "/" in dest.strip("/"):
-        why = f"{dest!r} must be one plain file name: with `variants.beside` it is the name the variants get beside the task's tests"
+        why = (
+            f"{dest!r} must be one plain file name: with `variants.beside` it is the "
+            "name the variants get beside the task's tests"
+        )
         r.problem((*path, "to"), why)
     if (source is None and variants is None) or why:
         return None
