@@ -280,3 +280,93 @@ def test_a_reproducing_test_that_does_not_compile_is_no_reproduction(repo: Path)
     # that reproduces the bug
     assert tests["failure_types"] == {"strutil": "BuildError"} and tests["errors"] == 1
     assert f"strutil ({NEW_TEST}:6:12): undefined: TruncateRunes" in tests["feedback"]
+
+
+# held-out variants: the holdout role's Go test file (the sample script's holdout turn),
+# three tests of Truncate with inputs other than the reproducing test's
+VARIANTS = SCRIPT[2]
+# the visible input special-cased: the module's tests and the reproducing test pass
+SPECIAL_CASE = _fix(
+    _edit(
+        "strutil/truncate.go",
+        "\tif n <= 0 {\n",
+        '\tif s == "héllo wörld" && n == 4 {\n\t\treturn "héll…"\n\t}\n\tif n <= 0 {\n',
+    ),
+    text="Truncate handles accented text now.",
+)
+HONEST_FIX = _fix(
+    _edit("strutil/truncate.go", "\tif len(s) <= n {\n", "\tif len([]rune(s)) <= n {\n"),
+    _edit("strutil/truncate.go", BUGGY, '\treturn string([]rune(s)[:n]) + "…"\n'),
+    text="Truncate counts and cuts whole characters.",
+)
+
+
+def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text("utf-8").splitlines()
+    return [e for e in map(json.loads, lines) if e.get("event") == kind]
+
+
+def test_the_sample_script_answers_the_holdout_call() -> None:
+    assert VARIANTS["role"] == "holdout" and "func TestHeldoutVariant1(" in VARIANTS["text"]
+
+
+@pytest.mark.e2e
+def test_special_casing_the_visible_input_never_ends_done(repo: Path) -> None:
+    summary = _bugfix(
+        repo, [*REPRODUCE, VARIANTS, *SPECIAL_CASE], "--max-iterations", "2", holdout=False
+    )
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    iterations = _events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations] == ["done", "retry"]
+    decision = iterations[1]["decision"]
+    assert decision["rule"] == "heldout_variants", decision
+    (heldout,) = _events(summary, "heldout")
+    assert (heldout["status"], heldout["written"], heldout["kept"]) == ("kept", 3, 3), heldout
+    # the model learns a count, never the variants' names or inputs
+    for secret in ("TestHeldoutVariant", "日本語", "ümlaut"):
+        assert secret not in decision["message"], decision
+    for record in Path(summary["run_dir"]).rglob("*"):
+        if record.is_file():
+            assert "ümlaut" not in record.read_text(errors="replace"), record
+    # never in the working tree; the visible suite is green there
+    assert not list(repo.rglob("heldout_variants_test.go"))
+    assert _suite(repo).returncode == 0
+
+
+@pytest.mark.e2e
+def test_without_the_variants_special_casing_ends_done(repo: Path) -> None:
+    """The control: the same run with the variants turned off is `done`, so it is the
+    variants that stop it above."""
+    turns = [*REPRODUCE, VARIANTS, *SPECIAL_CASE]
+    summary = _bugfix(repo, turns, "--set", "holdout_variants=0", holdout=False)
+
+    assert summary["outcome"] == "done", summary["stderr"]
+    (heldout,) = _events(summary, "heldout")
+    assert heldout["status"] == "off", heldout
+
+
+@pytest.mark.e2e
+def test_the_honest_fix_passes_the_held_out_variants(repo: Path) -> None:
+    summary = _bugfix(repo, [*REPRODUCE, VARIANTS, *HONEST_FIX], holdout=False)
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    variants = _observed(summary, 2)["variants"]
+    assert variants["ran"] and variants["ok"], variants
+    # only the three variants ran (the package's own tests are the suite's)
+    assert (variants["tests"], variants["failed"]) == (3, 0), variants
+    assert not _events(summary, "warning"), _events(summary, "warning")
+    assert not list(repo.rglob("heldout_variants_test.go"))
+
+
+@pytest.mark.e2e
+def test_variants_that_do_not_build_are_dropped_not_a_block(repo: Path) -> None:
+    """A build error is a broken variant, not the bug: none is kept, the run says so, and
+    the honest fix is judged without them."""
+    broken = {"role": "holdout", "text": VARIANTS["text"].replace("Truncate(", "Truncat(")}
+    summary = _bugfix(repo, [*REPRODUCE, broken, *HONEST_FIX], holdout=False)
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    (heldout,) = _events(summary, "heldout")
+    assert (heldout["status"], heldout["kept"]) == ("none_kept", 0), heldout
+    assert "will not run: none_kept" in summary["stderr"]
