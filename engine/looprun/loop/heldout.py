@@ -81,6 +81,8 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
     if not failing:
         return _record("failed", "the task made no test fail, so there is nothing to vary")
     tests = _test_files(loop, failing)
+    if v.beside and not tests:
+        return _record("failed", "the task's tests are in no file it changed", asked=count)
     ctx = {**context, "count": count, "file": v.file, "tests": tests}
     ctx.update(failing=failing, exceptions=_shown(expected))
     try:
@@ -110,13 +112,10 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
         return _record("unanswered", "the answer held no tests", asked=count, tokens=tokens)
     base, ws = loop.state.base, ports.workspace
     before = ws.snapshot()
+    # beside: in the directory of the task's first test file (its package, for Go)
     dest = (
-        posixpath.join(posixpath.dirname(tests[0]["path"]), spec.holdout.dest)
-        if v.beside and tests
-        else ""
+        posixpath.join(posixpath.dirname(tests[0]["path"]), spec.holdout.dest) if v.beside else ""
     )
-    if v.beside and not tests:
-        return _record("failed", "the task's tests are in no file it changed", asked=count)
     try:
         store.write(spec.name, v.file, code, dest)
         left = caps.remaining_time(loop.limits, loop.spent())
