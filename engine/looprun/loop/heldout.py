@@ -38,8 +38,10 @@ _SYSTEM = (
 )
 _MAX_TEST_CHARS = 20_000  # of each reproducing test file shown to the holdout role
 # what a test looks like in the languages the packs run: a pytest function or class, a
-# Go test function; an answer without one is no answer
-_A_TEST = re.compile(r"^\s*(async\s+)?def\s+test|^\s*class\s+Test|^func\s+Test", re.M)
+# Go test function, a JavaScript test() or it() call; an answer without one is no answer
+_A_TEST = re.compile(
+    r"^\s*(async\s+)?def\s+test|^\s*class\s+Test|^func\s+Test|^\s*(?:test|it)\s*\(", re.M
+)
 _FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 import looprun.observe
 from looprun.checks.stacks.base import Stack, Tool
+from looprun.checks.stacks.node_select import select
 from looprun.checks.stacks.node_setup import settings
 
 # the reporter ships in the engine package, never in the repository a check runs on
@@ -77,4 +78,7 @@ STACK = Stack(
         }
     ),
     setup=settings,
+    # node's own runner: the files and an anchored name pattern (the pack runs held-out
+    # variants with it only)
+    select=select,
 )
