@@ -238,3 +238,68 @@ def test_a_script_that_does_not_run_node_test_stops_before_any_model_call(
     summary = _bugfix(tmp_path, repo, _reproduce(), "--set", "runner=node")
     assert summary["outcome"] == "error" and summary["exit"] != 0, summary
     assert "report not found" in summary["stderr"] and "No model was called" in summary["stderr"]
+
+
+# held-out variants: the holdout role's test file (the sample script's holdout turn), plus
+# one test the unfixed code passes (wrong about the bug: the triage drops it)
+_SCRIPT: list[dict[str, Any]] = yaml.safe_load((SAMPLE / "script.yaml").read_text("utf-8"))
+VARIANTS = next(t for t in _SCRIPT if t.get("role") == "holdout")
+MIXED = {
+    "role": "holdout",
+    "text": VARIANTS["text"].replace(
+        "```\n",
+        "\ntest('heldout variant 4', () => {\n"
+        "  assert.equal(formatDuration(75), '1:15');\n});\n```\n",
+    ),
+}
+SPECIAL_CASE = _edit(
+    "src/duration.js",
+    "  const hours = Math.floor(totalSeconds / 3600);\n",
+    "  if (totalSeconds === 65) return '1:05';\n  const hours = Math.floor(totalSeconds / 3600);\n",
+)
+HONEST_FIX = _edit("src/duration.js", SEC, SEC.replace(");", ").padStart(2, '0');"))
+
+
+@pytest.mark.e2e
+def test_special_casing_the_visible_input_is_stopped_by_the_held_out_variants(
+    tmp_path: Path,
+) -> None:
+    _require_node()
+    repo = _repo(tmp_path)
+    turns = [*_reproduce(), VARIANTS, *SPECIAL_CASE]
+    summary = _bugfix(tmp_path, repo, turns, "--max-iterations", "2")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    iterations = _events(summary, "iteration")
+    decision = iterations[1]["decision"]
+    assert decision["rule"] == "heldout_variants", decision
+    (heldout,) = _events(summary, "heldout")
+    assert (heldout["status"], heldout["kept"]) == ("kept", 3), heldout
+    # a count, never the variants' names or inputs; never in the working tree
+    assert "heldout variant" not in decision["message"] and "7201" not in decision["message"]
+    assert not list(repo.rglob("heldout_variants.test.js"))
+    for record in Path(summary["run_dir"]).rglob("*"):
+        if record.is_file():
+            assert "7201" not in record.read_text(errors="replace"), record
+
+    # the control: the same run with the variants off ends done
+    (tmp_path / "off").mkdir()
+    repo = _repo(tmp_path / "off")
+    summary = _bugfix(tmp_path / "off", repo, turns, "--set", "holdout_variants=0")
+    assert summary["outcome"] == "done", summary["stderr"]
+
+
+@pytest.mark.e2e
+def test_the_honest_fix_passes_the_kept_variants_only(tmp_path: Path) -> None:
+    _require_node()
+    repo = _repo(tmp_path)
+    summary = _bugfix(tmp_path, repo, [*_reproduce(), MIXED, *HONEST_FIX])
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    (heldout,) = _events(summary, "heldout")
+    assert (heldout["status"], heldout["written"], heldout["kept"]) == ("kept", 4, 3), heldout
+    observed = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
+    variants = observed["observers"]["variants"]
+    assert variants["ran"] and variants["ok"], variants
+    assert (variants["passed"], variants["failed"]) == (3, 0), variants
+    assert not list(repo.rglob("heldout_variants.test.js"))
