@@ -75,7 +75,6 @@ def _read(fd: int, into: Outcomes) -> None:
                     into.feed(line)
 
 
-@contextlib.contextmanager
 def with_helpers(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with looprun's helper modules (the outcome plugin, the plain and mutation
     runners) first on ``PYTHONPATH``, so only the workdir (``sys.path[0]`` under
@@ -86,6 +85,7 @@ def with_helpers(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(PLUGIN_DIR) + (os.pathsep + path if path else "")}
 
 
+@contextlib.contextmanager
 def listening(
     env: Mapping[str, str], *, exercised: bool = False
 ) -> Iterator[tuple[dict[str, str], int, Outcomes]]:

@@ -180,9 +180,9 @@ def _targets(root: str, patterns: list[str]) -> list[str]:
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
         for name in sorted(files):
             rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
-            if name.endswith(".py") and not _is_test(rel):
-                if any(rel == p or fnmatch.fnmatch(rel, p) for p in patterns):
-                    out.append(rel)
+            named = any(rel == p or fnmatch.fnmatch(rel, p) for p in patterns)
+            if named and name.endswith(".py") and not _is_test(rel):
+                out.append(rel)
     return out
 
 
