@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from looprun.observe.outcome_channel import PLUGIN_DIR
 
 _spec = importlib.util.spec_from_file_location("looprun_mutants", PLUGIN_DIR / "looprun_mutants.py")
@@ -91,6 +93,7 @@ def _judge(root: Path) -> dict[str, object]:
     return json.loads(report.read_text())
 
 
+@pytest.mark.e2e  # a dozen real pytest runs: seconds each on a busy machine
 def test_tests_that_assert_nothing_let_mutants_survive(tmp_path: Path) -> None:
     root = _project(
         tmp_path,
@@ -104,6 +107,7 @@ def test_tests_that_assert_nothing_let_mutants_survive(tmp_path: Path) -> None:
     assert (root / "calc.py").read_bytes() == CODE  # every mutant was undone
 
 
+@pytest.mark.e2e  # a dozen real pytest runs: seconds each on a busy machine
 def test_real_assertions_kill_the_mutants(tmp_path: Path) -> None:
     root = _project(
         tmp_path,
@@ -117,6 +121,7 @@ def test_real_assertions_kill_the_mutants(tmp_path: Path) -> None:
     assert (root / "calc.py").read_bytes() == CODE
 
 
+@pytest.mark.e2e  # a dozen real pytest runs: seconds each on a busy machine
 def test_new_tests_failing_alone_are_reported_not_judged(tmp_path: Path) -> None:
     root = _project(
         tmp_path, "from calc import total\n\n\ndef test_it():\n    assert total(1, 1) == 5\n"
