@@ -129,3 +129,27 @@ def test_new_tests_failing_alone_are_reported_not_judged(tmp_path: Path) -> None
     report = _judge(root)
     assert report["ok"] is False and report["total"] == 0
     assert "do not pass on the unchanged code" in str(report["error"])
+
+
+@pytest.mark.e2e  # real pytest runs, one of them stopped by the timeout
+def test_a_mutant_that_never_ends_is_killed_by_the_timeout(tmp_path: Path) -> None:
+    (tmp_path / "count.py").write_text(
+        "def count(n):\n    i = 0\n    while i != n:\n        i += 1\n    return i\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_count.py").write_text(
+        "from count import count\n\n\ndef test_count():\n    assert count(3) == 3\n"
+    )
+    report = tmp_path / "mutants.json"
+    subprocess.run(
+        [sys.executable, "-m", "looprun_mutants", f"--report={report}", '--targets=["count.py"]',
+         '--changed={"tests/test_count.py": [[1, 5]]}', "--timeout=5", "-o",
+         f"pythonpath={tmp_path}"],
+        cwd=tmp_path, check=True, timeout=120,
+        env={"PYTHONPATH": str(PLUGIN_DIR), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    result = json.loads(report.read_text())
+    # `i += 1` -> `i += 2` never reaches 3: killed by the timeout, not left running
+    assert "count.py:4: `1` changed to `2`" not in result["survived"]
+    assert result["survived"] == ["count.py:2: `0` changed to `1`"]
+    assert (tmp_path / "count.py").read_text().startswith("def count(n):\n    i = 0\n")
