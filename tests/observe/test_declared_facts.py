@@ -11,6 +11,7 @@ import pytest
 
 from looprun.checks.runner import observe_command
 from looprun.observe.base import COMMON_FACTS
+from looprun.observe.declared_facts import preset_facts
 from looprun.observe.registry import (
     BUILTIN,
     declared_empty_facts,
@@ -94,3 +95,10 @@ def test_a_template_of_built_in_parsers_loads_without_parser_modules_or_plugins(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_json_parsers_facts_are_the_ones_its_options_name() -> None:
+    named = preset_facts("json", {"facts": {"score": "score", "total": "a.b"}})
+    assert named == {"score": None, "total": None}
+    assert preset_facts("json", {}) is None
+    assert preset_facts("junit", {"facts": {"x": "x"}}) is None

@@ -310,7 +310,15 @@ BUILTIN_IDS = {
         "lint",
         "fallback",
     ],
-    "test_backfill": ["policy_violation", "stuck", "repeated", "tests_failing", "coverage_short"],
+    "test_backfill": [
+        "policy_violation",
+        "stuck",
+        "repeated",
+        "tests_failing",
+        "mutants_survived",
+        "mutants_broken",
+        "coverage_short",
+    ],
 }
 
 

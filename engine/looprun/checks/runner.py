@@ -30,7 +30,7 @@ from looprun.data.freeze import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
-from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening
+from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening, with_helpers
 from looprun.observe.registry import empty_facts, get_parser
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
@@ -131,6 +131,8 @@ def observe_command(
         )
         if isolated and "PYTHONSAFEPATH" not in os.environ:
             env.update(_SAFEPATH_MARK)  # the user's own PYTHONSAFEPATH stays set
+        if isolated:
+            env = with_helpers(env)  # a pinned check may run one of looprun's runners
         with contextlib.ExitStack() as stack:
             fds: tuple[int, ...] = ()
             if (options or {}).get("outcome_channel") == "pytest":

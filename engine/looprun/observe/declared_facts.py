@@ -117,7 +117,11 @@ OPTION_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
 
 def preset_facts(parser: str, options: Any) -> dict[str, Any] | None:
     """The facts a parser gives with these options, when they depend on them: the regex
-    parser fills test counts only for the pytest preset."""
+    parser fills test counts only for the pytest preset; the json parser gives the facts
+    its ``facts`` option names."""
+    if parser == "json":
+        named = options.get("facts") if isinstance(options, dict) else None
+        return {str(k): None for k in named} if isinstance(named, dict) else None
     if parser != "regex":
         return None
     preset = options.get("preset") if isinstance(options, dict) else None

@@ -75,6 +75,16 @@ def _read(fd: int, into: Outcomes) -> None:
                     into.feed(line)
 
 
+def with_helpers(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with looprun's helper modules (the outcome plugin, the plain and mutation
+    runners) first on ``PYTHONPATH``, so only the workdir (``sys.path[0]`` under
+    ``python -m``) precedes them."""
+    path = env.get("PYTHONPATH", "")
+    if path.split(os.pathsep)[:1] == [str(PLUGIN_DIR)]:
+        return dict(env)
+    return {**env, "PYTHONPATH": str(PLUGIN_DIR) + (os.pathsep + path if path else "")}
+
+
 @contextlib.contextmanager
 def listening(
     env: Mapping[str, str], *, exercised: bool = False
@@ -87,13 +97,7 @@ def listening(
     outcomes = Outcomes()
     reader = threading.Thread(target=_read, args=(read_fd, outcomes), daemon=True)
     reader.start()
-    path = env.get("PYTHONPATH", "")
-    child = {
-        **env,
-        ENV: str(write_fd),
-        # first on the path, so only the workdir (sys.path[0] under `python -m`) precedes it
-        "PYTHONPATH": str(PLUGIN_DIR) + (os.pathsep + path if path else ""),
-    }
+    child = {**with_helpers(env), ENV: str(write_fd)}
     if exercised:
         child[EXERCISED_ENV] = "1"
     else:

@@ -13,6 +13,7 @@ from looprun.loop.baseline import COMPARISONS, baseline_facts, no_comparisons, s
 from looprun.loop.limits import Spent, budget_facts
 from looprun.loop.plan import static_tasks
 from looprun.observe.base import Observation
+from looprun.observe.declared_facts import preset_facts
 from looprun.observe.registry import get_parser
 from looprun.template.agents import EMPTY_FACTS
 from looprun.template.expressions import Condition, compile_condition
@@ -40,6 +41,9 @@ def _clean_facts(template: Template) -> dict[str, dict[str, Any]]:
             empty = dict(getattr(get_parser(spec.parser), "empty_facts", None) or {})
         except Exception:
             empty = {}
+        named = preset_facts(spec.parser, thaw(spec.options))
+        if spec.parser == "json" and named:  # the facts its `facts` option names
+            empty = {**named, **empty}
         out[name] = Observation(spec.parser, ok=True, exit_code=0, facts=empty).to_facts()
     return out
 

@@ -1,0 +1,146 @@
+"""`test_backfill` judges the new tests by mutation, through the real CLI on a real sample.
+
+Tests that call the code and assert nothing (`assert X` written as `X`, `assert X or
+True`, `is not None`) cover every line the threshold asks for; they must never end the run
+`done`, and the feedback must name what a test should have noticed. Real tests of the same
+code end `done`. With the mutation check turned off the vacuous tests end `done`, so it is
+this check that stops them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_helpers import SAMPLES, looprun, sample_copy, summary_of
+
+from looprun.journal.read import read_jsonl
+
+pytestmark = pytest.mark.e2e
+
+TARGET = "units/temperature.py,units/wind.py"
+
+VACUOUS = """\
+from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
+from units.wind import beaufort, kmh_to_knots
+
+
+def test_labels():
+    for value in (-5, 3, 20, 30):
+        label(value)
+
+
+def test_conversions():
+    celsius_to_fahrenheit(10)
+    assert fahrenheit_to_celsius(50) or True
+    kmh_to_knots(10)
+    for speed in (0.5, 30, 150):
+        assert beaufort(speed) is not None
+"""
+
+HONEST = """\
+from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
+from units.wind import beaufort, kmh_to_knots
+
+
+def test_labels():
+    assert label(-0.5) == "freezing"
+    assert label(0) == "cold"
+    assert label(14.9) == "cold"
+    assert label(15) == "mild"
+    assert label(25) == "hot"
+
+
+def test_conversions():
+    assert celsius_to_fahrenheit(100) == 212
+    assert fahrenheit_to_celsius(212) == 100
+    assert kmh_to_knots(100) == 54.0
+
+
+def test_beaufort():
+    assert beaufort(0.5) == 0
+    assert beaufort(30) == 5
+    assert beaufort(150) == 12
+"""
+
+
+def _script(tmp_path: Path, tests: str) -> Path:
+    """One turn that writes ``tests``, then turns that change nothing."""
+    turns: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {
+                    "name": "write_file",
+                    "arguments": {"path": "tests/test_cover.py", "content": tests},
+                }
+            ]
+        },
+        {"text": "Tests written."},
+    ]
+    turns += [{"text": "The tests are fine as they are."}] * 6
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(turns))
+    return path
+
+
+def _run(tmp_path: Path, tests: str, *extra: str) -> tuple[dict[str, Any], Path]:
+    workdir = sample_copy("backfill_units", tmp_path)
+    proc = looprun(
+        "test_backfill",
+        "--intent",
+        "Raise the coverage of the unit conversions.",
+        "--set",
+        f"target={TARGET}",
+        *extra,
+        "--workdir",
+        str(workdir),
+        "--model",
+        f"script:{_script(tmp_path, tests)}",
+        "--json",
+        timeout=600,
+    )
+    summary = summary_of(proc)
+    return summary, Path(summary["run_dir"])
+
+
+def _decisions(run_dir: Path) -> list[dict[str, Any]]:
+    events = read_jsonl(run_dir / "journal.jsonl")
+    return [e["decision"] for e in events if e["event"] == "iteration"]
+
+
+def test_tests_that_assert_nothing_never_end_done(tmp_path: Path) -> None:
+    summary, run_dir = _run(tmp_path, VACUOUS)
+    assert summary["outcome"] != "done"
+    assert summary["outcome"] == "escalated"
+    first = _decisions(run_dir)[0]
+    assert first["rule"] == "mutants_survived"
+    # the feedback names the line and what was changed, which a test should notice
+    assert "units/temperature.py:13: condition `celsius < 0` negated" in first["message"]
+    assert (
+        "units/wind.py:5: `return round(kmh / 1.852, 1)` changed to `return None`"
+        in (first["message"])
+    )
+    report = json.loads((run_dir / "artifacts" / "mutants.json").read_text())
+    assert report["tests"] == ["tests/test_cover.py"] and report["total"] == 20
+    assert report["score"] < 0.5
+    # the mutants were made in the check's copy: the working tree's code is as it was
+    sample = SAMPLES / "backfill_units" / "units"
+    workdir = run_dir.parents[2]  # WORKDIR/.looprun/runs/ID
+    for name in ("temperature.py", "wind.py"):
+        assert (workdir / "units" / name).read_bytes() == (sample / name).read_bytes()
+
+
+def test_the_same_tests_end_done_with_the_mutation_check_off(tmp_path: Path) -> None:
+    summary, run_dir = _run(tmp_path, VACUOUS, "--set", "min_mutation_score=0")
+    assert (summary["outcome"], summary["iterations"]) == ("done", 1)
+    assert not (run_dir / "artifacts" / "mutants.json").exists()
+
+
+def test_tests_with_real_assertions_end_done(tmp_path: Path) -> None:
+    summary, run_dir = _run(tmp_path, HONEST)
+    assert (summary["outcome"], summary["iterations"]) == ("done", 1)
+    report = json.loads((run_dir / "artifacts" / "mutants.json").read_text())
+    assert report["ok"] is True and report["total"] == 20
+    assert report["score"] >= 0.5
