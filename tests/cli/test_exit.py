@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.git_repos import git_repo
+
 # a process that calls the command's entry point, with an object freed only by teardown
 # and an exit handler, each of which says when it runs
 SHIM = """
@@ -58,12 +60,7 @@ def test_a_run_leaves_no_temporary_files(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "app.py").write_text("x = 1\n", encoding="utf-8")
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    git_repo(repo)
     script = tmp_path / "script.json"
     script.write_text(
         '[{"tool_calls": [{"name": "write_file", "arguments": {"path": "n.txt", '

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.git_repos import git_repo
+
 PHASES = {
     "startup",
     "setup",
@@ -30,13 +32,7 @@ def _repo(root: Path) -> Path:
     repo = root / "repo"
     repo.mkdir()
     (repo / "app.py").write_text("x = 1\n", encoding="utf-8")
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-    return repo
+    return git_repo(repo)
 
 
 def _run(tmp_path: Path, check: str = "true") -> tuple[dict, float]:
