@@ -83,13 +83,13 @@ def resolve_models(
         return act, act, refs
     if refs["plan"] == refs["act"]:
         return act, act, refs
-    if template.plan.mode == "model":
-        return act, resolve(refs["plan"]), refs
-    # only held-out variants ask the plan role: a plan model that cannot be used (its key
-    # unset) leaves them to the act model, in a context of their own, and the run goes on
     try:
         return act, resolve(refs["plan"]), refs
     except (UsageError, ModelSetupError) as exc:
+        if template.plan.mode == "model":
+            raise
+        # only held-out variants ask the plan role: a plan model that cannot be used (its
+        # key unset) leaves them to the act model, in a context of their own
         click.echo(
             f"note: held-out variants are asked of the act model ({refs['act']}): {exc}",
             err=True,
