@@ -87,6 +87,9 @@ def test_code_that_knows_the_test_run_fails_without_pytest(tmp_path: Path, trace
     assert facts["failing"] == ["test_x.py::test_answer"], facts["feedback"]
     assert facts["consistent"], facts["tampering"]
     assert "AssertionError at test_x.py:5: assert answer() == 42" in facts["feedback"]
+    # frames are named as the repository names them, not where the check's tree lives
+    assert 'File "test_x.py", line 5' in facts["feedback"], facts["feedback"]
+    assert str(tmp_path) not in facts["feedback"]
 
 
 def test_honest_code_passes_without_pytest(tmp_path: Path) -> None:

@@ -278,8 +278,10 @@ def _run(node: str, root: str, tests: set[str], watch: _Watch) -> tuple[str, str
 def _failure(exc: BaseException, root: str) -> str:
     """What failed, headline last: the traceback's tail, then the exception and, for a
     bare ``assert`` (not rewritten by pytest here), the line that failed."""
-    tail = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    text = "".join(tail).strip().splitlines()[-12:]
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    # frames in the check's own tree are named as the repository names them: that tree's
+    # place means nothing to the model and is not the user's to read in feedback
+    text = tail.replace(f'File "{root}', 'File "').strip().splitlines()[-12:]
     head = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     frames = traceback.extract_tb(exc.__traceback__)
     if frames and not str(exc):
