@@ -307,6 +307,8 @@ BUILTIN_IDS = {
         "broke_many",
         "behaviour_changed_retry",
         "diff_too_large",
+        "unpinned_unjudged",
+        "unpinned",
         "lint",
         "fallback",
     ],

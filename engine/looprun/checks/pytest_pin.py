@@ -58,9 +58,9 @@ _VALUED = frozenset(
         "--cov-report --cov-config --dist --timeout --max-worker-restart"
     ).split()
 )
-# looprun's plain re-run of tests and its mutation runner (observe/pytest_plugin/) take the
+# looprun's plain re-run of tests and its mutation runners (observe/pytest_plugin/) take the
 # same pinning options, so their rootdir and pythonpath are the suite's
-_RUNNERS = frozenset({"pytest", "py.test", "looprun_plain", "looprun_mutants"})
+_RUNNERS = frozenset({"pytest", "py.test", "looprun_plain", "looprun_mutants", "looprun_pinned"})
 _OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")"})
 
 

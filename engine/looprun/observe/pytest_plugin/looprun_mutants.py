@@ -29,6 +29,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _NEGATED: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Eq: ast.NotEq,
@@ -162,14 +165,14 @@ def generate(path: str, source: bytes, lines: set[int] | None = None) -> list[Mu
     return [f[3] for f in found]
 
 
-def spread(mutants: list[Mutant], limit: int) -> list[Mutant]:
-    """At most ``limit`` mutants, spread evenly over the list (deterministic)."""
-    if limit <= 0 or len(mutants) <= limit:
-        return list(mutants) if limit > 0 else []
-    return [mutants[i * len(mutants) // limit] for i in range(limit)]
+def spread(items: list[T], limit: int) -> list[T]:
+    """At most ``limit`` items, spread evenly over the list (deterministic)."""
+    if limit <= 0 or len(items) <= limit:
+        return list(items) if limit > 0 else []
+    return [items[i * len(items) // limit] for i in range(limit)]
 
 
-def _is_test(path: str) -> bool:
+def is_test(path: str) -> bool:
     name = PurePosixPath(path).name
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
@@ -182,65 +185,70 @@ def _targets(root: str, patterns: list[str]) -> list[str]:
         for name in sorted(files):
             rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
             named = any(rel == p or fnmatch.fnmatch(rel, p) for p in patterns)
-            if named and name.endswith(".py") and not _is_test(rel):
+            if named and name.endswith(".py") and not is_test(rel):
                 out.append(rel)
     return out
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+def env() -> dict[str, str]:
+    """This process's environment, with no bytecode written beside a mutated file."""
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def _pytest(tests: list[str], pinned: list[str], timeout: float) -> tuple[int | None, str]:
-    """The new tests once; (exit code or None on a timeout, the output's tail)."""
+def run_tests(tests: list[str], pinned: list[str], timeout: float) -> tuple[int | None, str]:
+    """``tests`` (none: the configured suite) once, stopping at the first failure: (exit
+    code or None on a timeout, the output's tail)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *pinned]
     try:
         done = subprocess.run(
-            [*cmd, *tests], capture_output=True, text=True, timeout=timeout, env=_env()
+            [*cmd, *tests], capture_output=True, text=True, timeout=timeout, env=env()
         )
     except subprocess.TimeoutExpired:
         return None, ""
     return done.returncode, (done.stdout + done.stderr)[-1500:]
 
 
-def _covered(
+def line_coverage(
     tests: list[str], targets: list[str], pinned: list[str], data: str, timeout: float
-) -> tuple[dict[str, set[int]], str | None]:
-    """The target lines the new tests run, measured with them alone under coverage.py."""
-    env = {**_env(), "COVERAGE_FILE": data}
+) -> tuple[dict[str, set[int]], dict[str, set[int]], str | None]:
+    """The target lines ``tests`` run and those they do not (executable lines only),
+    measured under coverage.py on the unchanged code; no tests: the configured suite."""
+    measured = {**env(), "COVERAGE_FILE": data}
     run = [sys.executable, "-m", "coverage", "run", "--include=" + ",".join(targets)]
     run += ["-m", "pytest", "-q", "-p", "no:cacheprovider", *pinned, *tests]
+    which = "the new tests" if tests else "the suite"
     try:
-        first = subprocess.run(run, capture_output=True, text=True, timeout=timeout, env=env)
+        first = subprocess.run(run, capture_output=True, text=True, timeout=timeout, env=measured)
     except subprocess.TimeoutExpired:
-        return {}, f"the new tests did not finish in {timeout:g}s"
+        return {}, {}, f"{which} did not finish in {timeout:g}s"
     if first.returncode != 0:
         tail = (first.stdout + first.stderr)[-1500:]
-        return {}, f"the new tests alone do not pass on the unchanged code:\n{tail}"
+        alone = " alone" if tests else ""
+        return {}, {}, f"{which}{alone} do not pass on the unchanged code:\n{tail}"
     report = data + ".json"
     made = subprocess.run(
         [sys.executable, "-m", "coverage", "json", "-q", "-o", report],
         capture_output=True,
         text=True,
-        env=env,
+        env=measured,
     )
     if made.returncode != 0:
-        return {}, "coverage.py wrote no report of the new tests' lines"
+        return {}, {}, f"coverage.py wrote no report of the lines {which} run"
     with open(report, encoding="utf-8") as handle:
         files = json.load(handle).get("files", {})
     cwd = os.getcwd()
-    out: dict[str, set[int]] = {}
+    executed: dict[str, set[int]] = {}
+    missing: dict[str, set[int]] = {}
     for name, entry in files.items():
         rel = os.path.relpath(os.path.join(cwd, name), cwd).replace(os.sep, "/")
-        out[rel] = {int(n) for n in entry.get("executed_lines", [])}
-    return out, None
+        executed[rel] = {int(n) for n in entry.get("executed_lines", [])}
+        missing[rel] = {int(n) for n in entry.get("missing_lines", [])}
+    return executed, missing, None
 
 
 def judge(args: argparse.Namespace, pinned: list[str]) -> dict[str, object]:
     changed = json.loads(args.changed)
-    tests = sorted(p for p in changed if _is_test(str(p)) and os.path.isfile(str(p)))
+    tests = sorted(p for p in changed if is_test(str(p)) and os.path.isfile(str(p)))
     report: dict[str, object] = {
         "ok": True,
         "tests": tests,
@@ -255,7 +263,7 @@ def judge(args: argparse.Namespace, pinned: list[str]) -> dict[str, object]:
         return report
     data = os.path.join(os.path.dirname(os.path.abspath(args.report)), "mutants.coverage")
     started = time.monotonic()
-    covered, error = _covered(tests, targets, pinned, data, args.timeout * 3)
+    covered, _, error = line_coverage(tests, targets, pinned, data, args.timeout * 3)
     # a mutant that loops forever (a negated `while`) is killed by the timeout: a few
     # times what the unchanged run took under coverage, so a sample of them stays short
     limit = min(args.timeout, max(10.0, 4 * (time.monotonic() - started)))
@@ -273,7 +281,7 @@ def judge(args: argparse.Namespace, pinned: list[str]) -> dict[str, object]:
         try:
             with open(mutant.path, "wb") as handle:
                 handle.write(mutant.apply(original))
-            code, _ = _pytest(tests, pinned, limit)
+            code, _ = run_tests(tests, pinned, limit)
         finally:
             with open(mutant.path, "wb") as handle:
                 handle.write(original)
@@ -291,10 +299,11 @@ def judge(args: argparse.Namespace, pinned: list[str]) -> dict[str, object]:
     }
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="looprun_mutants")
+def arguments(prog: str) -> argparse.ArgumentParser:
+    """The arguments this module and its suite-wide sibling share."""
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--report", required=True)
-    parser.add_argument("--targets", required=True, help="JSON list of paths or globs")
+    parser.add_argument("--targets", default="[]", help="JSON list of paths or globs")
     parser.add_argument("--changed", default="{}", help="JSON: file -> changed lines")
     parser.add_argument("--max", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=60.0)
@@ -303,14 +312,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rootdir", default="")
     parser.add_argument("--confcutdir", default="")
     parser.add_argument("-o", dest="overrides", action="append", default=[])
-    args = parser.parse_args(argv)
+    return parser
+
+
+def pytest_pins(args: argparse.Namespace) -> list[str]:
+    """The pinning arguments, as each pytest run takes them."""
     pinned: list[str] = []
     for flag, value in (("-c", args.config), ("--rootdir", args.rootdir)):
         pinned += [flag, value] if value else []
     pinned += ["--confcutdir", args.confcutdir] if args.confcutdir else []
     for override in args.overrides:
         pinned += ["-o", override]
-    report = judge(args, pinned)
+    return pinned
+
+
+def main(argv: list[str]) -> int:
+    args = arguments("looprun_mutants").parse_args(argv)
+    report = judge(args, pytest_pins(args))
     with open(args.report, "w", encoding="utf-8") as handle:
         json.dump(report, handle, indent=1)
     return 0
