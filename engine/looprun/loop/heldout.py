@@ -183,11 +183,13 @@ def _test_files(
         and c.new is not None
         and (c.path in wanted or (posixpath.dirname(c.path) in dirs and a_test.search(c.new)))
     ]
-    return out or [
-        {"path": c.path, "text": (c.new or "")[:_MAX_TEST_CHARS]}
-        for c in changes
-        if c.status == "A" and c.new is not None
-    ]
+    if out:
+        return out
+    # ids that name neither (a Java id names its class: ``pkg.FooTest.method``): the files
+    # the task added, those holding a test first (the first one is where ``beside`` goes)
+    added = [c for c in changes if c.status == "A" and c.new is not None]
+    added.sort(key=lambda c: a_test.search(c.new or "") is None)
+    return [{"path": c.path, "text": (c.new or "")[:_MAX_TEST_CHARS]} for c in added]
 
 
 def extract_code(text: str, a_test: re.Pattern[str]) -> str:
