@@ -20,7 +20,7 @@ from looprun.checks.clean_tree import CheckTrees
 from looprun.checks.variants import VariantStore
 from looprun.errors import ModelError, TemplateError
 from looprun.loop.core import Loop, RunInfo
-from looprun.loop.heldout import ask_for_variants, extract_code
+from looprun.loop.heldout import _test_files, ask_for_variants, extract_code
 from looprun.loop.inputs import build_inputs
 from looprun.loop.plan import PlannedTask
 from looprun.loop.ports import KeepRecent, NullJournal, Ports
@@ -290,6 +290,19 @@ def test_the_private_store_is_the_user_s_alone(tmp_path: Path) -> None:
     # a new answer replaces the old one and what was kept of it
     store.store("variants", "test_w.py", "def test_w():\n    pass\n")
     assert store.kept("variants") == () and not kept.exists()
+
+
+def test_ids_that_name_no_file_show_the_added_test_files_first(tmp_path: Path) -> None:
+    """A Java id names a class, not a file: of the files the task added, those holding a
+    test come first, since the first is where a `beside` variants file goes."""
+    loop, *_ = _setup(tmp_path, ScriptedModel([]))
+    work = Path(loop.run_info.workdir)
+    (work / "aaa_helper.py").write_text("def helper():\n    return 1\n")
+    loop.state.current = loop.ports.workspace.checkpoint("t/2")
+
+    shown = _test_files(loop, ["calc.TripleTest.tripleOfThree"], A_TEST)
+
+    assert [t["path"] for t in shown] == ["tests/test_calc.py", "aaa_helper.py"]
 
 
 def test_nothing_kept_means_the_check_is_skipped(tmp_path: Path) -> None:
