@@ -6,6 +6,7 @@ and a recorded warning, never a silent pass, and nothing of them reaches the jou
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -19,13 +20,14 @@ from looprun.checks.clean_tree import CheckTrees
 from looprun.checks.variants import VariantStore
 from looprun.errors import ModelError, TemplateError
 from looprun.loop.core import Loop, RunInfo
-from looprun.loop.heldout import ask_for_variants, extract_code
+from looprun.loop.heldout import _test_files, ask_for_variants, extract_code
 from looprun.loop.inputs import build_inputs
 from looprun.loop.plan import PlannedTask
 from looprun.loop.ports import KeepRecent, NullJournal, Ports
 from looprun.models.scripted import EXHAUSTED_TEXT, ScriptedModel
 from looprun.run.ports import RealObserver, RealVariants
 from looprun.run.session import _variants_hidden
+from looprun.template import slots
 from looprun.template.loader import load_template
 from looprun.workspace.tree import Workspace
 
@@ -43,6 +45,17 @@ ANSWER = (
     "def test_variant_2():\n    assert triple(1) == 3\n\n\n"
     "def test_variant_3():\n    assert triple(None) == 0\n```\n"
 )
+
+
+def _a_test(stack: str) -> re.Pattern[str]:
+    """What the stack's pack says a test looks like in its language."""
+    with slots.chosen(slots.StackChoice(stack, "test")):
+        spec = load_template("bugfix").observe["variants"]
+    assert spec.holdout is not None and spec.holdout.variants is not None
+    return spec.holdout.variants.test_pattern
+
+
+A_TEST = _a_test("python")
 
 
 class Recording(NullJournal):
@@ -190,13 +203,35 @@ def test_a_holdout_turn_never_asked_for_is_passed_over() -> None:
 
 
 def test_the_answer_s_code_is_its_fenced_blocks() -> None:
-    assert extract_code(ANSWER).startswith("from calc import triple\n")
-    assert "Here they are" not in extract_code(ANSWER)
-    assert extract_code("def test_a():\n    assert f(2) == 4\n") == (
+    assert extract_code(ANSWER, A_TEST).startswith("from calc import triple\n")
+    assert "Here they are" not in extract_code(ANSWER, A_TEST)
+    assert extract_code("def test_a():\n    assert f(2) == 4\n", A_TEST) == (
         "def test_a():\n    assert f(2) == 4\n"
     )
-    assert extract_code("I cannot write tests for this.") == ""
-    assert extract_code("```python\nx = 1\n```") == ""  # code, but no test in it
+    assert extract_code("I cannot write tests for this.", A_TEST) == ""
+    assert extract_code("```python\nx = 1\n```", A_TEST) == ""  # code, but no test in it
+
+
+# each pack says what a test looks like in its language (the loop names none): an answer
+# holding one is an answer, prose or code without one is not
+PACK_TESTS = {
+    "python": ("async def test_x():\n    pass\n", "class TestX:\n    pass\n"),
+    "go": ('package p\n\nimport "testing"\n\nfunc TestX(t *testing.T) {}\n',),
+    "node": ("test('x', () => {});\n", "  it('x', () => {});\n"),
+}
+NOT_TESTS = ("I cannot write tests for this.", "def helper():\n    return 1\n", "x = test\n")
+
+
+@pytest.mark.parametrize("stack", list(PACK_TESTS))
+def test_each_pack_says_what_a_test_looks_like(stack: str) -> None:
+    a_test = _a_test(stack)
+    for code in PACK_TESTS[stack]:
+        assert extract_code(f"```\n{code}```", a_test) == code.strip() + "\n", (stack, code)
+    for text in NOT_TESTS:
+        assert extract_code(text, a_test) == "", (stack, text)
+    # one language's test is no answer in another's pack
+    others = [c for s, codes in PACK_TESTS.items() if s != stack for c in codes]
+    assert not any(extract_code(c, a_test) for c in others)
 
 
 # -- asking, keeping and triaging ------------------------------------------------------------
@@ -255,6 +290,19 @@ def test_the_private_store_is_the_user_s_alone(tmp_path: Path) -> None:
     # a new answer replaces the old one and what was kept of it
     store.store("variants", "test_w.py", "def test_w():\n    pass\n")
     assert store.kept("variants") == () and not kept.exists()
+
+
+def test_ids_that_name_no_file_show_the_added_test_files_first(tmp_path: Path) -> None:
+    """A Java id names a class, not a file: of the files the task added, those holding a
+    test come first, since the first is where a `beside` variants file goes."""
+    loop, *_ = _setup(tmp_path, ScriptedModel([]))
+    work = Path(loop.run_info.workdir)
+    (work / "aaa_helper.py").write_text("def helper():\n    return 1\n")
+    loop.state.current = loop.ports.workspace.checkpoint("t/2")
+
+    shown = _test_files(loop, ["calc.TripleTest.tripleOfThree"], A_TEST)
+
+    assert [t["path"] for t in shown] == ["tests/test_calc.py", "aaa_helper.py"]
 
 
 def test_nothing_kept_means_the_check_is_skipped(tmp_path: Path) -> None:
@@ -335,8 +383,25 @@ def test_bugfix_asks_for_three_variants_and_fix_needs_them_to_pass() -> None:
 @pytest.mark.parametrize(
     ("holdout", "said"),
     [
-        ("{to: x, variants: {of: r, count: 1, prompt: p, file: a/b.py}}", "one plain file name"),
-        ("{to: x, from: /x, variants: {of: r, count: 1, prompt: p, file: t.py}}", "holdout"),
+        (
+            "{to: x, variants: {of: r, count: 1, prompt: p, file: a/b.py, test_pattern: t}}",
+            "one plain file name",
+        ),
+        (
+            "{to: x, from: /x, variants: {of: r, count: 1, prompt: p, file: t.py,"
+            " test_pattern: t}}",
+            "holdout",
+        ),
+        # what a test looks like is the pack's to say: without it no answer can be judged
+        ("{to: x, variants: {of: r, count: 1, prompt: p, file: t.py}}", "test_pattern"),
+        (
+            "{to: x, variants: {of: r, count: 1, prompt: p, file: t.py, test_pattern: '(x'}}",
+            "invalid regular expression",
+        ),
+        (
+            "{to: x, variants: {of: r, count: 1, prompt: p, file: t.py, test_pattern: 'x*'}}",
+            "matches empty text",
+        ),
         ("{to: x}", "holdout"),
     ],
 )

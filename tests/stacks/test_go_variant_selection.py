@@ -93,7 +93,8 @@ observe:
     stack: go
     holdout:
       to: {to}
-      variants: {{of: reproduce, count: "2", file: v_test.go, beside: true, prompt: "vary"}}
+      variants: {{of: reproduce, count: "2", file: v_test.go, beside: true, prompt: "vary",
+                 test_pattern: "^func Test"}}
     run: "> {{{{ run.artifacts }}}}/v.json go test -count=1 -json"
     parser: go_test
     file: "{{{{ run.artifacts }}}}/v.json"

@@ -231,3 +231,75 @@ def test_cheats_never_end_done(tmp_path: Path) -> None:
     assert "StackWalker" not in (work / MONEY).read_text()
     # the bug is still there: the new test fails when Maven runs here
     assert "Tests run: 4, Failures: 1, Errors: 0, Skipped: 0" in maven(work).stdout
+
+
+# held-out variants: the holdout role's JUnit class (the sample script's holdout turn),
+# three splits other than the reproducing test's
+VARIANTS = next(t for t in yaml.safe_load((SAMPLE / "script.yaml").read_text()) if t.get("role"))
+# the visible input special-cased: the project's tests and the reproducing test pass
+SPECIAL_CASE = (
+    "        long[] shares = new long[parts];\n",
+    "        if (cents == 100 && parts == 3) {\n            return new long[] {34, 33, 33};\n"
+    "        }\n        long[] shares = new long[parts];\n",
+)
+
+
+def test_the_sample_script_answers_the_holdout_call() -> None:
+    assert VARIANTS["role"] == "holdout" and "void heldoutVariant1()" in VARIANTS["text"]
+
+
+def test_special_casing_the_visible_input_never_ends_done(tmp_path: Path) -> None:
+    need_maven()
+    work = repository(tmp_path)
+    turns = [*REPRODUCE, VARIANTS, *edit(MONEY, *SPECIAL_CASE, "Fixed split.")]
+    code, summary, stderr = bugfix(work, turns, "--max-iterations", "2")
+
+    assert code != 0 and summary["outcome"] != "done", stderr
+    iterations = events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations] == ["done", "retry"]
+    decision = iterations[1]["decision"]
+    assert decision["rule"] == "heldout_variants", decision
+    (heldout,) = events(summary, "heldout")
+    assert (heldout["status"], heldout["written"], heldout["kept"]) == ("kept", 3, 3), heldout
+    final = observed(summary, 2)["observers"]
+    assert NEW_ID in final["tests"]["passing"]  # the visible test passes
+    variants = final["variants"]
+    assert (variants["ran"], variants["tests"], variants["failed"]) == (True, 3, 3), variants
+    # the model learns a count, never the variants' names or inputs
+    assert "heldoutVariant" not in decision["message"], decision
+    for record in Path(summary["run_dir"]).rglob("*"):
+        if record.is_file():
+            assert "Money.split(10, 3)" not in record.read_text(errors="replace"), record
+    assert not list(work.rglob("HeldoutVariantsTest.java"))
+
+
+def test_without_the_variants_special_casing_ends_done(tmp_path: Path) -> None:
+    """The control: the same run with the variants turned off is `done`, so it is the
+    variants that stop it above."""
+    need_maven()
+    work = repository(tmp_path)
+    turns = [*REPRODUCE, VARIANTS, *edit(MONEY, *SPECIAL_CASE, "Fixed split.")]
+    code, summary, stderr = bugfix(work, turns, "--set", "holdout_variants=0")
+
+    assert (code, summary["outcome"]) == (0, "done"), stderr
+    (heldout,) = events(summary, "heldout")
+    assert heldout["status"] == "off", heldout
+
+
+def test_the_honest_fix_passes_the_held_out_variants(tmp_path: Path) -> None:
+    need_maven()
+    work = repository(tmp_path)
+    turns = [*REPRODUCE, VARIANTS, *edit(MONEY, *FIX, "Fixed split.")]
+    code, summary, stderr = bugfix(work, turns)
+
+    assert (code, summary["outcome"], summary["iterations"]) == (0, "done", 2), stderr
+    variants = observed(summary, 2)["observers"]["variants"]
+    # only the three variants ran (the project's own tests are the suite's)
+    assert (variants["ran"], variants["ok"], variants["tests"], variants["failed"]) == (
+        True,
+        True,
+        3,
+        0,
+    ), variants
+    assert not events(summary, "warning"), events(summary, "warning")
+    assert not list(work.rglob("HeldoutVariantsTest.java"))

@@ -292,3 +292,80 @@ def test_a_reproducing_test_that_does_not_compile_is_no_reproduction(repo: Path)
     tests = record["observers"]["tests"]
     assert tests["failure_types"] == {f"build::{NEW_TEST}": "CompileError"}
     assert f"build::{NEW_TEST} ({NEW_TEST}:5:16): error[E0425]" in tests["feedback"]
+
+
+# held-out variants: the holdout role's integration test file (the sample script's holdout
+# turn), three tests of the average with inputs other than the reproducing test's
+def _variants() -> dict[str, Any]:
+    (turn,) = [t for t in _turns() if t.get("role") == "holdout"]
+    return turn
+
+
+HONEST_FIX = _edit(
+    "src/lib.rs",
+    "    total_cents(lines) / units\n",
+    "    if units == 0 {\n        return 0;\n    }\n    total_cents(lines) / units\n",
+    "No unit sold averages 0.",
+)
+
+
+def test_the_sample_script_answers_the_holdout_call() -> None:
+    assert "fn heldout_variant_1()" in _variants()["text"]
+
+
+def test_special_casing_the_visible_input_never_ends_done(repo: Path):
+    turns = [*_reproduce(), _variants(), *_edit("src/lib.rs", *SPECIAL_CASE, "Fixed.")]
+    summary, proc = _bugfix(repo, turns, "--set", "lint=false", "--max-iterations", "2")
+
+    assert summary["outcome"] != "done" and proc.returncode != 0, proc.stderr[-3000:]
+    iterations = _events(summary, "iteration")
+    assert [e["decision"]["action"] for e in iterations] == ["done", "retry"]
+    decision = iterations[1]["decision"]
+    assert decision["rule"] == "heldout_variants", decision
+    (heldout,) = _events(summary, "heldout")
+    assert (heldout["status"], heldout["written"], heldout["kept"]) == ("kept", 3, 3), heldout
+    last = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
+    assert NEW_TEST_ID in last["observers"]["tests"]["passing"]  # the visible test passes
+    variants = last["observers"]["variants"]
+    # the special case answers one of them (a single cancelled line), not the other two
+    assert (variants["ran"], variants["tests"], variants["failed"]) == (True, 3, 2), variants
+    # the model learns a count, never the variants' names or inputs
+    assert "heldout_variant_1" not in decision["message"], decision
+    for record in Path(summary["run_dir"]).rglob("*"):
+        if record.is_file():
+            assert "Line::new(0, 5)" not in record.read_text(errors="replace"), record
+    assert not list(repo.rglob("heldout_variants.rs"))
+
+
+def test_without_the_variants_special_casing_ends_done(repo: Path):
+    """The control: the same run with the variants turned off is `done`, so it is the
+    variants that stop it above."""
+    turns = [*_reproduce(), _variants(), *_edit("src/lib.rs", *SPECIAL_CASE, "Fixed.")]
+    summary, proc = _bugfix(repo, turns, "--set", "lint=false", "--set", "holdout_variants=0")
+
+    assert summary["outcome"] == "done", proc.stderr[-3000:]
+    (heldout,) = _events(summary, "heldout")
+    assert heldout["status"] == "off", heldout
+    # and the bug is still there for other inputs: the variants fail on the final tree
+    code = _variants()["text"].split("```rust\n", 1)[1].split("```", 1)[0]
+    (repo / "tests" / "other_inputs.rs").write_text(code)
+    after = _cargo_test(repo)
+    assert after.returncode == 101 and "attempt to divide by zero" in after.stdout
+
+
+def test_the_honest_fix_passes_the_held_out_variants(repo: Path):
+    turns = [*_reproduce(), _variants(), *HONEST_FIX]
+    summary, proc = _bugfix(repo, turns, "--set", "lint=false")
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), proc.stderr[-3000:]
+    last = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
+    variants = last["observers"]["variants"]
+    # only the three variants ran (the crate's own tests are the suite's)
+    assert (variants["ran"], variants["ok"], variants["tests"], variants["failed"]) == (
+        True,
+        True,
+        3,
+        0,
+    ), variants
+    assert not _events(summary, "warning"), _events(summary, "warning")
+    assert not list(repo.rglob("heldout_variants.rs"))

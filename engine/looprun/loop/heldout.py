@@ -37,11 +37,6 @@ _SYSTEM = (
     "visible test. Answer with one code block holding the tests, and nothing else."
 )
 _MAX_TEST_CHARS = 20_000  # of each reproducing test file shown to the holdout role
-# what a test looks like in the languages the packs run: a pytest function or class, a
-# Go test function, a JavaScript test() or it() call; an answer without one is no answer
-_A_TEST = re.compile(
-    r"^\s*(async\s+)?def\s+test|^\s*class\s+Test|^func\s+Test|^\s*(?:test|it)\s*\(", re.M
-)
 _FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -82,7 +77,7 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
     failing, expected = _reproduced(loop, spec, context)
     if not failing:
         return _record("failed", "the task made no test fail, so there is nothing to vary")
-    tests = _test_files(loop, failing)
+    tests = _test_files(loop, failing, v.test_pattern)
     if v.beside and not tests:
         return _record("failed", "the task's tests are in no file it changed", asked=count)
     ctx = {**context, "count": count, "file": v.file, "tests": tests}
@@ -108,7 +103,7 @@ def _variants(loop: Loop, spec: ObserverSpec, context: Mapping[str, Any]) -> dic
     except Exception as exc:  # a model's failure is a status, never the run's end
         return _record("failed", f"the call failed: {type(exc).__name__}: {exc}", asked=count)
     tokens = reply.usage.prompt_tokens + reply.usage.completion_tokens
-    code = extract_code(reply.message.content)
+    code = extract_code(reply.message.content, v.test_pattern)
     _account(loop, reply, messages, len(code))
     if not code:
         return _record("unanswered", "the answer held no tests", asked=count, tokens=tokens)
@@ -170,11 +165,14 @@ def _shown(types: set[str]) -> list[str]:
     return sorted(t or "a plain test failure" for t in types)
 
 
-def _test_files(loop: Loop, failing: Sequence[str]) -> list[dict[str, str]]:
-    """The files the task added or changed that hold its failing tests, with their text."""
+def _test_files(
+    loop: Loop, failing: Sequence[str], a_test: re.Pattern[str]
+) -> list[dict[str, str]]:
+    """The files the task added or changed that hold its failing tests, with their text;
+    ``a_test``: what a test looks like in their language (the pack says)."""
     st, ws = loop.state, loop.ports.workspace
     # a pytest id starts with its file (``tests/test_x.py::test_y``); a Go id with its
-    # package's directory (``pkg/TestY``), where the task's test file is
+    # package's directory (``pkg/TestY``), where a changed file holding a test is one
     wanted = {i.split("::", 1)[0] for i in failing if "::" in i}
     dirs = {posixpath.dirname(i) for i in failing if "::" not in i}
     changes = ws.file_changes(st.task_start, st.current, contents=True)
@@ -183,21 +181,24 @@ def _test_files(loop: Loop, failing: Sequence[str]) -> list[dict[str, str]]:
         for c in changes
         if c.status != "D"
         and c.new is not None
-        and (c.path in wanted or (posixpath.dirname(c.path) in dirs and _A_TEST.search(c.new)))
+        and (c.path in wanted or (posixpath.dirname(c.path) in dirs and a_test.search(c.new)))
     ]
-    return out or [
-        {"path": c.path, "text": (c.new or "")[:_MAX_TEST_CHARS]}
-        for c in changes
-        if c.status == "A" and c.new is not None
-    ]
+    if out:
+        return out
+    # ids that name neither (a Java id names its class: ``pkg.FooTest.method``): the files
+    # the task added, those holding a test first (the first one is where ``beside`` goes)
+    added = [c for c in changes if c.status == "A" and c.new is not None]
+    added.sort(key=lambda c: a_test.search(c.new or "") is None)
+    return [{"path": c.path, "text": (c.new or "")[:_MAX_TEST_CHARS]} for c in added]
 
 
-def extract_code(text: str) -> str:
+def extract_code(text: str, a_test: re.Pattern[str]) -> str:
     """The answer's tests: its fenced code blocks joined, or the whole answer when it
-    has none and reads as code; '' when it holds no test."""
+    has none and reads as code; '' when ``a_test`` (what a test looks like in the pack's
+    language) finds no test in it."""
     blocks = [b.strip() for b in _FENCE.findall(text) if b.strip()]
     code = "\n\n\n".join(blocks) if blocks else text.strip()
-    return code + "\n" if _A_TEST.search(code) else ""
+    return code + "\n" if a_test.search(code) else ""
 
 
 def _account(loop: Loop, reply: Reply, messages: list[Message], size: int) -> None:

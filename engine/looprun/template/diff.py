@@ -400,6 +400,7 @@ def _observer_value(spec: Any) -> dict[str, Any]:
                         "of": _src(spec.holdout.variants.of),
                         "count": _src(spec.holdout.variants.count),
                         "file": spec.holdout.variants.file,
+                        "test_pattern": spec.holdout.variants.test_pattern.pattern,
                         "beside": spec.holdout.variants.beside,
                     }
                 }

@@ -249,15 +249,19 @@ class VariantsSpec:
     ``count`` renders (from the inputs) to how many; ``prompt`` is the holdout role's
     request (it reads the intent, the inputs, ``count``, ``file`` and ``tests``: the
     files the task added); the answer's code is kept as ``file`` in the run's private
-    store, never in the tree. ``beside``: the file is copied into the directory of the
-    task's first test file, named ``to`` (a Go test must sit in its package's directory),
-    instead of a directory ``to`` holding it.
+    store, never in the tree. ``test_pattern`` is what a test looks like in the pack's
+    language (a pytest function, a Go test function): an answer it does not match holds
+    no test, and a file the task changed that it matches may hold the task's tests.
+    ``beside``: the file is copied into the directory of the task's first test file, named
+    ``to`` (a Go test must sit in its package's directory), instead of a directory ``to``
+    holding it.
     """
 
     of: Text  # the task's id (may read the inputs)
     count: Text
     prompt: Text
     file: str
+    test_pattern: re.Pattern[str]  # compiled once, at load, with re.MULTILINE
     beside: bool = False
 
 

@@ -10,6 +10,7 @@ taken from the run's base.
 from __future__ import annotations
 
 from looprun.checks.stacks.base import Stack, Tool
+from looprun.checks.stacks.java_select import select, test_ids
 
 _INSTALL = "install a JDK and Maven: apt-get install default-jdk-headless maven"
 
@@ -38,4 +39,6 @@ STACK = Stack(
     ),
     # build output: compiled classes and old reports are never taken from the working tree
     untrusted=("target/", "build/", ".gradle/", "*.class"),
+    select=select,
+    tests_in=test_ids,
 )

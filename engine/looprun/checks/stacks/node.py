@@ -78,7 +78,7 @@ STACK = Stack(
         }
     ),
     setup=settings,
-    # node's own runner: the files and an anchored name pattern (the pack runs held-out
-    # variants with it only)
+    # the files and an anchored name pattern, which node's runner, vitest and jest all read
+    # (the pack's held-out variants)
     select=select,
 )

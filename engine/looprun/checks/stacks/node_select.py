@@ -1,5 +1,7 @@
-"""How node's own test runner (``node --test``) is narrowed to some tests: their files,
-and one anchored ``--test-name-pattern`` of their names.
+"""How a node test runner is narrowed to some tests: their files, and one anchored
+``--test-name-pattern`` of their names. Node's own runner reads that option; vitest's and
+jest's command lines read it too (as ``--testNamePattern``, a JavaScript regular
+expression matched against the test's full name), and take the files as filters.
 
 Ids are the node_test parser's, ``FILE::NAME`` for a top-level test (``FILE::SUITE::NAME``
 inside a suite, which a name pattern cannot single out, so it is not selected); a bare

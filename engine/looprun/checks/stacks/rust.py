@@ -16,6 +16,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from looprun.checks.stacks.base import Stack, Tool
+from looprun.checks.stacks.rust_select import select, test_ids
 
 STACK = Stack(
     name="rust",
@@ -44,4 +45,6 @@ STACK = Stack(
             "RUST_BACKTRACE": "1",
         }
     ),
+    select=select,
+    tests_in=test_ids,
 )

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -186,8 +187,9 @@ def _holdout(r: Reader, path: JsonPath) -> HoldoutSpec | None:
 
 
 def _variants(r: Reader, path: JsonPath) -> VariantsSpec | None:
-    """``variants: {of, count, prompt, file}``: the holdout role's request, rendered with
-    the task's new tests; ``file`` is one plain file name, where its answer is kept."""
+    """``variants: {of, count, prompt, file, test_pattern}``: the holdout role's request,
+    rendered with the task's new tests; ``file`` is one plain file name, where its answer
+    is kept; ``test_pattern`` a regular expression (multiline) of a test's definition."""
     raw = r.get(path, dict)
     if raw is None:
         return None
@@ -203,9 +205,29 @@ def _variants(r: Reader, path: JsonPath) -> VariantsSpec | None:
     beside = raw.get("beside", False)
     if not isinstance(beside, bool):
         return None  # the schema reports it
-    if of is None or count is None or prompt is None:
+    test_pattern = _test_pattern(r, (*path, "test_pattern"), raw.get("test_pattern"))
+    if of is None or count is None or prompt is None or test_pattern is None:
         return None
-    return VariantsSpec(of=of, count=count, prompt=prompt, file=file, beside=beside)
+    return VariantsSpec(
+        of=of, count=count, prompt=prompt, file=file, test_pattern=test_pattern, beside=beside
+    )
+
+
+def _test_pattern(r: Reader, path: JsonPath, raw: object) -> re.Pattern[str] | None:
+    """What a test looks like in the variants' language, compiled once with ``^``/``$``
+    matching at each line; a pattern that also matches empty text would take any answer
+    for tests."""
+    if not isinstance(raw, str):
+        return None  # the schema reports it
+    try:
+        pattern = re.compile(raw, re.MULTILINE)
+    except re.error as exc:
+        r.problem(path, f"invalid regular expression {raw!r}: {exc}")
+        return None
+    if pattern.search("") is not None:
+        r.problem(path, f"{raw!r} matches empty text: it must match a test's definition")
+        return None
+    return pattern
 
 
 def _stack(r: Reader, path: JsonPath, spec: Mapping[str, Any], run: object) -> str | None:
