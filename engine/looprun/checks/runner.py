@@ -122,6 +122,8 @@ def observe_command(
     outcomes: Outcomes | None = None
     exit_code: int | None = None
     timed_out = False
+    unsupervised: str | None = None  # why nothing the command wrote can be trusted
+    leftovers = 0
     redactor = Redactor(secret_values(), marker="***")
     if command is not None:
         if report is not None:
@@ -155,6 +157,13 @@ def observe_command(
             result.exit_code,
             result.timed_out,
         )
+        leftovers = result.leftovers
+        if not result.supervised:
+            unsupervised = (
+                "the check's process supervisor was killed before the command ended, so"
+                " what it left running may have rewritten its report: the result is not"
+                " trusted"
+            )
         if output_log is not None:
             # a log, not a record; in a directory commands write, so no link is followed
             write_atomic(output_log, output or "", nofollow=True, sync="none")
@@ -192,7 +201,16 @@ def observe_command(
     if obs.error:
         error = changes.get("error", obs.error)
         changes["error"] = error and redactor.text(error)
-    return dataclasses.replace(obs, **changes)
+    obs = dataclasses.replace(obs, **changes)
+    if unsupervised is not None:
+        return _tampered(parser_name, unsupervised, exit_code=exit_code)
+    if leftovers:
+        note = (
+            f"note: the command left {leftovers} process(es) running; they were killed"
+            " before its report was read (a test should wait for what it starts)"
+        )
+        obs = dataclasses.replace(obs, feedback=f"{obs.feedback}\n{note}".strip())
+    return obs
 
 
 def run_observer(
@@ -365,14 +383,14 @@ def _held_out(
     return sealed(obs) if seal else obs
 
 
-def _tampered(parser_name: str, message: str) -> Observation:
+def _tampered(parser_name: str, message: str, *, exit_code: int | None = None) -> Observation:
     """A check refused because what it would trust changed under it: not ok, and (for a
     test parser) not consistent, so no exit condition can hold on it."""
     obs = _failed(parser_name, message)
     facts = dict(obs.facts)
     if "consistent" in facts:
         facts.update(consistent=False, tampering=message)
-    return dataclasses.replace(obs, facts=freeze(facts))
+    return dataclasses.replace(obs, facts=freeze(facts), exit_code=exit_code)
 
 
 def _entries(directory: Path) -> frozenset[str]:
