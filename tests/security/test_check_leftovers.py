@@ -143,7 +143,8 @@ def test_a_signal_to_the_reaper_does_not_free_the_daemon(tmp_path: Path) -> None
 
 HONEST = """\
 import subprocess, sys
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2); print('child done')"])
+code = "import time; time.sleep(0.2); print('child done')"
+child = subprocess.Popen([sys.executable, "-c", code])
 assert child.wait() == 0
 print("waited")
 """

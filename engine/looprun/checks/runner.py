@@ -1,10 +1,12 @@
 """Run one observer: decide whether it applies, run its command, parse what it produced.
 
 The observer's ``run`` is trusted, reviewed template config and runs through a shell,
-with a timeout that kills its process group. Whatever is at the report's path (a file
-left from an earlier command, a link or a FIFO planted there) is removed before the
+with a timeout that stops it and all it started. Whatever is at the report's path (a
+file left from an earlier command, a link or a FIFO planted there) is removed before the
 command runs, so a stale report can never pass as fresh and the command never writes
-through a link; a report missing afterwards is a failed observation, not a crash.
+through a link; a report missing afterwards is a failed observation, not a crash. What
+the command leaves running is killed before the report is read (``system/proc``) and
+noted in the feedback; a command whose supervisor was killed first has no trusted result.
 
 A skipped observer (its ``when`` is false) gives ``ran=False, ok=True``: the template
 said the check does not apply. Conditions that need the check to have run use

@@ -8,6 +8,7 @@ the cap).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import selectors
 import shutil
@@ -18,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
