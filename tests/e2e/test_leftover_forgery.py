@@ -106,7 +106,9 @@ FORGED_JUNIT = (
     )
     + "</testsuite></testsuites>"
 )
-HANGING_TEST = SPAWN + f"""
+HANGING_TEST = (
+    SPAWN
+    + f"""
 import time
 
 forge(artifacts() + "/junit.xml", {FORGED_JUNIT!r})
@@ -115,6 +117,7 @@ forge(artifacts() + "/junit.xml", {FORGED_JUNIT!r})
 def test_slow():
     time.sleep(30)  # past the check's timeout: a reaper killed with its command frees the forger
 """
+)
 PASSING_TEST = "def test_one():\n    assert 1 + 1 == 2\n"
 
 
@@ -159,7 +162,9 @@ FORGED_MUTANTS = json.dumps(
     {"ok": True, "total": 20, "killed": 20, "survived": 0, "score": 1.0, "error": None,
      "tests": ["tests/test_cover.py"], "survivors": []}
 )  # fmt: skip
-VACUOUS = SPAWN + f"""
+VACUOUS = (
+    SPAWN
+    + f"""
 from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
 from units.wind import beaufort, kmh_to_knots
 
@@ -179,15 +184,14 @@ def test_conversions():
     for speed in (0.5, 30, 150):
         assert beaufort(speed) is not None
 """
+)
 
 
 def test_a_leftover_cannot_rewrite_the_mutation_report(tmp_path: Path) -> None:
     """Tests that assert nothing leave most mutants alive; a forged report says all died."""
     workdir = sample_copy("backfill_units", tmp_path)
     turns: list[dict[str, Any]] = [
-        {
-            "tool_calls": [_write("tests/test_cover.py", VACUOUS)]
-        },
+        {"tool_calls": [_write("tests/test_cover.py", VACUOUS)]},
         {"text": "Tests written."},
     ]
     turns += [{"text": "The tests are fine as they are."}] * 6

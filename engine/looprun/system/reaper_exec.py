@@ -20,17 +20,32 @@ command's own, a death by signal included.
 
 from __future__ import annotations
 
-import contextlib
+import _signal as signal  # the module without its enums: a faster start
 import ctypes
 import os
 import resource
-import signal
 import sys
 
 _PR_SET_CHILD_SUBREAPER = 36
 _STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _KEEP = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGCONT, *_STOP}
 _IGNORED = [s for s in signal.valid_signals() if s not in _KEEP]
+
+
+# try/except rather than contextlib.suppress: contextlib's imports cost this short-lived
+# process more than its own work
+def _kill(pid: int) -> None:
+    try:  # noqa: SIM105
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _dispose(sig: int, action: object) -> None:
+    try:  # noqa: SIM105
+        signal.signal(sig, action)
+    except (OSError, ValueError):
+        pass
 
 
 def _descendants(me: int) -> tuple[set[int], bool]:
@@ -70,8 +85,7 @@ def _reap_all(main: int, statuses: dict[int, int]) -> int:
     while True:
         alive, any_child = _descendants(me)
         for pid in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            _kill(pid)
         killed |= alive
         if not any_child:
             return len(killed - {main})
@@ -96,8 +110,7 @@ def _start(command: list[str]) -> int:
         return pid
     try:
         for sig in (*_IGNORED, *_STOP):  # the command starts with default dispositions
-            with contextlib.suppress(OSError, ValueError):
-                signal.signal(sig, signal.SIG_DFL)
+            _dispose(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
         os.execvp(command[0], command)
     except OSError as exc:
@@ -110,11 +123,13 @@ def _exit_as(status: int) -> None:
     """Leave with the command's status; a death by signal is passed on as one."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        with contextlib.suppress(OSError, ValueError):
+        try:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
             os.kill(os.getpid(), sig)
+        except (OSError, ValueError):
+            pass
         os._exit(128 + sig)
     os._exit(os.waitstatus_to_exitcode(status))
 
@@ -130,15 +145,13 @@ def main(argv: list[str]) -> None:
         print("cannot become a child subreaper", file=sys.stderr)
         os._exit(126)
     for sig in _IGNORED:
-        with contextlib.suppress(OSError, ValueError):
-            signal.signal(sig, signal.SIG_IGN)
+        _dispose(sig, signal.SIG_IGN)
     # a stop that arrives while the command starts waits for the handler to know its pid
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
     pid = _start(command)
 
     def stop(number: int, frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)  # what it started is killed by _reap_all
+        _kill(pid)  # what it started is killed by _reap_all
 
     for sig in _STOP:
         signal.signal(sig, stop)
@@ -152,9 +165,11 @@ def main(argv: list[str]) -> None:
             break
         statuses[done] = status
     killed = _reap_all(pid, statuses)
-    with contextlib.suppress(OSError):
+    try:
         os.write(status_fd, f"done {killed}\n".encode())
         os.close(status_fd)
+    except OSError:
+        pass
     sys.stdout.flush()
     sys.stderr.flush()
     _exit_as(statuses[pid])
