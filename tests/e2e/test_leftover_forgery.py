@@ -207,3 +207,43 @@ def test_a_leftover_cannot_rewrite_the_mutation_report(tmp_path: Path) -> None:
     first = json.loads((run_dir / "observe" / "1.json").read_text())["observers"]
     assert summary["outcome"] != "done", first["mutants"]
     assert first["mutants"]["ran"] and first["mutants"]["score"] < 0.5, first["mutants"]
+
+
+# -- the honest control -----------------------------------------------------------------------
+
+WAITING_TEST = """\
+import subprocess, sys
+
+
+def test_children_are_waited_for():
+    done = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True)
+    assert done.stdout.strip() == "42"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    assert child.wait() == 0
+"""
+
+
+@pytest.mark.parametrize(("sandbox", "env"), SANDBOXES)
+def test_tests_that_wait_for_their_children_end_done(
+    tmp_path: Path, sandbox: list[str], env: dict[str, str]
+) -> None:
+    work = tmp_path / "work"
+    (work / "tests").mkdir(parents=True)
+    (work / "tests" / "test_base.py").write_text(PASSING_TEST)
+    git_repo(work)
+    turns = [
+        {"tool_calls": [_write("tests/test_children.py", WAITING_TEST)]},
+        {"text": "A test that starts processes and waits for them."},
+    ]
+    (tmp_path / "script.json").write_text(json.dumps(turns))
+    (tmp_path / "t.yaml").write_text(TEMPLATE.replace("tests.ok and tests.passed >= 3", "tests.ok"))
+    proc = looprun(
+        "run", *sandbox, str(tmp_path / "t.yaml"), "--intent", "test",
+        "--workdir", str(work), "--model", f"script:{tmp_path / 'script.json'}", "--json",
+        env=env, timeout=300,
+    )  # fmt: skip
+    summary = summary_of(proc)
+    assert (summary["outcome"], summary["iterations"]) == ("done", 1), summary
+    record = json.loads((Path(summary["run_dir"]) / "observe" / "1.json").read_text())
+    tests = record["observers"]["tests"]
+    assert tests["passed"] == 2 and "left" not in tests["feedback"], tests
