@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 from looprun.checks.runner import observe_command
 from looprun.sandbox.base import Confinement
 from looprun.sandbox.landlock import Landlock
-from looprun.system.proc import run_process
+from looprun.system.proc import ProcResult, kill_groups, run_process
 
 LANDLOCK_PROBLEM = Landlock().problem()
 
@@ -192,3 +193,22 @@ def test_output_and_input_are_as_before(tmp_path: Path) -> None:
     (tmp_path / "io.py").write_text(script)
     result = run_process([sys.executable, "io.py"], cwd=tmp_path, timeout_s=30)
     assert "out" in result.output and "err" in result.output and "''" in result.output
+
+
+def test_stopping_a_threads_commands_ends_their_daemons_too(tmp_path: Path) -> None:
+    """An interrupted sub-loop stops its commands through their reapers, so what they
+    started in sessions of their own dies with them."""
+    results: list[ProcResult] = []
+    command = _daemon_command(tmp_path, 30.0)
+    worker = threading.Thread(
+        target=lambda: results.append(run_process(command, cwd=tmp_path, timeout_s=60, shell=True))
+    )
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kill_groups({worker.ident}) == 1
+    worker.join(10)
+    assert not worker.is_alive() and results[0].exit_code is not None
+    time.sleep(1.5)
+    assert not (tmp_path / "marker").exists()

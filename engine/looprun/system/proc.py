@@ -156,6 +156,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 # checks and commands (each in its own session, out of reach of Ctrl-C) die with it.
 _live: dict[int, int] = {}
 _live_lock = threading.Lock()
+_stopping: set[int] = set()  # of those, the ones asked to stop (their calls end them)
 
 
 def kill_groups(threads: Iterable[int]) -> int:
@@ -164,6 +165,7 @@ def kill_groups(threads: Iterable[int]) -> int:
     wanted = set(threads)
     with _live_lock:
         pgids = [pg for pg, thread in _live.items() if thread in wanted]
+        _stopping.update(pgids)
     for pg in pgids:
         _ask_stop(pg)
     return len(pgids)
@@ -293,7 +295,8 @@ def _supervise(
     max_output_bytes: int,
     on_output: Callable[[bytes], None] | None,
 ) -> ProcResult:
-    """Read the capped output until exit or the limit; kill the group on a timeout."""
+    """Read the capped output until exit, the limit or a stop (``kill_groups``); then
+    stop the command and all it started."""
     with _live_lock:
         _live[proc.pid] = threading.get_ident()
     buf = _CappedBuffer(max_output_bytes)
@@ -310,6 +313,8 @@ def _supervise(
             if wait is not None and wait <= 0:
                 timed_out = True
                 break
+            if proc.pid in _stopping:
+                break  # stopped from another thread: ended below, as at a timeout
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:
@@ -324,7 +329,7 @@ def _supervise(
             buf.feed(chunk)
             if on_output is not None:
                 on_output(chunk)
-        if timed_out:
+        if timed_out or proc.pid in _stopping:
             _stop(proc)
         else:
             remaining = None if limit is None else max(0.0, limit - time.monotonic())
@@ -340,6 +345,7 @@ def _supervise(
             _stop(proc)
         with _live_lock:
             _live.pop(proc.pid, None)
+            _stopping.discard(proc.pid)
     # the reaper killed what outlived the command; what is left in its group (a reaper
     # that was killed first) dies with the group
     kill_group(proc)
