@@ -7,13 +7,15 @@ the cap).
 
 from __future__ import annotations
 
+# the verdict socket comes from the C module: `socket`'s enums would cost every run's
+# start about as much as the rest of its imports
+import _socket
 import contextlib
 import dataclasses
 import os
 import selectors
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -207,35 +209,36 @@ def run_process(
     if sandbox is not None:
         wrapped = sandbox.wrap(argv, cwd=Path(cwd), env=child_env)
         argv, child_env, cleanup = wrapped.argv, wrapped.env, wrapped.cleanup
-    verdict, reaper_end = socket.socketpair()
+    verdict, reaper_end = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
     argv = [sys.executable, "-I", "-S", str(_REAPER), str(reaper_end.fileno()), "--", *argv]
     global _SPAWNED
     _SPAWNED += 1  # counted before the start: a failed start may still have run something
     try:
-        with reaper_end:
-            proc = subprocess.Popen(
-                argv,
-                cwd=str(cwd),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=child_env,
-                start_new_session=True,
-                pass_fds=(*pass_fds, reaper_end.fileno()),
-            )
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(cwd),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            start_new_session=True,
+            pass_fds=(*pass_fds, reaper_end.fileno()),
+        )
     except BaseException:
         verdict.close()
         cleanup()
         raise
-    try:
-        with verdict:
-            result = _supervise(proc, start, limit, max_output_bytes, on_output)
-            return _with_verdict(result, verdict)
     finally:
+        reaper_end.close()
+    try:
+        result = _supervise(proc, start, limit, max_output_bytes, on_output)
+        return _with_verdict(result, verdict)
+    finally:
+        verdict.close()
         cleanup()
 
 
-def _with_verdict(result: ProcResult, verdict: socket.socket) -> ProcResult:
+def _with_verdict(result: ProcResult, verdict: _socket.socket) -> ProcResult:
     """What the reaper said once the command and all it left were gone; no word (it was
     killed first, or could not start) leaves the result unsupervised."""
     verdict.settimeout(_REAP_GRACE_S)  # its writer has exited: EOF comes at once
