@@ -1,10 +1,12 @@
 """Run one observer: decide whether it applies, run its command, parse what it produced.
 
 The observer's ``run`` is trusted, reviewed template config and runs through a shell,
-with a timeout that kills its process group. Whatever is at the report's path (a file
-left from an earlier command, a link or a FIFO planted there) is removed before the
+with a timeout that stops it and all it started. Whatever is at the report's path (a
+file left from an earlier command, a link or a FIFO planted there) is removed before the
 command runs, so a stale report can never pass as fresh and the command never writes
-through a link; a report missing afterwards is a failed observation, not a crash.
+through a link; a report missing afterwards is a failed observation, not a crash. What
+the command leaves running is killed before the report is read (``system/proc``) and
+noted in the feedback; a command whose supervisor was killed first has no trusted result.
 
 A skipped observer (its ``when`` is false) gives ``ran=False, ok=True``: the template
 said the check does not apply. Conditions that need the check to have run use
@@ -122,6 +124,8 @@ def observe_command(
     outcomes: Outcomes | None = None
     exit_code: int | None = None
     timed_out = False
+    unsupervised: str | None = None  # why nothing the command wrote can be trusted
+    leftovers = 0
     redactor = Redactor(secret_values(), marker="***")
     if command is not None:
         if report is not None:
@@ -155,6 +159,13 @@ def observe_command(
             result.exit_code,
             result.timed_out,
         )
+        leftovers = result.leftovers
+        if not result.supervised:
+            unsupervised = (
+                "the check's process supervisor was killed before the command ended, so"
+                " what it left running may have rewritten its report: the result is not"
+                " trusted"
+            )
         if output_log is not None:
             # a log, not a record; in a directory commands write, so no link is followed
             write_atomic(output_log, output or "", nofollow=True, sync="none")
@@ -192,7 +203,16 @@ def observe_command(
     if obs.error:
         error = changes.get("error", obs.error)
         changes["error"] = error and redactor.text(error)
-    return dataclasses.replace(obs, **changes)
+    obs = dataclasses.replace(obs, **changes)
+    if unsupervised is not None:
+        return _tampered(parser_name, unsupervised, exit_code=exit_code)
+    if leftovers:
+        note = (
+            f"note: the command left {leftovers} process(es) running; they were killed"
+            " before its report was read (a test should wait for what it starts)"
+        )
+        obs = dataclasses.replace(obs, feedback=f"{obs.feedback}\n{note}".strip())
+    return obs
 
 
 def run_observer(
@@ -365,14 +385,14 @@ def _held_out(
     return sealed(obs) if seal else obs
 
 
-def _tampered(parser_name: str, message: str) -> Observation:
+def _tampered(parser_name: str, message: str, *, exit_code: int | None = None) -> Observation:
     """A check refused because what it would trust changed under it: not ok, and (for a
     test parser) not consistent, so no exit condition can hold on it."""
     obs = _failed(parser_name, message)
     facts = dict(obs.facts)
     if "consistent" in facts:
         facts.update(consistent=False, tampering=message)
-    return dataclasses.replace(obs, facts=freeze(facts))
+    return dataclasses.replace(obs, facts=freeze(facts), exit_code=exit_code)
 
 
 def _entries(directory: Path) -> frozenset[str]:

@@ -4,10 +4,10 @@ every TCP connect and bind are refused, other processes' ``/proc/<pid>/environ``
 unreadable, and what a command leaves running is killed when it exits.
 
 It covers less than bubblewrap: no PID namespace (the command sees the host's process
-list), UDP and path-named Unix sockets stay reachable, and a daemon left at a *timeout*
-(when the wrapper itself is killed) is not collected. ``landlock_exec.py`` does the
+list), and UDP and path-named Unix sockets stay reachable. ``landlock_exec.py`` does the
 work: it forks, confines only the child that execs the command, and reaps from outside
-the domain.
+the domain; at a timeout, the reaper every command runs under (``system/proc``), outside
+the domain too, collects what this one could not.
 """
 
 from __future__ import annotations

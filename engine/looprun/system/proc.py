@@ -1,16 +1,23 @@
-"""Run a subprocess safely: own process group, a timeout that kills the whole group,
-an environment scrubbed of secrets, and output capped to its head and tail in bounded
-memory (a command printing 200 MB costs the engine no more than the cap).
+"""Run a subprocess safely: own process group, under a subreaper that kills whatever it
+leaves running (see ``reaper_exec.py``) before the caller reads anything it wrote, a
+timeout that stops it all, an environment scrubbed of secrets, and output capped to its
+head and tail in bounded memory (a command printing 200 MB costs the engine no more than
+the cap).
 """
 
 from __future__ import annotations
 
+# the verdict socket comes from the C module: `socket`'s enums would cost every run's
+# start about as much as the rest of its imports
+import _socket
 import contextlib
+import dataclasses
 import os
 import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,6 +34,8 @@ from looprun.system.redact import (
 _POLL_S = 0.1
 _DRAIN_AFTER_EXIT_S = 0.5
 _SAFE_NAMES = frozenset({"SSH_AUTH_SOCK_DISABLED"})
+_REAPER = Path(__file__).with_name("reaper_exec.py")
+_REAP_GRACE_S = 2.0  # how long a stopped command's reaper has to kill its tree
 
 
 # Set for every command a run starts (observers, the model's commands, agent CLIs).
@@ -80,6 +89,11 @@ class ProcResult:
     truncated_bytes: int  # how much was cut from the middle
     timed_out: bool
     duration_s: float
+    # processes the command left running, killed by its reaper once it exited
+    leftovers: int = 0
+    # False when the reaper did not see the command to its end (something killed it
+    # first): what the command left may still be running, so nothing it wrote is trusted
+    supervised: bool = True
 
     @property
     def ok(self) -> bool:
@@ -122,20 +136,40 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _ask_stop(pid: int) -> None:
+    """Ask a command's reaper to kill the command and all it started (even in sessions
+    of their own), resuming it first in case the command stopped it."""
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the command through its reaper; kill the group if the reaper does not end."""
+    _ask_stop(proc.pid)
+    try:
+        proc.wait(timeout=_REAP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.wait()
+
+
 # Live process groups by the thread that started them, so an interrupted sub-loop's
 # checks and commands (each in its own session, out of reach of Ctrl-C) die with it.
 _live: dict[int, int] = {}
 _live_lock = threading.Lock()
+_stopping: set[int] = set()  # of those, the ones asked to stop (their calls end them)
 
 
 def kill_groups(threads: Iterable[int]) -> int:
-    """Kill the process groups that ``run_process`` calls on these threads are running."""
+    """Stop the commands that ``run_process`` calls on these threads are running: each
+    reaper kills its command's whole tree, and the calls return."""
     wanted = set(threads)
     with _live_lock:
         pgids = [pg for pg, thread in _live.items() if thread in wanted]
+        _stopping.update(pgids)
     for pg in pgids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pg, signal.SIGKILL)
+        _ask_stop(pg)
     return len(pgids)
 
 
@@ -171,10 +205,12 @@ def run_process(
     )
     child_env = dict(scrubbed_env() if env is None else env)
     cleanup: Callable[[], None] = _nothing
+    _check_program(argv[0], Path(cwd), child_env)
     if sandbox is not None:
-        _check_program(argv[0], Path(cwd), child_env)
         wrapped = sandbox.wrap(argv, cwd=Path(cwd), env=child_env)
         argv, child_env, cleanup = wrapped.argv, wrapped.env, wrapped.cleanup
+    verdict, reaper_end = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    argv = [sys.executable, "-I", "-S", str(_REAPER), str(reaper_end.fileno()), "--", *argv]
     global _SPAWNED
     _SPAWNED += 1  # counted before the start: a failed start may still have run something
     try:
@@ -186,15 +222,36 @@ def run_process(
             stderr=subprocess.STDOUT,
             env=child_env,
             start_new_session=True,
-            pass_fds=tuple(pass_fds),
+            pass_fds=(*pass_fds, reaper_end.fileno()),
         )
     except BaseException:
+        verdict.close()
         cleanup()
         raise
-    try:
-        return _supervise(proc, start, limit, max_output_bytes, on_output)
     finally:
+        reaper_end.close()
+    try:
+        result = _supervise(proc, start, limit, max_output_bytes, on_output)
+        return _with_verdict(result, verdict)
+    finally:
+        verdict.close()
         cleanup()
+
+
+def _with_verdict(result: ProcResult, verdict: _socket.socket) -> ProcResult:
+    """What the reaper said once the command and all it left were gone; no word (it was
+    killed first, or could not start) leaves the result unsupervised."""
+    verdict.settimeout(_REAP_GRACE_S)  # its writer has exited: EOF comes at once
+    said = b""
+    with contextlib.suppress(OSError):
+        while chunk := verdict.recv(256):
+            said += chunk
+            if len(said) > 256:
+                break
+    words = said.decode("ascii", "replace").split()
+    if len(words) != 2 or words[0] != "done" or not words[1].isdigit():
+        return dataclasses.replace(result, supervised=False)
+    return dataclasses.replace(result, leftovers=int(words[1]))
 
 
 _SPAWNED = 0
@@ -241,7 +298,8 @@ def _supervise(
     max_output_bytes: int,
     on_output: Callable[[bytes], None] | None,
 ) -> ProcResult:
-    """Read the capped output until exit or the limit; kill the group on a timeout."""
+    """Read the capped output until exit, the limit or a stop (``kill_groups``); then
+    stop the command and all it started."""
     with _live_lock:
         _live[proc.pid] = threading.get_ident()
     buf = _CappedBuffer(max_output_bytes)
@@ -258,6 +316,8 @@ def _supervise(
             if wait is not None and wait <= 0:
                 timed_out = True
                 break
+            if proc.pid in _stopping:
+                break  # stopped from another thread: ended below, as at a timeout
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > _DRAIN_AFTER_EXIT_S:
@@ -272,26 +332,25 @@ def _supervise(
             buf.feed(chunk)
             if on_output is not None:
                 on_output(chunk)
-        if timed_out:
-            kill_group(proc)
-            proc.wait()
+        if timed_out or proc.pid in _stopping:
+            _stop(proc)
         else:
             remaining = None if limit is None else max(0.0, limit - time.monotonic())
             try:
                 proc.wait(timeout=remaining)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                kill_group(proc)
-                proc.wait()
+                _stop(proc)
     finally:
         sel.close()
         proc.stdout.close()
         if proc.poll() is None:
-            kill_group(proc)
-            proc.wait()
+            _stop(proc)
         with _live_lock:
             _live.pop(proc.pid, None)
-    # Children that outlived the main process (daemons, `sleep &`) die with the group.
+            _stopping.discard(proc.pid)
+    # the reaper killed what outlived the command; what is left in its group (a reaper
+    # that was killed first) dies with the group
     kill_group(proc)
     text, cut = buf.text()
     return ProcResult(
