@@ -1,6 +1,6 @@
 """A run's fixed cost: one iteration through the real CLI against the same work by hand.
 
-    python benchmarks/bench_fixedcost.py [--runs 7] [--check true] [--against CMD]
+    python benchmarks/bench_fixedcost.py [--runs 7] [--check true] [--against CMD] [--command CMD]
 
 Each pair, interleaved and in fresh processes, on its own fresh copy of a tiny git
 repository: ``looprun --until CHECK`` with a scripted model that writes one file, against
@@ -9,7 +9,10 @@ the medians of both, their difference and ratio, the phases of the run's ``timin
 ``--json``), and, when ``strace`` is installed, the git processes and fsync calls of one
 run. The difference is what looprun costs over the work it does. ``--against`` adds
 another looprun command line as a third arm (say, an older checkout's, run with
-``env PYTHONPATH=OLD/engine python -m looprun``), for before/after figures from one run.
+``env PYTHONPATH=OLD/engine python -m looprun``), for before/after figures from one run;
+``--command`` replaces the installed ``looprun`` of the first arm, so both arms can start
+the same way (``python -m looprun`` tears the interpreter down at exit, the installed
+command does not).
 CPU time (the run's processes, children included) is printed beside the wall time: on a
 shared, loaded machine the wall time stretches with the load, the CPU time much less.
 
@@ -144,8 +147,15 @@ def main(argv: list[str]) -> int:
         help="another looprun command line (e.g. an older checkout's `python -m looprun`), "
         "measured interleaved with the others",
     )
+    ap.add_argument(
+        "--command",
+        metavar="CMD",
+        help="the looprun command line of the first arm (default: the installed `looprun`)",
+    )
     args = ap.parse_args(argv)
     other = shlex.split(args.against) if args.against else None
+    if args.command:
+        LOOPRUN[:] = shlex.split(args.command)
     times: dict[str, list[float]] = {"looprun": [], "by hand": [], "against": []}
     cpu: dict[str, list[float]] = {"looprun": [], "by hand": [], "against": []}
     phases: dict[str, list[float]] = {}

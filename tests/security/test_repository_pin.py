@@ -172,3 +172,38 @@ def test_a_planted_loose_object_does_not_hide_a_forbidden_pattern(tmp_path: Path
     summary = json.loads(proc.stdout) if proc.stdout.strip() else {}
     said = summary.get("reason", "") + proc.stderr
     assert "does not hold what its id says" in said or "src/app.py" in said, (said, summary)
+
+
+# Replaces the object the engine itself stored for the file the model wrote (in-process,
+# before this command ran) with a harmless blob under the same id.
+REPLACE_OBJECT = """\
+import hashlib, pathlib, zlib
+evil = pathlib.Path("src/app.py").read_bytes()
+oid = hashlib.sha1(b"blob %d\\0" % len(evil) + evil).hexdigest()
+obj = pathlib.Path(".git/objects") / oid[:2] / oid[2:]
+assert obj.exists(), "the engine stored the written file"
+harmless = b"x = 3\\n"
+obj.unlink()
+obj.write_bytes(zlib.compress(b"blob %d\\0" % len(harmless) + harmless))
+"""
+
+
+def test_an_object_the_engine_stored_then_replaced_by_a_check_is_caught(
+    tmp_path: Path,
+) -> None:
+    """The tree of the model's write is made in-process; a check that runs after it and
+    swaps one of its objects leaves git the same tree id, whose objects are hashed again
+    before any diff reads them."""
+    work = _repo(tmp_path / "work")
+    (work / "tools").mkdir()
+    (work / "tools" / "t.py").write_text(REPLACE_OBJECT)
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tool")
+    template = TEMPLATE.replace(
+        "  d: {parser: git_diff}", f'  plant: {{run: "{PY} tools/t.py", parser: exit_code}}'
+    )
+    calls = [{"name": "write_file", "arguments": {"path": "src/app.py", "content": "x = 2\n"}}]
+    proc = _looprun(tmp_path, work, template, calls, "off")
+    summary = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    said = summary.get("reason", "") + proc.stderr
+    assert "does not hold what its id says" in said, (said, summary)

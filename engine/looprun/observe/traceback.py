@@ -7,22 +7,22 @@ working tree: relative paths, or absolute paths under it, and never installed pa
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
+from looprun.data.lazy_re import LazyPattern
 from looprun.observe.feedback import clip
 
-_PY_STD = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
-_PY_TEST = re.compile(
+_PY_STD = LazyPattern(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_PY_TEST = LazyPattern(
     r"^\s*(?P<file>[^\s:<>][^:\n]*?\.[A-Za-z]\w{0,5}):(?P<line>\d+): (?:in \S+|\w+)"
 )
-_AT = re.compile(
+_AT = LazyPattern(
     r"^\s*at (?P<where>.*?)\(?(?P<file>[^\s()]+?\.[A-Za-z]\w{0,5}):(?P<line>\d+)(?::\d+)?\)?\s*$"
 )
-_BARE = re.compile(r"(?P<file>[\w./\\-]*\w\.[A-Za-z]\w{0,5}):(?P<line>\d+)(?::\d+)?")
-_LIBRARY = re.compile(
+_BARE = LazyPattern(r"(?P<file>[\w./\\-]*\w\.[A-Za-z]\w{0,5}):(?P<line>\d+)(?::\d+)?")
+_LIBRARY = LazyPattern(
     r"site-packages|dist-packages|node_modules|<frozen|/lib/python\d|node:internal|^internal/|"
     r"^\s*at (?:java|javax|jdk|sun|kotlin|scala|org\.junit|junit|org\.apache\.maven|"
     r"org\.gradle|org\.opentest4j|org\.testng|org\.hamcrest|org\.assertj|worker\.org\.gradle)\."
@@ -47,8 +47,8 @@ def bounded(text: str) -> str:
     return text[:_HEAD_BYTES] + "\n…\n" + text[-_TAIL_BYTES:]
 
 
-_WINDOWS = re.compile(r"^[A-Za-z]:\\")
-_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+_WINDOWS = LazyPattern(r"^[A-Za-z]:\\")
+_DRIVE = LazyPattern(r"^[A-Za-z]:[\\/]")
 
 
 @lru_cache(maxsize=4096)  # a traceback names the same few files again and again
@@ -110,9 +110,9 @@ def innermost(text: str, workdir: str | None = None) -> Frame | None:
     return found[0] if found else None
 
 
-_E_LINE = re.compile(r"^\s*E\s+\S")
-_SOURCE_LINE = re.compile(r"^\s*>\s")
-_FRAME_LINE = re.compile(r"^\s*(?:at |File \")")
+_E_LINE = LazyPattern(r"^\s*E\s+\S")
+_SOURCE_LINE = LazyPattern(r"^\s*>\s")
+_FRAME_LINE = LazyPattern(r"^\s*(?:at |File \")")
 
 
 def _e_lines(lines: list[str]) -> list[str]:
@@ -141,8 +141,8 @@ def first_assertion(message: str | None, text: str | None) -> str:
     return ""
 
 
-_DOCTEST_EXAMPLE = re.compile(r"^\d+\s+(>>> .*|\.\.\. .*)$")
-_DOCTEST_END = re.compile(r":\d+: (?:DocTestFailure|UnexpectedException)\s*$")
+_DOCTEST_EXAMPLE = LazyPattern(r"^\d+\s+(>>> .*|\.\.\. .*)$")
+_DOCTEST_END = LazyPattern(r":\d+: (?:DocTestFailure|UnexpectedException)\s*$")
 
 
 def doctest_failure(text: str | None) -> tuple[str, str] | None:
@@ -211,9 +211,9 @@ def key_lines(
     return clip(out, 800)
 
 
-_FATAL = re.compile(r"Fatal Python error: (?P<what>.+?)\s*$")
-_FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
-_SIGNAL = re.compile(
+_FATAL = LazyPattern(r"Fatal Python error: (?P<what>.+?)\s*$")
+_FAULT_FRAME = LazyPattern(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_SIGNAL = LazyPattern(
     r"(?P<what>Segmentation fault|Bus error|Illegal instruction|Aborted \(core dumped\))"
 )
 

@@ -221,13 +221,17 @@ def _drive(
     commit = bool(invocation.get("commit"))
     if state is not None and state.stop is not None and status is not None:
         # the run has ended; a kill left only its summary or its commit to write down
+        if timer is not None:
+            timer.engine_started()
         result = engine.finish_recorded(
             summary=status.summary_missing, event=_unrecorded_end(journal)
         )
+        if timer is not None:
+            timer.engine_ended()
         committed = True
         if commit and result.finished:
             committed = _commit_step(engine, ws, journal, invocation, template)
-        code = _emit(result, as_json, ws)
+        code = _emit(result, as_json, ws, timer)
         return code if committed else EXIT_ERROR
     try:
         with sigterm_interrupts():

@@ -29,6 +29,7 @@ from looprun.run.runner import (
     save_invocation,
 )
 from looprun.run.subrun import local_executor
+from looprun.run.timing import RunTimer
 from looprun.run.workdir import workdir_of
 from looprun.template import slots
 from looprun.template.deps import recording
@@ -52,6 +53,7 @@ def resume_from_cli(
 
     The recorded ``run.json`` is checked against ``choices`` (the command line) first:
     see :mod:`looprun.journal.recorded`."""
+    timer = RunTimer()  # first: what came before is the start-up
     choices = choices or ResumeChoices()
     if approve and reject:
         raise UsageError("--approve and --reject exclude each other")
@@ -157,6 +159,7 @@ def resume_from_cli(
                 events=events,
                 status=status,
                 trace=traced,
+                timer=timer,
                 # sub-loops may resume elsewhere than they started; only an outer loop has any
                 executor=(
                     executor_factory(invocation, remote)

@@ -118,27 +118,18 @@ class Differ:
         if tree in self._verified or tree == start:
             return
         made = self._quick.made(tree) if self.watched else None
-        if made is not None and self._checked_from.get(start) == made[0]:
-            # made here from the last tree checked against ``start``: what differs from
-            # that one is what was just stored, each object read back or written whole
-            self._verified.update(made[1] | {tree})
-            self._checked_from[start] = tree
-            return
-        if self.watched:  # one long-lived diff-tree for the run, as for the patches
-            if self._new_side is None:
-                self._new_side = TreeDiffs(self.git, "-t", "--raw", "-z")
-                weakref.finalize(self, self._new_side.close)
-            # an entry of ``tree`` that differs from ``start`` either is the same in the
-            # last tree checked against ``start`` (checked then) or differs from it
-            out = self._new_side.diff(self._checked_from.get(start, start), tree)
+        if made is not None and self._checked_from.get(start, start) == made[0]:
+            # made here from ``start`` or from the last tree checked against it: what
+            # differs from that one is what was just stored, each object read back or
+            # written whole; after a command, each is hashed again (no git asked for them)
+            _, stored, untouched = made
+            if untouched:
+                self._verified.update(stored | {tree})
+                self._checked_from[start] = tree
+                return
+            ids = [tree, *sorted(stored)]
         else:
-            out = self.git.run("diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", start, tree)
-        ids = [tree]
-        for meta in out.split("\0"):
-            if meta.startswith(":"):
-                _, dst_mode, _, new, _ = meta[1:].split(" ")
-                if dst_mode != GITLINK and new.strip("0"):
-                    ids.append(new)
+            ids = [tree, *self._new_side_ids(start, tree)]
         fresh = [i for i in dict.fromkeys(ids) if i not in self._verified]
         repo = self._quick.repo()
         if repo is not None:  # SHA-1: loose objects are read in-process
@@ -149,6 +140,26 @@ class Differ:
         self._verified.update(fresh)
         if self.watched:
             self._checked_from[start] = tree
+
+    def _new_side_ids(self, start: str, tree: str) -> list[str]:
+        """The ids of the trees and blobs of ``tree`` that differ from ``start``, as git
+        lists them."""
+        if self.watched:  # one long-lived diff-tree for the run, as for the patches
+            if self._new_side is None:
+                self._new_side = TreeDiffs(self.git, "-t", "--raw", "-z")
+                weakref.finalize(self, self._new_side.close)
+            # an entry of ``tree`` that differs from ``start`` either is the same in the
+            # last tree checked against ``start`` (checked then) or differs from it
+            out = self._new_side.diff(self._checked_from.get(start, start), tree)
+        else:
+            out = self.git.run("diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", start, tree)
+        ids = []
+        for meta in out.split("\0"):
+            if meta.startswith(":"):
+                _, dst_mode, _, new, _ = meta[1:].split(" ")
+                if dst_mode != GITLINK and new.strip("0"):
+                    ids.append(new)
+        return ids
 
     def _patches(self) -> PatchCache:
         if self._patch_cache is None:

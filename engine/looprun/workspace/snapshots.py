@@ -176,14 +176,15 @@ class QuickSnapshots:
         self._made = (tree, prev, frozenset(written), spawned())
         return tree
 
-    def made(self, tree: str) -> tuple[str, frozenset[str]] | None:
-        """``(prev, ids)`` when the last :meth:`update` made ``tree`` from ``prev`` by
-        storing ``ids`` (each read back or written whole) and no command has started
-        since, so none can have replaced them: every object of ``tree`` that is not in
-        ``prev`` is among them. None otherwise."""
-        if self._made is None or self._made[0] != tree or self._made[3] != spawned():
+    def made(self, tree: str) -> tuple[str, frozenset[str], bool] | None:
+        """``(prev, ids, untouched)`` when the last :meth:`update` made ``tree`` from
+        ``prev`` by storing ``ids`` (each read back or written whole): every object of
+        ``tree`` that is not in ``prev`` is among them, as long as ``tree``'s own object
+        still holds what its id says. ``untouched``: no command has started since, so none
+        can have replaced them; else each must be checked again. None otherwise."""
+        if self._made is None or self._made[0] != tree:
             return None
-        return self._made[1], self._made[2]
+        return self._made[1], self._made[2], self._made[3] == spawned()
 
     def _model_of(self, tree: str) -> TreeModel:
         if self._model is None or self._model.tree != tree:
