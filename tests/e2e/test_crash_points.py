@@ -96,8 +96,12 @@ def _resume(work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def _summary(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """What ``--json`` printed, without ``timing``: that is this process's own, printed
+    and never recorded (summary.json has none)."""
     assert proc.stdout.strip(), proc.stderr
-    return dict(json.loads(proc.stdout))
+    printed = dict(json.loads(proc.stdout))
+    printed.pop("timing", None)
+    return printed
 
 
 def _listed(work: Path) -> dict[str, Any]:

@@ -122,12 +122,12 @@ def test_a_run_is_one_trace_under_the_callers_span(tmp_path: Path) -> None:
     # (`plain` too, where the reproduction passes); a staged observer adds its narrow run,
     # and a narrow result that would end a task reruns every check whole, so an iteration
     # may hold more than one span of an observer
-    five = ["cov", "diff", "holdout", "lint", "tests", "variants"]
+    every = ["cov", "diff", "holdout", "lint", "suite_mutants", "tests", "variants"]
     for n in (1, 2, 3):
         ran = {
             attrs(o)["gen_ai.tool.name"] for o in observers if parent(o).name == f"iteration {n}"
         } - {"plain"}
-        assert sorted(ran) == five
+        assert sorted(ran) == every
     assert len(observers) > 20
     baseline = [o for o in observers if parent(o) is root]
     assert sorted(attrs(o)["gen_ai.tool.name"] for o in baseline) == [
@@ -136,6 +136,7 @@ def test_a_run_is_one_trace_under_the_callers_span(tmp_path: Path) -> None:
         "holdout",
         "lint",
         "plain",
+        "suite_mutants",
         "tests",
         "variants",
     ]
@@ -416,7 +417,7 @@ def test_an_interrupted_run_still_exports_its_spans_as_not_finished(tmp_path: Pa
     (root,) = got.named("invoke_workflow ")
     assert attrs(root)["error.type"] == "not_finished"
     assert root.status.code == root.status.STATUS_CODE_ERROR
-    assert len(got.named("execute_tool ")) == 7  # the baseline's observers
+    assert len(got.named("execute_tool ")) == 8  # the baseline's observers
 
 
 def test_two_levels_of_sub_loops_keep_one_trace(tmp_path: Path) -> None:
