@@ -117,13 +117,19 @@ class ObserveStep:
 
     def related(self) -> tuple[str, ...]:
         """The test files related to the turn's changes (empty when unsure, or when they
-        are every test file: the whole command is then the same run)."""
+        are every test file: the whole command is then the same run); when no file is,
+        the tests that name a definition the turn changed (a package that re-exports
+        the changed module is imported by every test file)."""
         st, lp = self.loop.state, self.loop
         if not st.current:
             return ()
         ws = lp.ports.workspace
-        changed = [c.path for c in ws.file_changes(st.current, ws.snapshot()) if c.status != "D"]
+        now = ws.snapshot()
+        changes = ws.file_changes(st.current, now)
+        changed = [c.path for c in changes if c.status != "D"]
         found = lp.ports.observer.related_tests(changed) if changed else None
+        if not found and changes:
+            found = lp.ports.observer.related_items(ws.file_changes(st.current, now, contents=True))
         if not found:
             return ()
         picked = [i for i in found if _node_id(i)]
