@@ -17,6 +17,7 @@ tree, a file that does not parse.
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,11 +27,11 @@ from looprun.data.changes import FileChange, is_test_file
 
 _MAX_FILE_BYTES = 2_000_000
 _MAX_CACHED = 2_000
-# a test file's top-level tests and the names each one's code uses, by (path, inode,
-# mtime, size): a run's later turns parse only the files that changed since
+# what a test file holds, by (path, hash of its bytes): a run's later turns parse only
+# the files that changed since
 # (modules imported, (test, names its code uses) pairs, (local, imported) alias pairs)
 _Items = tuple[frozenset[str], tuple[tuple[str, frozenset[str]], ...], tuple[tuple[str, str], ...]]
-_ITEMS: dict[tuple[str, int, int, int], _Items | None] = {}
+_ITEMS: dict[tuple[str, bytes], _Items | None] = {}
 
 
 def related_items(workdir: Path, changes: Iterable[FileChange]) -> tuple[str, ...] | None:
@@ -76,46 +77,74 @@ def changed_definitions(old: str | None, new: str) -> set[str] | None:
     """The top-level functions and classes (and a changed class's changed methods) whose
     code differs between ``old`` and ``new``; None when anything else changed or either
     text does not parse."""
-    after = _parse(new)
-    before = _parse(old) if old is not None else ast.Module(body=[], type_ignores=[])
+    after = _outline(new)
+    before = _outline(old) if old is not None else ({}, [])
     if after is None or before is None:
         return None
-    defs_a, rest_a = _split(before.body)
-    defs_b, rest_b = _split(after.body)
-    if rest_a != rest_b:
+    (defs_a, rest_a), (defs_b, rest_b) = before, after
+    if len(rest_a) != len(rest_b) or not all(map(_same, rest_a, rest_b)):
         return None  # a module-level statement: what it affects is not a name
     out: set[str] = set()
     for name in defs_a.keys() | defs_b.keys():
         one, two = defs_a.get(name), defs_b.get(name)
-        if one is None or two is None or ast.dump(one) != ast.dump(two):
+        if one is None or two is None or not _same(one, two):
             out.add(name)
-            if isinstance(one, ast.ClassDef) and isinstance(two, ast.ClassDef):
-                methods_a, _ = _split(one.body)
-                methods_b, _ = _split(two.body)
-                out.update(
-                    m
-                    for m in methods_a.keys() | methods_b.keys()
-                    if m not in methods_a
-                    or m not in methods_b
-                    or ast.dump(methods_a[m]) != ast.dump(methods_b[m])
-                )
+            if isinstance(one, _Code) and isinstance(two, _Code):
+                out |= _changed_methods(one.node, two.node)
     return out
 
 
+class _Code:
+    """A statement and its source lines: equal lines need no comparison of trees."""
+
+    __slots__ = ("node", "text")
+
+    def __init__(self, node: ast.stmt, lines: list[str]) -> None:
+        decorators = getattr(node, "decorator_list", [])
+        start = min([node.lineno, *(d.lineno for d in decorators)])
+        self.node = node
+        self.text = "\n".join(lines[start - 1 : node.end_lineno or node.lineno])
+
+
+def _same(a: _Code, b: _Code) -> bool:
+    """The same code (positions left out: a definition that only moved is no change)."""
+    return a.text == b.text or ast.dump(a.node) == ast.dump(b.node)
+
+
+def _changed_methods(one: ast.stmt, two: ast.stmt) -> set[str]:
+    if not isinstance(one, ast.ClassDef) or not isinstance(two, ast.ClassDef):
+        return set()
+    a = {n.name: ast.dump(n) for n in one.body if isinstance(n, _Def)}
+    b = {n.name: ast.dump(n) for n in two.body if isinstance(n, _Def)}
+    return {m for m in a.keys() | b.keys() if a.get(m) != b.get(m)}
+
+
 _Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+_Outline = tuple[dict[str, _Code], list[_Code]]
+# a module's outline by its text: a turn's old text is the previous turn's new one
+_OUTLINES: dict[str, _Outline | None] = {}
 
 
-def _split(body: list[ast.stmt]) -> tuple[dict[str, ast.stmt], list[str]]:
-    """Definitions by name, and every other statement dumped (positions left out, so a
-    definition that only moved is no change)."""
-    defs: dict[str, ast.stmt] = {}
-    rest: list[str] = []
-    for node in body:
-        if isinstance(node, _Def) and node.name not in defs:
-            defs[node.name] = node
-        else:
-            rest.append(ast.dump(node))
-    return defs, rest
+def _outline(text: str) -> _Outline | None:
+    """Top-level definitions by name, and every other top-level statement."""
+    if text in _OUTLINES:
+        return _OUTLINES[text]
+    tree = _parse(text)
+    out: _Outline | None = None
+    if tree is not None:
+        lines = text.splitlines()
+        defs: dict[str, _Code] = {}
+        rest: list[_Code] = []
+        for node in tree.body:
+            if isinstance(node, _Def) and node.name not in defs:
+                defs[node.name] = _Code(node, lines)
+            else:
+                rest.append(_Code(node, lines))
+        out = (defs, rest)
+    if len(_OUTLINES) >= 8:
+        _OUTLINES.clear()
+    _OUTLINES[text] = out
+    return out
 
 
 def _parse(text: str) -> ast.Module | None:
@@ -134,17 +163,18 @@ def _test_items(root: Path, rel: str) -> _Items | None:
         return None
     path = root / rel
     try:
-        st = path.stat()
+        with path.open("rb") as fh:
+            data = fh.read(_MAX_FILE_BYTES + 1)
     except OSError:
         return None
-    key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+    key = (rel, hashlib.blake2b(data, digest_size=16).digest())
     if key in _ITEMS:
         return _ITEMS[key]
     tree = None
-    if st.st_size <= _MAX_FILE_BYTES:
+    if len(data) <= _MAX_FILE_BYTES:
         try:
-            tree = _parse(path.read_bytes().decode("utf-8"))
-        except (OSError, UnicodeDecodeError):
+            tree = _parse(data.decode("utf-8"))
+        except UnicodeDecodeError:
             tree = None
     items = (
         None
