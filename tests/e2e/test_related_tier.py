@@ -135,3 +135,108 @@ def test_a_reproduction_the_related_tier_did_not_select_is_not_called_not_run(
     feedback = prompt_of(summary["run_dir"], 3)
     assert "tests/test_price.py::test_nothing_off" in feedback
     assert "not collected or not run" not in feedback
+
+
+REEXPORT = {
+    "tally/__init__.py": "from tally.core import count, first\n",
+    "tally/core.py": (
+        "def count(xs):\n    return max(0, len(list(xs)) - 1)\n\n\n"
+        "def first(xs):\n    return next(iter(xs))\n"
+    ),
+    # every test file imports the package only: no file imports tally.core by name
+    "tests/test_core.py": (
+        "from unittest import TestCase\n\nimport tally\n\n\n"
+        "class CountTests(TestCase):\n    def test_empty(self):\n"
+        "        self.assertEqual(tally.count([]), 0)\n\n\n"
+        "def test_first():\n    assert tally.first([2]) == 2\n"
+    ),
+    "tests/test_more.py": "".join(
+        f"import tally\n\n\ndef test_first_{n}():\n    assert tally.first([{n}]) == {n}\n"
+        for n in range(3)
+    ),
+}
+
+
+def test_a_package_that_reexports_the_code_gets_the_tests_naming_what_changed(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "tally-repo"
+    for rel, text in REEXPORT.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text, encoding="utf-8")
+    git_init(work)
+    bug = "    return max(0, len(list(xs)) - 1)\n"
+    wrong = "    return max(1, len(list(xs)))\n"  # right for the new test, wrong when empty
+    right = "    return len(list(xs))\n"
+    repro = "import tally\n\n\ndef test_three():\n    assert tally.count([1, 2, 3]) == 3\n"
+    write = {
+        "name": "write_file",
+        "arguments": {"path": "tests/test_count_bug.py", "content": repro},
+    }
+    turns: list[dict[str, Any]] = [{"tool_calls": [write]}, {"text": "The new test fails."}]
+    for old, new in ((bug, wrong), (wrong, right)):
+        edit = {"name": "edit_file", "arguments": {"path": "tally/core.py", "old": old, "new": new}}
+        turns += [{"tool_calls": [edit]}, {"text": "Fixed count."}]
+    summary = scripted_bugfix(
+        work, turns, "count() is one short.", "--set", "lint=false", "--set", "strict=true"
+    )
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
+    records = _records(summary)[1:]
+    # the wrong fix: the new test passed; the tests naming `count` failed, and only they
+    # ran (no whole suite before the model heard of it)
+    assert records[1]["stage"] == "related"
+    assert records[1]["selected"] == ["tests/test_core.py::CountTests"]
+    assert records[1]["failing"] == ["tests/test_core.py::CountTests::test_empty"]
+    assert records[1]["tests"] == 1
+    # done is decided on the whole suite
+    assert records[2]["stage"] == "whole" and records[2]["tests"] == 6
+
+
+def test_a_selection_where_no_test_runs_is_followed_by_the_whole_suite(tmp_path: Path) -> None:
+    """The only test naming the changed function is a class pytest does not collect (it
+    has ``__init__``): its selection runs nothing and names no failure, so the whole
+    suite runs and decides, instead of "no tests ran" blocking every iteration."""
+    work = tmp_path / "tally-repo"
+    files = {
+        **REEXPORT,
+        "tests/test_core.py": (
+            "import tally\n\n\n"
+            "def size(xs):\n    return tally.count(xs)\n\n\n"
+            "class TestNotCollected:\n    def __init__(self):\n        self.f = tally.count\n\n"
+            "    def test_x(self):\n        assert self.f([]) == 0\n\n\n"
+            "def test_empty():\n    assert size([]) == 0\n"
+        ),
+    }
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text, encoding="utf-8")
+    git_init(work)
+    bug = "    return max(0, len(list(xs)) - 1)\n"
+    wrong = "    return max(1, len(list(xs)))\n"
+    right = "    return len(list(xs))\n"
+    repro = "import tally\n\n\ndef test_three():\n    assert tally.count([1, 2, 3]) == 3\n"
+    write = {
+        "name": "write_file",
+        "arguments": {"path": "tests/test_count_bug.py", "content": repro},
+    }
+    turns: list[dict[str, Any]] = [{"tool_calls": [write]}, {"text": "The new test fails."}]
+    for old, new in ((bug, wrong), (wrong, right)):
+        edit = {"name": "edit_file", "arguments": {"path": "tally/core.py", "old": old, "new": new}}
+        turns += [{"tool_calls": [edit]}, {"text": "Fixed count."}]
+    summary = scripted_bugfix(
+        work,
+        turns,
+        "count() is one short.",
+        "--set",
+        "lint=false",
+        "--set",
+        "strict=true",
+        "--max-iterations",
+        "3",
+    )
+
+    assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
+    records = _records(summary)[1:]
+    assert records[1]["stage"] == "whole"
+    assert records[1]["failing"] == ["tests/test_core.py::test_empty"]

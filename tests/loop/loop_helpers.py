@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from looprun.checks.related import related_tests
+from looprun.checks.related_items import related_items
+from looprun.data.changes import FileChange
 from looprun.errors import Location
 from looprun.journal.writer import RunJournal
 from looprun.loop.engine import RunInfo, run_loop
@@ -120,6 +122,9 @@ class CommandObserver:
 
     def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:
         return related_tests(self.workdir, changed)
+
+    def related_items(self, changes: Sequence[FileChange]) -> tuple[str, ...] | None:
+        return related_items(self.workdir, changes)
 
 
 @dataclass

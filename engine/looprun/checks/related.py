@@ -41,27 +41,27 @@ def related_tests(workdir: Path, changed: Sequence[str]) -> tuple[str, ...] | No
         if is_test_file(path):
             picked.add(path)
             continue
-        name = _module_name(path)
+        name = module_name(path)
         if name is None:
             return None  # not a module of the tree: what it affects cannot be read off imports
         modules.add(name)
-    tests = _test_files(root)
+    tests = test_files(root)
     if tests is None:
         return None
     for rel in tests:
         if rel in picked or not modules:
             continue
-        imported = _imports(root, rel)
+        imported = imported_modules(root, rel)
         if imported is None:
             return None
         if imported & modules:
             picked.add(rel)
     if tests and set(tests) <= picked:
         return None  # every test file: the whole command is the same run
-    return tuple(sorted(p for p in picked if _inside(root, p)))
+    return tuple(sorted(p for p in picked if inside(root, p)))
 
 
-def _module_name(path: str) -> str | None:
+def module_name(path: str) -> str | None:
     """``pkg/mod.py`` -> ``pkg.mod``; ``pkg/__init__.py`` -> ``pkg``; ``src/`` layouts drop
     ``src``. None for anything that is not a plain importable module path."""
     if not path.endswith(".py") or path.rsplit("/", 1)[-1] == "conftest.py":
@@ -76,7 +76,7 @@ def _module_name(path: str) -> str | None:
     return ".".join(parts)
 
 
-def _test_files(root: Path) -> list[str] | None:
+def test_files(root: Path) -> list[str] | None:
     """Every test file under ``root``, not following links to directories."""
     found: list[str] = []
     for here, dirs, files in os.walk(root, followlinks=False):
@@ -89,16 +89,16 @@ def _test_files(root: Path) -> list[str] | None:
     return found
 
 
-def _inside(root: Path, rel: str) -> bool:
+def inside(root: Path, rel: str) -> bool:
     """A regular file whose real path is in the tree (a link out of it is never run)."""
     real = Path(os.path.realpath(root / rel))
     return real.is_file() and (real == root or root in real.parents)
 
 
-def _imports(root: Path, rel: str) -> set[str] | None:
+def imported_modules(root: Path, rel: str) -> set[str] | None:
     """The module names a test file imports, packages on the way included; None when
     it cannot be read as Python (unsure)."""
-    if not _inside(root, rel):
+    if not inside(root, rel):
         return None
     path = root / rel
     try:
@@ -121,6 +121,11 @@ def _parsed_imports(path: Path, rel: str) -> set[str] | None:
         tree = ast.parse(path.read_bytes(), filename=rel)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    return imports_of(tree, rel)
+
+
+def imports_of(tree: ast.Module, rel: str) -> set[str]:
+    """The module names the parsed test file ``rel`` imports, packages on the way included."""
     package = rel[:-3].split("/")[:-1]
     names: set[str] = set()
     for node in ast.walk(tree):

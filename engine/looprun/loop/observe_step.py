@@ -117,13 +117,19 @@ class ObserveStep:
 
     def related(self) -> tuple[str, ...]:
         """The test files related to the turn's changes (empty when unsure, or when they
-        are every test file: the whole command is then the same run)."""
+        are every test file: the whole command is then the same run); when no file is,
+        the tests that name a definition the turn changed (a package that re-exports
+        the changed module is imported by every test file)."""
         st, lp = self.loop.state, self.loop
         if not st.current:
             return ()
         ws = lp.ports.workspace
-        changed = [c.path for c in ws.file_changes(st.current, ws.snapshot()) if c.status != "D"]
+        now = ws.snapshot()
+        changes = ws.file_changes(st.current, now)
+        changed = [c.path for c in changes if c.status != "D"]
         found = lp.ports.observer.related_tests(changed) if changed else None
+        if not found and changes:
+            found = lp.ports.observer.related_items(ws.file_changes(st.current, now, contents=True))
         if not found:
             return ()
         picked = [i for i in found if _node_id(i)]
@@ -164,13 +170,16 @@ class ObserveStep:
     ) -> tuple[Observation | None, str, tuple[str, ...]]:
         """A selection's stage (narrow | related): its observation when it failed the way
         tests fail (feedback for the model), None when the next tier must run (it passed,
-        or it could not run as a selection: an id gone, a collection error); and the test
-        ids it passed."""
+        or it could not run as a selection: an id gone, a collection error, no test of it
+        ran, nothing named as failing); and the test ids it passed."""
         lp = self.loop
         narrow = replace(spec, select=ids)
         obs = lp.ports.observer.observe(narrow, ctx, deadline=deadline, base=lp.state.base)
         obs, before = self.edits_by(name, spec, obs, before)
         usable = obs.ran and not obs.error and obs.exit_code not in spec.cannot_run_exit
+        # a selection that failed without naming a failing test (no test of it was
+        # collected: a class pytest does not take) says nothing the whole run would not
+        usable = usable and (obs.ok or bool(_strings(obs.facts.get("failing"))))
         if obs.ok or not usable or self.edit:
             ok = tuple(_strings(obs.facts.get("passing"))) if obs.ok and not self.edit else ()
             return None, before, ok

@@ -108,6 +108,11 @@ class Observer(Protocol):
         """The test files related to the ``changed`` paths; None when unsure."""
         ...
 
+    def related_items(self, changes: Sequence[FileChange]) -> tuple[str, ...] | None:
+        """The tests naming a definition the ``changes`` (with their texts) changed;
+        None when unsure."""
+        ...
+
 
 @dataclass(frozen=True)
 class Triage:

@@ -17,8 +17,10 @@ from looprun.checks.clean_tree import CheckTrees
 from looprun.checks.git_diff import Snapshot
 from looprun.checks.holdout import Holdout
 from looprun.checks.related import related_tests
+from looprun.checks.related_items import related_items
 from looprun.checks.runner import run_observer
 from looprun.checks.variants import VariantStore
+from looprun.data.changes import FileChange
 from looprun.data.freeze import freeze
 from looprun.errors import UsageError
 from looprun.loop.ports import Triage
@@ -134,6 +136,10 @@ class RealObserver:
     def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:
         """Test files importing what changed, read with ``ast`` (never run); None: unsure."""
         return related_tests(self.workdir, changed)
+
+    def related_items(self, changes: Sequence[FileChange]) -> tuple[str, ...] | None:
+        """Tests naming a definition the turn changed, read with ``ast``; None: unsure."""
+        return related_items(self.workdir, changes)
 
 
 def _no_variants(spec: ObserverSpec) -> Observation:

@@ -62,6 +62,9 @@ class StoppableObserver:
     def related_tests(self, changed: Any) -> Any:
         return self.inner.related_tests(changed)
 
+    def related_items(self, changes: Any) -> Any:
+        return self.inner.related_items(changes)
+
 
 class StoppableActor:
     """Wraps the actor port (act.agent) like the observer: once stopped, no CLI turn

@@ -400,3 +400,6 @@ class TracedObserver:
 
     def related_tests(self, changed: Any) -> Any:
         return self._inner.related_tests(changed)
+
+    def related_items(self, changes: Any) -> Any:
+        return self._inner.related_items(changes)
