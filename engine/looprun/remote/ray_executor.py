@@ -65,6 +65,8 @@ from looprun.workspace.tree import Workspace
 _TICK_S = 0.2
 _LEASE_POLL_S = 5.0
 _HEALTH_S = 1.0  # how often the monitor checks that the head answers
+_LAUNCH_TRIES = 3  # launches of one sub-loop in a row that may fail before it errs
+_LAUNCH_RETRY_S = 2.0  # the wait before launching again
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,8 @@ class _Attempt:
     worker: tuple[str, Any] | None = None  # the warm worker running it: (name, handle)
     take: Any = None  # its progress lines asked for and not yet answered
     held: str = ""  # why it is to be relaunched once the head answers again
+    failed_launches: int = 0  # launches in a row that failed (git, the lease)
+    retry_at: float = 0.0  # not relaunched before this time (after a failed launch)
 
 
 class RayExecutor:
@@ -285,8 +289,10 @@ class RayExecutor:
             return
         self._drain()
         open_ = self._open()
+        now = time.monotonic()
         for a in open_:
-            if a.held and self._unanswered_since is None:  # the head answers again
+            # the head answers again, or a failed launch waited its turn
+            if a.held and self._unanswered_since is None and now >= a.retry_at:
                 self._relaunch(a, a.held)
         running = {a.ref: a for a in open_ if not a.held and not a.future.done()}
         abandoned = {r: a for a in open_ for r in a.abandoned}
@@ -422,18 +428,32 @@ class RayExecutor:
         """A new execution, once the head answers: a worker lost with the head (killed
         or frozen) would have its replacement wait on the head, and the monitor with it,
         until Ray ends the process. Until then the attempt waits (see ``_tick``)."""
+        if self._stopping.is_set():  # a stop asked for meanwhile: resumed by the next run
+            self._resolve(a, _interrupted(a.job, f"stopped after {why}"))
+            return
         problem = silent_head(self._ray, self._head)
         if problem:
             if not a.held:
                 self._report(f"[{a.job.task_id}] {why}: waiting for the head ({problem})")
             a.held = why
             return
+        if not a.failed_launches:
+            self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
         a.held = ""
-        self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
         try:
             self._launch(a, resume=True)
         except LooprunError as exc:
-            self._resolve(a, _error(a.job, f"could not resume after {why}: {exc}"))
+            # a Ctrl-C reaches the git this runs too (it shares the terminal's process
+            # group) before the stop reaches the executor: try again at the next tick,
+            # where a stop finds the sub-loop interrupted, resumable, not failed
+            a.failed_launches += 1
+            if a.failed_launches >= _LAUNCH_TRIES:
+                self._resolve(a, _error(a.job, f"could not resume after {why}: {exc}"))
+            else:
+                a.held = why
+                a.retry_at = time.monotonic() + _LAUNCH_RETRY_S
+            return
+        a.failed_launches = 0
 
     def _accept(self, a: _Attempt, data: dict[str, Any]) -> None:
         """Only the current token's result counts, and only if its final push holds."""
