@@ -353,3 +353,53 @@ def test_a_head_frozen_before_the_first_sub_loop_stops_the_run_and_it_resumes(
     assert "the Ray cluster was lost" in summary["reason"]
     assert "did not let this run join within 10 s" in summary["reason"]
     _resumes_to_done(work, run_dir_of(work), script, cluster.address)
+
+
+def _board_pids(cluster: LocalCluster) -> list[int]:
+    """The processes of this cluster's progress and stop board (the run's ``Board``)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True)
+    pids = [int(r.split()[0]) for r in out.stdout.splitlines()[1:] if "ray::Board" in r]
+    return [p for node in cluster.nodes for p in node.workers() if p in pids]
+
+
+def test_a_lost_board_keeps_progress_and_ctrl_c_then_the_run_resumes(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    """The process hosting the run's board (its stop flag) dies while a sub-loop runs:
+    the sub-loop goes on, progress lines still come, Ctrl-C stops the run (exit 130,
+    saved), and the run resumes to done."""
+    cluster.add_nodes(1)
+    work, script = one_task_project(tmp_path)
+    turns = step_turns(delay_second_s=15)
+    turns[4]["delay_s"] = 60  # the third step waits too: Ctrl-C comes while it does
+    script.write_text(yaml.safe_dump({"tasks": {"one": turns}}))
+    proc = _start(work, script, cluster.address)
+    lines: list[str] = []
+    try:
+        first = wait_for(proc, WORKER, lines, 300)
+        wait_for(proc, r"\[one\] #1 ", lines, 300)
+        (board,) = _board_pids(cluster)
+        os.kill(board, signal.SIGKILL)
+        # the worker keeps its job: its next step's line comes, from the same worker
+        wait_for(proc, r"\[one\] #2 ", lines, 120)
+        assert not any("worker lost" in line for line in lines), "".join(lines)
+        time.sleep(3)  # the step's push follows its progress line
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = finish(proc, 60)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = "".join(lines) + err
+    assert proc.returncode == 130, stderr
+    assert took < 20, f"exit after {took:.1f} s"
+    assert "Traceback" not in stderr
+    assert json.loads(out)["outcome"] == "interrupted"
+    workers = {m.group(2) for m in re.finditer(WORKER, stderr)}
+    assert workers == {first.group(2)}, stderr  # never relaunched
+    run_dir = run_dir_of(work)
+    records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    assert records["one"]["outcome"] == "running"
+    _resumes_to_done(work, run_dir, script, cluster.address)

@@ -65,6 +65,7 @@ from looprun.workspace.tree import Workspace
 _TICK_S = 0.2
 _LEASE_POLL_S = 5.0
 _HEALTH_S = 1.0  # how often the monitor checks that the head answers
+_BOARD_CHECK_S = 2.0  # how often the monitor checks that the board lives
 _LAUNCH_TRIES = 3  # launches of one sub-loop in a row that may fail before it errs
 _LAUNCH_RETRY_S = 2.0  # the wait before launching again
 
@@ -173,6 +174,8 @@ class RayExecutor:
         if problem:  # lost while no sub-loop ran (between two outer iterations)
             raise ExecutorLost(self._given_up(problem))
         self._board = new_board(self._ray)
+        self._board_probe: Any = None  # the board's answer asked for, not yet come
+        self._last_board_check = 0.0
         self._pool = WarmPool(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
         self._lock = threading.Lock()
@@ -287,6 +290,7 @@ class RayExecutor:
     def _tick(self) -> None:
         if self._check_head():
             return
+        self._check_board()
         self._drain()
         open_ = self._open()
         now = time.monotonic()
@@ -307,6 +311,37 @@ class RayExecutor:
             else:
                 self._abandoned_ended(abandoned[ref], ref)
         self._watchdog([a for r, a in running.items() if r not in ready])
+
+    def _check_board(self) -> None:
+        """Replace a board whose actor died (the process hosting it, while this driver
+        and the head live) and hand the new one to every running worker: they keep their
+        jobs (see ``warm``), and a stop still reaches them. A board that answers late
+        (a loaded node) is only asked again later."""
+        now = time.monotonic()
+        if now - self._last_board_check < _BOARD_CHECK_S:
+            return
+        self._last_board_check = now
+        if self._board_probe is None:
+            self._board_probe = self._board.is_stopped.remote()
+            return
+        ready, _ = self._ray.wait([self._board_probe], timeout=0)
+        if not ready:
+            return
+        probe, self._board_probe = self._board_probe, None
+        try:
+            self._ray.get(probe, timeout=2)
+            return
+        except self._ray.exceptions.RayActorError:
+            pass
+        except Exception:  # slow or unclear: asked again at the next check
+            return
+        self._board = new_board(self._ray)
+        if self._stopping.is_set():
+            self._board.stop.remote()
+        self._report("note: the run's board was lost; a new one took its place")
+        for a in self._open():
+            if a.worker is not None:
+                a.worker[1].rebind.remote(self._board)
 
     def _answers_within(self, window_s: float) -> str:
         """Nothing ("") once the head answers a probe; why not, if it stays silent for
