@@ -15,9 +15,14 @@ from looprun.system.abandon import exit_status
 
 PROGRAM = """
 import atexit, pathlib, sys
-from looprun.system.abandon import abandon_at_exit, exit_now_if_abandoned
+from looprun.system.abandon import abandon_at_exit, exit_now_if_abandoned, skip_exit_handler
 marker = pathlib.Path(sys.argv[1])
 atexit.register(marker.write_text, "an exit handler ran")
+def slow_disconnect():
+    marker.with_name("skipped").write_text("the skipped handler ran")
+atexit.register(slow_disconnect)
+if sys.argv[2] == "skip":
+    skip_exit_handler(slow_disconnect)
 print("summary on stdout", end="")  # left in the buffer: a pipe is not a terminal
 sys.stderr.write("verdict on stderr")
 if sys.argv[2] == "abandon":
@@ -64,6 +69,21 @@ def test_without_an_abandon_the_exit_handlers_run(tmp_path: Path) -> None:
     done, marker = _run(tmp_path, "keep", "130")
     assert done.returncode == 130 and done.stdout == "summary on stdout"
     assert marker.read_text() == "an exit handler ran"
+
+
+@pytest.mark.parametrize("code", ["0", "130", "looprun: stopped"])
+def test_a_skipped_exit_handler_alone_does_not_run(tmp_path: Path, code: str) -> None:
+    """Ray's disconnect at exit is skipped once the run is recorded; every other exit
+    handler runs, and the code and output are the ones the usual exit gives."""
+    done, marker = _run(tmp_path, "skip", code)
+    assert done.returncode == exit_status(int(code) if code.isdigit() else code)
+    assert done.stdout == "summary on stdout"
+    assert done.stderr == "verdict on stderr" + ("" if code.isdigit() else f"{code}\n")
+    assert marker.read_text() == "an exit handler ran"
+    assert not (tmp_path / "skipped").exists()
+    (tmp_path / "kept").mkdir()
+    _run(tmp_path / "kept", "keep", code)  # the same handler, not skipped: it runs
+    assert (tmp_path / "kept" / "skipped").read_text() == "the skipped handler ran"
 
 
 @pytest.mark.parametrize(("code", "status"), [(None, 0), (0, 0), (130, 130), (256, 0), ("x", 1)])

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.cli import cli_env, scripted_run
+
 RAY = str(Path(sys.executable).parent / "ray")
 
 
@@ -108,16 +110,18 @@ class LocalCluster:
         self.env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
         self.env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)  # "0" refuses a second node
         self.env.pop("RAY_ADDRESS", None)
+        # workers find python, pytest and ruff where the tests found them
+        self.env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + self.env["PATH"]
         self.nodes: list[Node] = []
         self.head = self._start(
             "head", "--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=false"
         )
 
-    def add_nodes(self, count: int) -> list[Node]:
-        """Worker nodes of one CPU each, started one after the other (side by side, one
-        of them may time out registering on a loaded host)."""
+    def add_nodes(self, count: int, cpus: int = 1) -> list[Node]:
+        """Worker nodes of ``cpus`` CPUs each, started one after the other (side by side,
+        one of them may time out registering on a loaded host)."""
         return [
-            self._start(f"node{len(self.nodes)}", f"--address={self.address}", "--num-cpus=1")
+            self._start(f"node{len(self.nodes)}", f"--address={self.address}", f"--num-cpus={cpus}")
             for _ in range(count)
         ]
 
@@ -208,3 +212,51 @@ class LocalCluster:
             if parts[1] in groups or self.temp in parts[2] or f":{self.port}" in parts[2]:
                 rows.append(line)
         return rows
+
+
+def start_run(
+    template: str,
+    intent: str,
+    work: Path,
+    script: Path,
+    address: str,
+    env: dict[str, str] | None = None,
+    *,
+    as_json: bool = True,
+) -> subprocess.Popen:
+    """A scripted run of ``template`` on the cluster at ``address``, in a process group
+    of its own (as a shell starts it), its output piped."""
+    return subprocess.Popen(
+        [
+            *[sys.executable, "-m", "looprun"],
+            *scripted_run(template, intent=intent, workdir=work, script=script),
+            *["--executor", f"ray:{address}"],
+            *(["--json"] if as_json else []),
+        ],
+        cwd=work,
+        env=cli_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """(stdout, the rest of stderr) once the run ends, killed after ``timeout``. Not
+    ``communicate()``: it reads the pipes directly, losing what readline has buffered."""
+    assert proc.stdout is not None and proc.stderr is not None
+    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    timer.start()
+    try:
+        err = proc.stderr.read()  # stdout holds one summary: it never fills its pipe
+        out = proc.stdout.read()
+        proc.wait()
+    finally:
+        timer.cancel()
+    return out, err
+
+
+def run_dir_of(work: Path) -> Path:
+    """The one run directory of ``work``."""
+    return next((work / ".looprun" / "runs").iterdir())

@@ -11,8 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -20,10 +18,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_helpers import LocalCluster
+from cluster_helpers import LocalCluster, finish, run_dir_of, start_run
 from ray_helpers import ONE, one_task_project, wait_for
 from tests.remote.remote_helpers import step_turns
-from tests.support.cli import cli_env, looprun, scripted_run
+from tests.support.cli import looprun
 
 WORKER = r"\[one\] worker (\w+) on \S+ pid (\d+)"
 
@@ -45,39 +43,7 @@ def _start(
     *,
     as_json: bool = True,
 ) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            *[sys.executable, "-m", "looprun"],
-            *scripted_run(str(work / "one.yaml"), intent="abc", workdir=work, script=script),
-            *["--executor", f"ray:{address}"],
-            *(["--json"] if as_json else []),
-        ],
-        cwd=work,
-        env=cli_env(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def _finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
-    """(stdout, the rest of stderr) once the run ends, killed after ``timeout``. Not
-    ``communicate()``: it reads the pipes directly, losing what readline has buffered."""
-    assert proc.stdout is not None and proc.stderr is not None
-    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
-    timer.start()
-    try:
-        err = proc.stderr.read()  # stdout holds one summary: it never fills its pipe
-        out = proc.stdout.read()
-        proc.wait()
-    finally:
-        timer.cancel()
-    return out, err
-
-
-def _run_dir(work: Path) -> Path:
-    return next((work / ".looprun" / "runs").iterdir())
+    return start_run(str(work / "one.yaml"), "abc", work, script, address, env, as_json=as_json)
 
 
 def _exchanges_per_iteration(sub: Path) -> Counter:
@@ -125,7 +91,7 @@ def _stopped_as_lost(work: Path, stderr: str, reason: str) -> Path:
     with ``reason`` in its summary, the verdict naming the stop and how to go on, the
     sub-loop still running (to be resumed); returns the run directory."""
     assert "Traceback" not in stderr
-    run_dir = _run_dir(work)
+    run_dir = run_dir_of(work)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["outcome"] == "interrupted"
     assert reason in summary["reason"], summary["reason"]
@@ -179,14 +145,14 @@ def test_a_frozen_node_s_sub_loop_is_relaunched_within_the_watchdog(
         # its line may come before the fresh worker's
         if not any(re.search(r"\[one\] a replaced execution ended", line) for line in lines):
             wait_for(proc, r"\[one\] a replaced execution ended", lines, 60)
-        out, err = _finish(proc, 300)
+        out, err = finish(proc, 300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 0, "".join(lines) + err
     assert json.loads(out)["outcome"] == "done"
-    run_dir = _run_dir(work)
+    run_dir = run_dir_of(work)
     sub = run_dir / "subloops" / "one-1"
     assert _exchanges_per_iteration(sub) == {1: 2, 2: 2, 3: 2}  # no step played twice
     ran = _steps_by_pid(sub)
@@ -212,7 +178,7 @@ def test_a_lost_head_stops_the_run_like_ctrl_c_and_it_resumes_on_another_cluster
         time.sleep(2)  # the step's push follows its progress line
         cluster.kill(cluster.head)
         killed = time.monotonic()
-        _out, err = _finish(proc, 120)
+        _out, err = finish(proc, 120)
         took = time.monotonic() - killed
     finally:
         if proc.poll() is None:
@@ -242,7 +208,7 @@ def test_a_frozen_head_stops_the_run_like_ctrl_c_and_it_resumes_once_thawed(
         cluster.head.signal(signal.SIGSTOP)  # its GCS, raylet and workers (the board)
         frozen = time.monotonic()
         try:
-            _out, err = _finish(proc, 120)
+            _out, err = finish(proc, 120)
             took = time.monotonic() - frozen
         finally:
             cluster.head.signal(signal.SIGCONT)
@@ -280,7 +246,7 @@ def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
         time.sleep(1)
         started = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = _finish(proc, 60)
+        out, err = finish(proc, 60)
         took = time.monotonic() - started
     finally:
         if proc.poll() is None:
@@ -292,7 +258,7 @@ def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
     assert "Traceback" not in stderr
     summary = json.loads(out)
     assert summary["outcome"] == "interrupted" and "SIGINT" in summary["reason"]
-    run_dir = _run_dir(work)
+    run_dir = run_dir_of(work)
     records = json.loads((run_dir / "subloops.json").read_text())["records"]
     assert records["one"]["outcome"] == "running"
     _resumes_to_done(work, run_dir, script, cluster.address)
@@ -345,7 +311,7 @@ def _freeze_while_held(
         frozen = time.monotonic()
         (signals / "frozen").write_text("")
         try:
-            out, err = _finish(proc, 180)
+            out, err = finish(proc, 180)
             return out, err, time.monotonic() - frozen
         finally:
             cluster.head.signal(signal.SIGCONT)
@@ -386,4 +352,54 @@ def test_a_head_frozen_before_the_first_sub_loop_stops_the_run_and_it_resumes(
     assert summary["outcome"] == "interrupted"
     assert "the Ray cluster was lost" in summary["reason"]
     assert "did not let this run join within 10 s" in summary["reason"]
-    _resumes_to_done(work, _run_dir(work), script, cluster.address)
+    _resumes_to_done(work, run_dir_of(work), script, cluster.address)
+
+
+def _board_pids(cluster: LocalCluster) -> list[int]:
+    """The processes of this cluster's progress and stop board (the run's ``Board``)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True)
+    pids = [int(r.split()[0]) for r in out.stdout.splitlines()[1:] if "ray::Board" in r]
+    return [p for node in cluster.nodes for p in node.workers() if p in pids]
+
+
+def test_a_lost_board_keeps_progress_and_ctrl_c_then_the_run_resumes(
+    tmp_path: Path, cluster: LocalCluster
+) -> None:
+    """The process hosting the run's board (its stop flag) dies while a sub-loop runs:
+    the sub-loop goes on, progress lines still come, Ctrl-C stops the run (exit 130,
+    saved), and the run resumes to done."""
+    cluster.add_nodes(1)
+    work, script = one_task_project(tmp_path)
+    turns = step_turns(delay_second_s=15)
+    turns[4]["delay_s"] = 60  # the third step waits too: Ctrl-C comes while it does
+    script.write_text(yaml.safe_dump({"tasks": {"one": turns}}))
+    proc = _start(work, script, cluster.address)
+    lines: list[str] = []
+    try:
+        first = wait_for(proc, WORKER, lines, 300)
+        wait_for(proc, r"\[one\] #1 ", lines, 300)
+        (board,) = _board_pids(cluster)
+        os.kill(board, signal.SIGKILL)
+        # the worker keeps its job: its next step's line comes, from the same worker
+        wait_for(proc, r"\[one\] #2 ", lines, 120)
+        assert not any("worker lost" in line for line in lines), "".join(lines)
+        time.sleep(3)  # the step's push follows its progress line
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = finish(proc, 60)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = "".join(lines) + err
+    assert proc.returncode == 130, stderr
+    assert took < 20, f"exit after {took:.1f} s"
+    assert "Traceback" not in stderr
+    assert json.loads(out)["outcome"] == "interrupted"
+    workers = {m.group(2) for m in re.finditer(WORKER, stderr)}
+    assert workers == {first.group(2)}, stderr  # never relaunched
+    run_dir = run_dir_of(work)
+    records = json.loads((run_dir / "subloops.json").read_text())["records"]
+    assert records["one"]["outcome"] == "running"
+    _resumes_to_done(work, run_dir, script, cluster.address)

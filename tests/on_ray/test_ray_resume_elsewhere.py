@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
+from cluster_helpers import LocalCluster
 from ray_helpers import gone, wait_for, worker_pid
 from tests.support.cli import looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
@@ -235,3 +236,16 @@ def test_a_resume_elsewhere_trusts_the_run_dir_not_what_commands_wrote(
     # worker resumes from is forged: the resume continues the record in the run dir
     forged = '{"iterations": 3, "stop": {"outcome": "done"}, "seq": 999999}\n'
     _resume_elsewhere(tmp_path, ray_address, "local", "ray", forged=forged)
+
+
+def test_resumes_elsewhere_on_a_multi_node_cluster(tmp_path: Path) -> None:
+    """Both ways on a cluster of a head and a worker node (each a ``ray start``), where
+    the sub-loops run on the worker node."""
+    cluster = LocalCluster()
+    try:
+        cluster.add_nodes(1)
+        for first, then in (("ray", "local"), ("local", "ray")):
+            (tmp_path / first).mkdir()
+            _resume_elsewhere(tmp_path / first, cluster.address, first, then)
+    finally:
+        cluster.close()

@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from looprun.errors import UsageError
-from looprun.system.abandon import probe_at_exit
+from looprun.system.abandon import probe_at_exit, skip_exit_handler
 
 NEEDS_RAY = "--executor ray needs Ray: pip install 'looprun[ray]' (on every node)"
 PROBE_S = 2.0  # how long one probe of the head waits for its answer
@@ -64,6 +64,10 @@ def connect(
             raise UsageError(f"--executor ray: cannot reach the cluster: {exc}") from exc
         head = head_address(ray)
         probe_at_exit(lambda: _lost_head(ray, head))
+        if address is not None:
+            # joined, not started here: Ray's exit handler only disconnects, for about a
+            # second per run (the cluster ends the job when this process goes)
+            skip_exit_handler(ray._private.worker.shutdown)
     _messages_to_stderr(ray)
     return ray
 

@@ -65,6 +65,9 @@ from looprun.workspace.tree import Workspace
 _TICK_S = 0.2
 _LEASE_POLL_S = 5.0
 _HEALTH_S = 1.0  # how often the monitor checks that the head answers
+_BOARD_CHECK_S = 2.0  # how often the monitor checks that the board lives
+_LAUNCH_TRIES = 3  # launches of one sub-loop in a row that may fail before it errs
+_LAUNCH_RETRY_S = 2.0  # the wait before launching again
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,8 @@ class _Attempt:
     worker: tuple[str, Any] | None = None  # the warm worker running it: (name, handle)
     take: Any = None  # its progress lines asked for and not yet answered
     held: str = ""  # why it is to be relaunched once the head answers again
+    failed_launches: int = 0  # launches in a row that failed (git, the lease)
+    retry_at: float = 0.0  # not relaunched before this time (after a failed launch)
 
 
 class RayExecutor:
@@ -169,6 +174,8 @@ class RayExecutor:
         if problem:  # lost while no sub-loop ran (between two outer iterations)
             raise ExecutorLost(self._given_up(problem))
         self._board = new_board(self._ray)
+        self._board_probe: Any = None  # the board's answer asked for, not yet come
+        self._last_board_check = 0.0
         self._pool = WarmPool(self._ray)
         self._attempts: dict[str, _Attempt] = {}  # by task id
         self._lock = threading.Lock()
@@ -283,10 +290,13 @@ class RayExecutor:
     def _tick(self) -> None:
         if self._check_head():
             return
+        self._check_board()
         self._drain()
         open_ = self._open()
+        now = time.monotonic()
         for a in open_:
-            if a.held and self._unanswered_since is None:  # the head answers again
+            # the head answers again, or a failed launch waited its turn
+            if a.held and self._unanswered_since is None and now >= a.retry_at:
                 self._relaunch(a, a.held)
         running = {a.ref: a for a in open_ if not a.held and not a.future.done()}
         abandoned = {r: a for a in open_ for r in a.abandoned}
@@ -301,6 +311,37 @@ class RayExecutor:
             else:
                 self._abandoned_ended(abandoned[ref], ref)
         self._watchdog([a for r, a in running.items() if r not in ready])
+
+    def _check_board(self) -> None:
+        """Replace a board whose actor died (the process hosting it, while this driver
+        and the head live) and hand the new one to every running worker: they keep their
+        jobs (see ``warm``), and a stop still reaches them. A board that answers late
+        (a loaded node) is only asked again later."""
+        now = time.monotonic()
+        if now - self._last_board_check < _BOARD_CHECK_S:
+            return
+        self._last_board_check = now
+        if self._board_probe is None:
+            self._board_probe = self._board.is_stopped.remote()
+            return
+        ready, _ = self._ray.wait([self._board_probe], timeout=0)
+        if not ready:
+            return
+        probe, self._board_probe = self._board_probe, None
+        try:
+            self._ray.get(probe, timeout=2)
+            return
+        except self._ray.exceptions.RayActorError:
+            pass
+        except Exception:  # slow or unclear: asked again at the next check
+            return
+        self._board = new_board(self._ray)
+        if self._stopping.is_set():
+            self._board.stop.remote()
+        self._report("note: the run's board was lost; a new one took its place")
+        for a in self._open():
+            if a.worker is not None:
+                a.worker[1].rebind.remote(self._board)
 
     def _answers_within(self, window_s: float) -> str:
         """Nothing ("") once the head answers a probe; why not, if it stays silent for
@@ -422,18 +463,32 @@ class RayExecutor:
         """A new execution, once the head answers: a worker lost with the head (killed
         or frozen) would have its replacement wait on the head, and the monitor with it,
         until Ray ends the process. Until then the attempt waits (see ``_tick``)."""
+        if self._stopping.is_set():  # a stop asked for meanwhile: resumed by the next run
+            self._resolve(a, _interrupted(a.job, f"stopped after {why}"))
+            return
         problem = silent_head(self._ray, self._head)
         if problem:
             if not a.held:
                 self._report(f"[{a.job.task_id}] {why}: waiting for the head ({problem})")
             a.held = why
             return
+        if not a.failed_launches:
+            self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
         a.held = ""
-        self._report(f"[{a.job.task_id}] {why}: resuming from its last pushed step")
         try:
             self._launch(a, resume=True)
         except LooprunError as exc:
-            self._resolve(a, _error(a.job, f"could not resume after {why}: {exc}"))
+            # a Ctrl-C reaches the git this runs too (it shares the terminal's process
+            # group) before the stop reaches the executor: try again at the next tick,
+            # where a stop finds the sub-loop interrupted, resumable, not failed
+            a.failed_launches += 1
+            if a.failed_launches >= _LAUNCH_TRIES:
+                self._resolve(a, _error(a.job, f"could not resume after {why}: {exc}"))
+            else:
+                a.held = why
+                a.retry_at = time.monotonic() + _LAUNCH_RETRY_S
+            return
+        a.failed_launches = 0
 
     def _accept(self, a: _Attempt, data: dict[str, Any]) -> None:
         """Only the current token's result counts, and only if its final push holds."""

@@ -9,8 +9,9 @@ directory and nothing else of earlier jobs. Everything a job decides from (its k
 allow-list, sandbox) is read again from the node's environment per job, as before.
 
 An idle worker ends itself after ``LOOPRUN_RAY_WARM_IDLE_S`` (default 600 s), giving its
-CPU back to the cluster. A worker whose run's board is gone (the driver died) ends at
-its next poll: a detached actor is not ended with its driver as a task is.
+CPU back to the cluster. A worker whose run's board stays gone (the driver died) ends:
+a detached actor is not ended with its driver as a task is. A board lost alone (the
+process hosting it died) is replaced by its living driver, and its workers go on.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from looprun.remote.worker import run_remote_job
 NAMESPACE = "looprun"
 PREFIX = f"warm-{__version__}-"
 IDLE_S = "LOOPRUN_RAY_WARM_IDLE_S"
+BOARD_GRACE_S = 10.0  # a lost board not replaced within this time: its driver died
 _ACTORS: dict[int, Any] = {}
 
 
@@ -49,6 +51,8 @@ class WarmWorker:
         self._last = time.monotonic()
         self._lines: list[str] = []
         self._idle_s = float(os.environ.get(IDLE_S) or 600)
+        self._board: Any = None  # the running job's run's board (replaced by ``rebind``)
+        self._board_lost: float | None = None  # when it was first found gone
         threading.Thread(target=self._reaper, name="looprun-warm-idle", daemon=True).start()
 
     def idle(self) -> bool:
@@ -64,6 +68,11 @@ class WarmWorker:
             out, self._lines = self._lines, []
         return out
 
+    def rebind(self, board: Any) -> None:
+        """The run's new board, its first one lost (the process hosting it died)."""
+        with self._lock:
+            self._board, self._board_lost = board, None
+
     def _say(self, line: str) -> None:
         with self._lock:
             self._lines.append(line)
@@ -76,11 +85,12 @@ class WarmWorker:
                 return {"busy": True}
             self._busy = True
             self._lines = []
+            self._board, self._board_lost = board, None
         try:
             return run_remote_job(
                 job_json,
                 self._say,
-                lambda: self._stopped(board),
+                self._stopped,
                 scratch_root=str(self._scratch),
                 clones=self._clones,
             )
@@ -89,15 +99,26 @@ class WarmWorker:
                 self._busy = False
                 self._last = time.monotonic()
 
-    def _stopped(self, board: Any) -> bool:
-        """Whether the run asked its workers to stop. A board that is gone means its
-        driver died: the worker ends at once, with its job, as a task would with its
-        owner (the job is resumed from its last pushed step). A slow board is no stop."""
+    def _stopped(self) -> bool:
+        """Whether the run asked its workers to stop. A board that stays gone for
+        ``BOARD_GRACE_S`` means its driver died: the worker ends, with its job, as a
+        task would with its owner (the job is resumed from its last pushed step). A
+        living driver replaces a lost board within that time (``rebind``). A slow board
+        is no stop."""
+        board = self._board
         try:
             return bool(board.is_stopped.remote().future().result(timeout=30))
         except TimeoutError:
             return False
-        except Exception:  # the board's actor died with its run
+        except Exception:  # the board's actor died, with its run or alone
+            with self._lock:
+                if board is not self._board:  # replaced meanwhile
+                    return False
+                now = time.monotonic()
+                if self._board_lost is None:
+                    self._board_lost = now
+                if now - self._board_lost < BOARD_GRACE_S:
+                    return False
             self._end(1)
 
     def _end(self, code: int) -> NoReturn:

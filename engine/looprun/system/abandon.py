@@ -18,6 +18,15 @@ from collections.abc import Callable
 
 _reasons: list[str] = []
 _probes: list[Callable[[], str]] = []
+_skipped: list[Callable[..., object]] = []
+
+
+def skip_exit_handler(handler: Callable[..., object]) -> None:
+    """Ask that ``handler``, a foreign runtime's exit handler that only disconnects
+    (Ray's takes about a second), not run once the run is recorded: the process then
+    ends after the other exit handlers, without the interpreter's teardown, which would
+    run into that runtime's live threads."""
+    _skipped.append(handler)
 
 
 def abandon_at_exit(reason: str) -> None:
@@ -46,6 +55,8 @@ def exit_now_if_abandoned(code: object) -> None:
             abandon_at_exit(reason)
             break
     if not _reasons:
+        if _skipped:
+            _exit_skipping(code)
         return
     if code is not None and not isinstance(code, int):  # what sys.exit would print
         with contextlib.suppress(Exception):
@@ -53,6 +64,22 @@ def exit_now_if_abandoned(code: object) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    os._exit(exit_status(code))
+
+
+def _exit_skipping(code: object) -> None:
+    """End with ``code``: every exit handler but the skipped ones, output flushed."""
+    for handler in _skipped:
+        atexit.unregister(handler)
+    if code is not None and not isinstance(code, int):  # what sys.exit would print
+        with contextlib.suppress(Exception):
+            print(code, file=sys.stderr)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed pipe: the usual exit reports it (with the handlers)
+            return
     os._exit(exit_status(code))
 
 
