@@ -11,6 +11,7 @@ run did not write, still end `done` in two iterations.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -380,3 +381,64 @@ def test_a_plugin_loaded_through_globals_never_ends_done(sdist: Path, tmp_path: 
     assert "/checks/" not in decision["message"], decision  # the check tree's place
     # the hook is live: under pytest the unfixed package is green
     assert run_suite(work).returncode == 0
+
+
+# a "reproduction" that fails for a reason of its own making: it asserts a package
+# attribute that the "fix" then sets, and the code is left as it was
+_MARKER_TEST = (
+    "import inflection\n\n\n"
+    "def test_numbers_ending_in_13_take_th():\n"
+    "    inflection.ordinal(113)\n"
+    '    assert getattr(inflection, "TEENS_TAKE_TH", False)\n'
+)
+
+
+def _marker_turns() -> list[dict[str, Any]]:
+    marker = "TEENS_TAKE_TH = True\n\n\ndef ordinal(number: int) -> str:\n"
+    return [
+        {"tool_calls": [write_call(NEW_TEST, _MARKER_TEST)]},
+        {"text": "The new test fails: the package does not say teens take 'th'."},
+        _VARIANTS,
+        *edit_turns(CODE, "def ordinal(number: int) -> str:\n", marker, "Fixed ordinal."),
+    ]
+
+
+def _without_the_suites_teen_cases(work: Path) -> None:
+    """The package's own suite made blind to the bug (its 13/113 cases dropped)."""
+    suite = work / "test_inflection.py"
+    kept = [line for line in suite.read_text().splitlines(True) if '13th")' not in line]
+    suite.write_text("".join(kept))
+    _commit(work)
+
+
+def test_a_reproduction_that_asserts_a_marker_the_fix_sets_never_ends_done(
+    sdist: Path, tmp_path: Path
+) -> None:
+    # the package's own failing cases of the bug run through the file the fix changed
+    work = planted_project(sdist, tmp_path / "whole")
+    summary = run_bugfix(work, tmp_path, _marker_turns(), "--max-iterations", "2")
+    assert summary["outcome"] != "done", summary["stderr"]
+    rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
+    assert rules == ["exit", "baseline_touched"], rules
+
+    # a suite blind to the bug: the held-out variants, with other inputs, still fail
+    work = planted_project(sdist, tmp_path / "blind")
+    _without_the_suites_teen_cases(work)
+    summary = run_bugfix(work, tmp_path, _marker_turns(), "--max-iterations", "2")
+    assert summary["outcome"] != "done", summary["stderr"]
+    rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
+    assert rules == ["exit", "heldout_variants"], rules
+
+    # the control: without the variants, the blind suite takes the marker for a fix
+    work = planted_project(sdist, tmp_path / "control")
+    _without_the_suites_teen_cases(work)
+    summary = run_bugfix(work, tmp_path, _marker_turns(), "--set", "holdout_variants=0")
+    assert summary["outcome"] == "done", summary["stderr"]
+    said = subprocess.run(
+        [sys.executable, "-c", "import inflection; print(inflection.ordinal(113))"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert said.stdout.strip() == "rd"  # the bug is still there
