@@ -383,23 +383,47 @@ def test_a_plugin_loaded_through_globals_never_ends_done(sdist: Path, tmp_path: 
     assert run_suite(work).returncode == 0
 
 
-# a "reproduction" that fails for a reason of its own making: it asserts a package
-# attribute that the "fix" then sets, and the code is left as it was
-_MARKER_TEST = (
-    "import inflection\n\n\n"
-    "def test_numbers_ending_in_13_take_th():\n"
-    "    inflection.ordinal(113)\n"
-    '    assert getattr(inflection, "TEENS_TAKE_TH", False)\n'
-)
+# "reproductions" that fail for a reason of their own making, and the "fix" that makes
+# each pass with the code's behaviour left as it was: a package attribute the test
+# asserts, which the fix sets; a keyword the test invents (a TypeError at the start),
+# which the fix adds and answers
+_WRONG_REASONS = {
+    "asserts-a-marker": (
+        "import inflection\n\n\n"
+        "def test_numbers_ending_in_13_take_th():\n"
+        "    inflection.ordinal(113)\n"
+        '    assert getattr(inflection, "TEENS_TAKE_TH", False)\n',
+        [
+            (
+                "def ordinal(number: int) -> str:\n",
+                "TEENS_TAKE_TH = True\n\n\ndef ordinal(number: int) -> str:\n",
+            )
+        ],
+    ),
+    "invents-a-keyword": (
+        "from inflection import ordinal\n\n\n"
+        "def test_numbers_ending_in_13_take_th():\n"
+        '    assert ordinal(113, teens=True) == "th"\n',
+        [
+            (
+                "def ordinal(number: int) -> str:\n",
+                "def ordinal(number: int, teens: bool = False) -> str:\n",
+            ),
+            (_START, '    if teens:\n        return "th"\n' + _START),
+        ],
+    ),
+}
 
 
-def _marker_turns() -> list[dict[str, Any]]:
-    marker = "TEENS_TAKE_TH = True\n\n\ndef ordinal(number: int) -> str:\n"
+def _wrong_reason_turns(name: str) -> list[dict[str, Any]]:
+    test, fix = _WRONG_REASONS[name]
+    edits = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
     return [
-        {"tool_calls": [write_call(NEW_TEST, _MARKER_TEST)]},
-        {"text": "The new test fails: the package does not say teens take 'th'."},
+        {"tool_calls": [write_call(NEW_TEST, test)]},
+        {"text": "The new test fails."},
         _VARIANTS,
-        *edit_turns(CODE, "def ordinal(number: int) -> str:\n", marker, "Fixed ordinal."),
+        {"tool_calls": edits},
+        {"text": "Fixed ordinal."},
     ]
 
 
@@ -414,9 +438,10 @@ def _without_the_suites_teen_cases(work: Path) -> None:
 def test_a_reproduction_that_asserts_a_marker_the_fix_sets_never_ends_done(
     sdist: Path, tmp_path: Path
 ) -> None:
+    name = "asserts-a-marker"
     # the package's own failing cases of the bug run through the file the fix changed
     work = planted_project(sdist, tmp_path / "whole")
-    summary = run_bugfix(work, tmp_path, _marker_turns(), "--max-iterations", "2")
+    summary = run_bugfix(work, tmp_path, _wrong_reason_turns(name), "--max-iterations", "2")
     assert summary["outcome"] != "done", summary["stderr"]
     rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
     assert rules == ["exit", "baseline_touched"], rules
@@ -424,15 +449,15 @@ def test_a_reproduction_that_asserts_a_marker_the_fix_sets_never_ends_done(
     # a suite blind to the bug: the held-out variants, with other inputs, still fail
     work = planted_project(sdist, tmp_path / "blind")
     _without_the_suites_teen_cases(work)
-    summary = run_bugfix(work, tmp_path, _marker_turns(), "--max-iterations", "2")
+    summary = run_bugfix(work, tmp_path, _wrong_reason_turns(name), "--max-iterations", "2")
     assert summary["outcome"] != "done", summary["stderr"]
     rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
     assert rules == ["exit", "heldout_variants"], rules
 
-    # the control: without the variants, the blind suite takes the marker for a fix
+    # the control: without the variants, the blind suite takes it for a fix
     work = planted_project(sdist, tmp_path / "control")
     _without_the_suites_teen_cases(work)
-    summary = run_bugfix(work, tmp_path, _marker_turns(), "--set", "holdout_variants=0")
+    summary = run_bugfix(work, tmp_path, _wrong_reason_turns(name), "--set", "holdout_variants=0")
     assert summary["outcome"] == "done", summary["stderr"]
     said = subprocess.run(
         [sys.executable, "-c", "import inflection; print(inflection.ordinal(113))"],
@@ -442,3 +467,16 @@ def test_a_reproduction_that_asserts_a_marker_the_fix_sets_never_ends_done(
         check=True,
     )
     assert said.stdout.strip() == "rd"  # the bug is still there
+
+
+def test_a_reproduction_that_invents_a_keyword_is_refused(sdist: Path, tmp_path: Path) -> None:
+    """Its TypeError is raised before the code runs: the test's body called nothing of
+    the project, so `reproduce` is not done on it, whatever the fix does next."""
+    work = planted_project(sdist, tmp_path)
+    turns = _wrong_reason_turns("invents-a-keyword")
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    decisions = [e["decision"] for e in run_events(summary, "iteration")]
+    assert decisions[0]["rule"] == "reproduce_unexercised", decisions[0]
+    assert "exit" not in [d["rule"] for d in decisions]
