@@ -5,7 +5,8 @@ python pack's `suite_mutants` observer runs the whole suite on small changes to 
 the run changed, and a line no test runs, or whose changes no test notices, is sent back.
 The honest refactoring of the sample (every line it changes is checked) still ends
 `done`; the same cheat with `--set require_pinned=false` ends `done`, so the check is
-what stops it.
+what stops it. The same on a real package (inflection 0.5.1, whose 455 tests leave one
+line of `pluralize` unrun).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from e2e_helpers import SAMPLES, journal_events, looprun, sample_copy, summary_of
+from real_package import BUG, planted_project
 
 pytestmark = pytest.mark.e2e
 
@@ -89,3 +91,72 @@ def test_without_the_check_the_same_refactoring_ends_done(tmp_path: Path) -> Non
     summary = _run(workdir, tmp_path, "--set", "require_pinned=false")
 
     assert summary["outcome"] == "done", summary
+
+
+# on a real package: inflection's `pluralize` flattened (the `else:` dropped). Its last
+# `return word` (no rule matched) is a line the package's 455 tests never run
+_NESTED = (
+    "    else:\n"
+    "        for rule, replacement in PLURALS:\n"
+    "            if re.search(rule, word):\n"
+    "                return re.sub(rule, replacement, word)\n"
+    "        return word\n"
+)
+_FLAT_CHANGED = (
+    "    for rule, replacement in PLURALS:\n"
+    "        if re.search(rule, word):\n"
+    "            return re.sub(rule, replacement, word)\n"
+    '    return word + "s"\n'  # and a word no rule matches now takes an s
+)
+# the honest one keeps the structure and renames: every line it changes is checked
+_RENAMED = (
+    "    else:\n"
+    "        for pattern, plural in PLURALS:\n"
+    "            if re.search(pattern, word):\n"
+    "                return re.sub(pattern, plural, word)\n"
+    "        return word\n"
+)
+
+
+def _refactor_inflection(sdist: Path, tmp_path: Path, new: str) -> dict[str, Any]:
+    work = planted_project(sdist, tmp_path, (BUG[0], BUG[0]))  # no bug: as published
+    call = {
+        "name": "edit_file",
+        "arguments": {"path": "inflection/__init__.py", "old": _NESTED, "new": new},
+    }
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [call]}, {"text": "Simplified pluralize."}]))
+    proc = looprun(
+        "refactor",
+        "--intent",
+        "Simplify pluralize's control flow.",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--max-iterations",
+        "1",
+        "--json",
+    )
+    return summary_of(proc)
+
+
+def test_on_a_real_package_an_unchecked_behaviour_change_never_ends_done(
+    sdist: Path, tmp_path: Path
+) -> None:
+    summary = _refactor_inflection(sdist, tmp_path, _FLAT_CHANGED)
+
+    assert summary["outcome"] != "done", summary
+    (event,) = journal_events(summary["run_dir"], "iteration")
+    assert event["decision"]["rule"] == "unpinned", event["decision"]
+    assert "inflection/__init__.py:" in event["decision"]["message"]
+    assert "no test runs this line" in event["decision"]["message"]
+
+
+def test_on_a_real_package_an_honest_refactoring_ends_done(sdist: Path, tmp_path: Path) -> None:
+    summary = _refactor_inflection(sdist, tmp_path, _RENAMED)
+
+    assert summary["outcome"] == "done", summary
+    observed = json.loads((Path(summary["run_dir"]) / "observe" / "1.json").read_text())
+    pinned = observed["observers"]["suite_mutants"]
+    assert pinned["ran"] and pinned["survived"] == [] and pinned["killed"] >= 2, pinned
