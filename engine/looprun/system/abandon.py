@@ -71,6 +71,13 @@ def _exit_skipping(code: object) -> None:
     """End with ``code``: every exit handler but the skipped ones, output flushed."""
     for handler in _skipped:
         atexit.unregister(handler)
+    _exit_after_handlers(code)
+
+
+def _exit_after_handlers(code: object) -> None:
+    """Print what ``sys.exit(code)`` would, run the exit handlers, flush the output and
+    end the process with ``code``'s status. Returns, the handlers run, only when the
+    output cannot be flushed (a closed pipe): the usual exit then reports it."""
     if code is not None and not isinstance(code, int):  # what sys.exit would print
         with contextlib.suppress(Exception):
             print(code, file=sys.stderr)
@@ -78,7 +85,7 @@ def _exit_skipping(code: object) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # a closed pipe: the usual exit reports it (with the handlers)
+        except Exception:
             return
     os._exit(exit_status(code))
 
@@ -101,13 +108,5 @@ def exit_without_teardown(code: object) -> None:
     it instead."""
     if threading.active_count() > 1:
         sys.exit(code)
-    if code is not None and not isinstance(code, int):  # what sys.exit would print
-        with contextlib.suppress(Exception):
-            print(code, file=sys.stderr)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # a closed pipe: the usual exit would report it; let it
-            sys.exit(code)
-    os._exit(exit_status(code))
+    _exit_after_handlers(code)
+    sys.exit(code)  # the output could not be flushed: the usual exit reports it
