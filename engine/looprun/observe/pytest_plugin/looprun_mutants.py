@@ -208,6 +208,21 @@ def run_tests(tests: list[str], pinned: list[str], timeout: float) -> tuple[int 
     return done.returncode, (done.stdout + done.stderr)[-1500:]
 
 
+def noticed(mutant: Mutant, tests: list[str], pinned: list[str], limit: float) -> bool:
+    """Whether ``tests`` (none: the configured suite) fail, err or hang with ``mutant``
+    in place; the file is restored whatever happens."""
+    with open(mutant.path, "rb") as handle:
+        original = handle.read()
+    try:
+        with open(mutant.path, "wb") as handle:
+            handle.write(mutant.apply(original))
+        code, _ = run_tests(tests, pinned, limit)
+    finally:
+        with open(mutant.path, "wb") as handle:
+            handle.write(original)
+    return code != 0
+
+
 def line_coverage(
     tests: list[str], targets: list[str], pinned: list[str], data: str, timeout: float
 ) -> tuple[dict[str, set[int]], dict[str, set[int]], str | None]:
@@ -276,16 +291,7 @@ def judge(args: argparse.Namespace, pinned: list[str]) -> dict[str, object]:
     chosen = spread(candidates, args.max)
     killed, survived = 0, []
     for mutant in chosen:
-        with open(mutant.path, "rb") as handle:
-            original = handle.read()
-        try:
-            with open(mutant.path, "wb") as handle:
-                handle.write(mutant.apply(original))
-            code, _ = run_tests(tests, pinned, limit)
-        finally:
-            with open(mutant.path, "wb") as handle:
-                handle.write(original)
-        if code != 0:
+        if noticed(mutant, tests, pinned, limit):
             killed += 1
         else:
             survived.append(mutant.label())

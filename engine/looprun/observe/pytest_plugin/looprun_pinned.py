@@ -29,35 +29,15 @@ from looprun_mutants import (
     generate,
     is_test,
     line_coverage,
+    noticed,
     pytest_pins,
-    run_tests,
     spread,
 )
 
 
-def _lines(ranges: object) -> set[int]:
-    """``[[first, last], ...]`` (or plain line numbers) as a set of lines."""
-    out: set[int] = set()
-    for item in ranges if isinstance(ranges, list) else []:
-        if isinstance(item, list) and len(item) == 2:
-            out.update(range(int(item[0]), int(item[1]) + 1))
-        elif isinstance(item, int):
-            out.add(item)
-    return out
-
-
-def _noticed(mutant: Mutant, pinned: list[str], limit: float) -> bool:
-    """Whether the suite fails (or errs, or hangs) with ``mutant`` in place."""
-    with open(mutant.path, "rb") as handle:
-        original = handle.read()
-    try:
-        with open(mutant.path, "wb") as handle:
-            handle.write(mutant.apply(original))
-        code, _ = run_tests([], pinned, limit)
-    finally:
-        with open(mutant.path, "wb") as handle:
-            handle.write(original)
-    return code != 0
+def _lines(ranges: list[list[int]]) -> set[int]:
+    """The lines of ``[[first, last], ...]``, as looprun's diff gives them."""
+    return {n for first, last in ranges for n in range(int(first), int(last) + 1)}
 
 
 def judge(args: argparse.Namespace, pinned: list[str]) -> dict[str, object]:
@@ -101,7 +81,7 @@ def judge(args: argparse.Namespace, pinned: list[str]) -> dict[str, object]:
     survived = list(unrun)
     for mutants in chosen:
         tried = mutants[: args.per_line]
-        if not any(_noticed(m, pinned, limit) for m in tried):
+        if not any(noticed(m, [], pinned, limit) for m in tried):
             more = f" (and {len(tried) - 1} other change(s))" if len(tried) > 1 else ""
             survived.append(f"{tried[0].label()}{more}: no test notices")
     total = len(unrun) + len(chosen)
