@@ -247,3 +247,59 @@ def test_tests_that_wait_for_their_children_end_done(
     record = json.loads((Path(summary["run_dir"]) / "observe" / "1.json").read_text())
     tests = record["observers"]["tests"]
     assert tests["passed"] == 2 and "left" not in tests["feedback"], tests
+
+
+# -- a runner killed from inside, its report written in its place -----------------------------
+
+# under the mutation runner, the new tests' first run kills the runner (its parent) and
+# writes the report it would have written: the command ends by a signal, the report is
+# the test's
+KILLS_ITS_RUNNER = f"""
+import os, signal
+
+from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
+from units.wind import beaufort, kmh_to_knots
+
+_parent = open(f"/proc/{{os.getppid()}}/cmdline", "rb").read().split(b"\\0")
+if any(b"looprun_mutants" in word for word in _parent):
+    (_report,) = [w[9:].decode() for w in _parent if w.startswith(b"--report=")]
+    os.kill(os.getppid(), signal.SIGKILL)
+    with open(_report, "w") as fh:
+        fh.write({FORGED_MUTANTS!r})
+
+
+def test_labels():
+    for value in (-5, 3, 20, 30):
+        label(value)
+
+
+def test_conversions():
+    celsius_to_fahrenheit(10)
+    assert fahrenheit_to_celsius(50) or True
+    kmh_to_knots(10)
+    for speed in (0.5, 30, 150):
+        assert beaufort(speed) is not None
+"""
+
+
+def test_a_test_that_kills_its_mutation_runner_cannot_write_its_report(tmp_path: Path) -> None:
+    workdir = sample_copy("backfill_units", tmp_path)
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [_write("tests/test_cover.py", KILLS_ITS_RUNNER)]},
+        {"text": "Tests written."},
+    ]
+    turns += [{"text": "The tests are fine as they are."}] * 6
+    (tmp_path / "script.json").write_text(json.dumps(turns))
+    proc = looprun(
+        "test_backfill", "--intent", "Cover the unit conversions.",
+        "--set", "target=units/temperature.py,units/wind.py", "--workdir", str(workdir),
+        "--model", f"script:{tmp_path / 'script.json'}", "--json",
+        timeout=600,
+    )  # fmt: skip
+    summary = summary_of(proc)
+    run_dir = Path(summary["run_dir"])
+    first = json.loads((run_dir / "observe" / "1.json").read_text())["observers"]
+    assert summary["outcome"] != "done", first["mutants"]
+    mutants = first["mutants"]
+    assert mutants["ran"] and not mutants["ok"], mutants
+    assert mutants["exit_code"] != 0 and "exited" in mutants["feedback"], mutants

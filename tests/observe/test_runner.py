@@ -117,3 +117,25 @@ def test_json_parser_through_runner(tmp_path):
     assert facts["failed"] == 2 and facts["score"] == 0.5 and facts["gone"] is None
     assert "nope.x" in obs.feedback
     json.dumps(facts)
+
+
+def test_a_json_report_trusted_on_exit_zero_only_counts_after_a_clean_exit(
+    tmp_path: Path,
+) -> None:
+    report = """printf '{"ok": true, "score": 1.0}' > r.json"""
+    options = {"facts": {"score": "score"}, "ok": "ok", "trust": "exit_zero"}
+    clean = observe(spec("j", "json", run=report, file="r.json", options=options), tmp_path)
+    assert clean.ok and clean.to_facts()["score"] == 1.0
+    # the same report beside a runner that did not end well was not written by it
+    killed = observe(
+        spec("j", "json", run=f"{report}; kill -9 $$", file="r.json", options=options), tmp_path
+    )
+    assert not killed.ok and killed.exit_code != 0, killed
+    assert "is not its report" in (killed.error or ""), killed
+    assert killed.to_facts()["score"] is None
+    # without the option the exit status is recorded, and the report read as before
+    loose = {k: v for k, v in options.items() if k != "trust"}
+    plain = observe(
+        spec("j", "json", run=f"{report}; exit 3", file="r.json", options=loose), tmp_path
+    )
+    assert plain.ok and plain.exit_code == 3

@@ -85,7 +85,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "git_diff": frozenset({"allow", "deny", "forbidden_patterns", "max_lines"}),
     "exit_code": frozenset(),
     "regex": frozenset({"preset", "pattern", "fail_on"}),
-    "json": frozenset({"facts", "ok"}),
+    "json": frozenset({"facts", "ok", "trust"}),
     "diagnostics": frozenset({"format", "fail_on"}),
     "go_test": frozenset(),
     "cargo_test": frozenset(),
@@ -112,6 +112,7 @@ OPTION_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
     ("diagnostics", "format"): DIAGNOSTIC_FORMATS,
     ("diagnostics", "fail_on"): ("error", "warning", "note"),
     ("cargo_diagnostics", "fail_on"): ("error", "warning", "note"),
+    ("json", "trust"): ("exit_zero",),
 }
 
 

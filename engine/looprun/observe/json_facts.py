@@ -83,6 +83,11 @@ class JsonParser:
             except ValueError as exc:
                 raise ReportProblem(f"option `facts`/`ok`: {exc}") from None
             path, shown = locate_report(data)
+            if option(data, "trust") == "exit_zero" and data.exit_code != 0:
+                # a runner that writes its report last and exits 0: a report beside any
+                # other end was written by something else (a test that killed the runner)
+                ended = "timed out" if data.exit_code is None else f"exited {data.exit_code}"
+                raise ReportProblem(f"the command {ended}, so {shown} is not its report")
             doc = parse_json(read_text(path, shown), shown)
         except ReportProblem as exc:
             return unusable(
