@@ -68,6 +68,9 @@ class Wrapped:
     argv: list[str]
     env: dict[str, str]
     cleanup: Callable[[], None] = field(default=_nothing)
+    # the backend ends all the command started once it exits (a PID namespace): what is
+    # still there a moment after is the backend's own, ending, and not the command's
+    contains_tree: bool = False
 
 
 class Sandbox(Protocol):

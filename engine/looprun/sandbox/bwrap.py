@@ -107,7 +107,7 @@ class BwrapSandbox:
             forward = [sys.executable, "-I", "-S", str(_FORWARD), str(way.socket), str(way.port)]
             argv = [*forward, "--", *argv]
         args += [*_NAMESPACES, "--chdir", str(cwd), "--", *argv]
-        return Wrapped(args, new_env, cleanup)
+        return Wrapped(args, new_env, cleanup, contains_tree=True)
 
 
 class Bubblewrap:

@@ -206,11 +206,16 @@ def run_process(
     child_env = dict(scrubbed_env() if env is None else env)
     cleanup: Callable[[], None] = _nothing
     _check_program(argv[0], Path(cwd), child_env)
+    settle: list[str] = []
     if sandbox is not None:
         wrapped = sandbox.wrap(argv, cwd=Path(cwd), env=child_env)
         argv, child_env, cleanup = wrapped.argv, wrapped.env, wrapped.cleanup
+        # the backend's own processes may still be ending as the command exits: not
+        # leftovers of the command, which the backend has already ended
+        settle = ["--settle"] if wrapped.contains_tree else []
     verdict, reaper_end = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    argv = [sys.executable, "-I", "-S", str(_REAPER), str(reaper_end.fileno()), "--", *argv]
+    fd = str(reaper_end.fileno())
+    argv = [sys.executable, "-I", "-S", str(_REAPER), fd, *settle, "--", *argv]
     global _SPAWNED
     _SPAWNED += 1  # counted before the start: a failed start may still have run something
     try:

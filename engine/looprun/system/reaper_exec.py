@@ -1,7 +1,7 @@
 """Run one command as the only child of a subreaper that kills what it leaves running.
 
-Started as a script (``python -I -S reaper_exec.py STATUS_FD -- ARGV...``), standard
-library only, so it costs one bare interpreter start. A check's report is a plain file:
+Started as a script (``python -I -S reaper_exec.py STATUS_FD [--settle] -- ARGV...``),
+standard library only, so it costs one bare interpreter start. A check's report is a plain file:
 a process the command started in a session of its own (``setsid``, a double fork,
 ``nohup ... &``) escapes a process-group kill and could rewrite the report once the
 check has ended, after the engine decided to read it. This process is a child
@@ -25,8 +25,10 @@ import ctypes
 import os
 import resource
 import sys
+import time
 
 _PR_SET_CHILD_SUBREAPER = 36
+_SETTLE_S = 0.5
 _STOP = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _KEEP = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGCONT, *_STOP}
 _IGNORED = [s for s in signal.valid_signals() if s not in _KEEP]
@@ -94,14 +96,33 @@ def _reap_all(main: int, statuses: dict[int, int]) -> int:
         except ChildProcessError:
             return len(killed - {main})
         statuses[pid] = status
-        while True:  # reap whatever else is ready before scanning again
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            statuses[pid] = status
+        _reap_ready(statuses)  # whatever else is ready, before scanning again
+
+
+def _reap_ready(statuses: dict[int, int]) -> None:
+    """Reap every child that has ended, without waiting."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        statuses[pid] = status
+
+
+def _settle(statuses: dict[int, int]) -> None:
+    """Give what is still under this process up to ``_SETTLE_S`` to end by itself: with
+    ``--settle`` the command was a sandbox that ends its whole tree when it exits (a PID
+    namespace), whose own processes may be a moment behind it. Nothing the command
+    started can outlive that namespace, so waiting lets none of it act; it only keeps
+    the backend's ending processes out of the leftover count."""
+    me, deadline = os.getpid(), time.monotonic() + _SETTLE_S
+    while time.monotonic() < deadline:
+        _reap_ready(statuses)
+        if not _descendants(me)[0]:
+            return
+        time.sleep(0.005)
 
 
 def _start(command: list[str]) -> int:
@@ -135,10 +156,12 @@ def _exit_as(status: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
-        print("usage: reaper_exec.py STATUS_FD -- ARGV...", file=sys.stderr)
+    settle = argv[1:2] == ["--settle"]
+    rest = argv[2:] if settle else argv[1:]
+    if not argv or not argv[0].isdigit() or rest[:1] != ["--"] or len(rest) < 2:
+        print("usage: reaper_exec.py STATUS_FD [--settle] -- ARGV...", file=sys.stderr)
         os._exit(2)
-    status_fd, command = int(argv[0]), argv[2:]
+    status_fd, command = int(argv[0]), rest[1:]
     os.set_inheritable(status_fd, False)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -150,7 +173,10 @@ def main(argv: list[str]) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
     pid = _start(command)
 
+    stopped = []
+
     def stop(number: int, frame: object) -> None:
+        stopped.append(number)
         _kill(pid)  # what it started is killed by _reap_all
 
     for sig in _STOP:
@@ -164,6 +190,8 @@ def main(argv: list[str]) -> None:
             statuses[pid] = 0
             break
         statuses[done] = status
+    if settle and not stopped:
+        _settle(statuses)
     killed = _reap_all(pid, statuses)
     try:
         os.write(status_fd, f"done {killed}\n".encode())
