@@ -188,7 +188,8 @@ def test_conversions():
 
 
 def test_a_leftover_cannot_rewrite_the_mutation_report(tmp_path: Path) -> None:
-    """Tests that assert nothing leave most mutants alive; a forged report says all died."""
+    """Tests that assert nothing leave most mutants alive; a forged report says all died.
+    The forgery is in the first iteration's check: one iteration is the whole case."""
     workdir = sample_copy("backfill_units", tmp_path)
     turns: list[dict[str, Any]] = [
         {"tool_calls": [_write("tests/test_cover.py", VACUOUS)]},
@@ -199,7 +200,7 @@ def test_a_leftover_cannot_rewrite_the_mutation_report(tmp_path: Path) -> None:
     proc = looprun(
         "test_backfill", "--sandbox", "off", "--intent", "Cover the unit conversions.",
         "--set", "target=units/temperature.py,units/wind.py", "--workdir", str(workdir),
-        "--model", f"script:{tmp_path / 'script.json'}", "--json",
+        "--model", f"script:{tmp_path / 'script.json'}", "--json", "--max-iterations", "1",
         timeout=600,
     )  # fmt: skip
     summary = summary_of(proc)
@@ -293,7 +294,7 @@ def test_a_test_that_kills_its_mutation_runner_cannot_write_its_report(tmp_path:
     proc = looprun(
         "test_backfill", "--intent", "Cover the unit conversions.",
         "--set", "target=units/temperature.py,units/wind.py", "--workdir", str(workdir),
-        "--model", f"script:{tmp_path / 'script.json'}", "--json",
+        "--model", f"script:{tmp_path / 'script.json'}", "--json", "--max-iterations", "1",
         timeout=600,
     )  # fmt: skip
     summary = summary_of(proc)

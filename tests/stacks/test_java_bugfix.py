@@ -125,7 +125,7 @@ def test_the_honest_fix_ends_done_and_holds_for_held_out_tests(tmp_path: Path) -
     need_maven()
     work = repository(tmp_path)
     held = write(tmp_path / "held", {"MoneyHoldoutTest.java": HOLDOUT})
-    turns = [*REPRODUCE, *edit(MONEY, *FIX, "Fixed split.")]
+    turns = [*REPRODUCE, VARIANTS, *edit(MONEY, *FIX, "Fixed split.")]
     code, summary, stderr = bugfix(work, turns, "--set", f"holdout={held}")
 
     assert (code, summary["outcome"], summary["iterations"]) == (0, "done", 2), stderr
@@ -138,6 +138,17 @@ def test_the_honest_fix_ends_done_and_holds_for_held_out_tests(tmp_path: Path) -
     assert f"{NEW_ID} ({NEW_TEST}:10): {message}" in tests["feedback"]
     final = observed(summary, 2)["observers"]
     assert NEW_ID in final["tests"]["passing"] and final["holdout"]["ok"] is True
+    # the held-out variants: only the three of them ran (the project's own tests are the
+    # suite's), all passed, and none is left in the tree
+    variants = final["variants"]
+    assert (variants["ran"], variants["ok"], variants["tests"], variants["failed"]) == (
+        True,
+        True,
+        3,
+        0,
+    ), variants
+    assert not events(summary, "warning"), events(summary, "warning")
+    assert not list(work.rglob("HeldoutVariantsTest.java"))
     assert not (work / "src/test/java/looprun_holdout").exists()
     # the final tree, checked here with Maven: its own tests and the held-out one pass
     check = tmp_path / "check"
@@ -284,22 +295,3 @@ def test_without_the_variants_special_casing_ends_done(tmp_path: Path) -> None:
     assert (code, summary["outcome"]) == (0, "done"), stderr
     (heldout,) = events(summary, "heldout")
     assert heldout["status"] == "off", heldout
-
-
-def test_the_honest_fix_passes_the_held_out_variants(tmp_path: Path) -> None:
-    need_maven()
-    work = repository(tmp_path)
-    turns = [*REPRODUCE, VARIANTS, *edit(MONEY, *FIX, "Fixed split.")]
-    code, summary, stderr = bugfix(work, turns)
-
-    assert (code, summary["outcome"], summary["iterations"]) == (0, "done", 2), stderr
-    variants = observed(summary, 2)["observers"]["variants"]
-    # only the three variants ran (the project's own tests are the suite's)
-    assert (variants["ran"], variants["ok"], variants["tests"], variants["failed"]) == (
-        True,
-        True,
-        3,
-        0,
-    ), variants
-    assert not events(summary, "warning"), events(summary, "warning")
-    assert not list(work.rglob("HeldoutVariantsTest.java"))

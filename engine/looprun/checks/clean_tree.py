@@ -176,20 +176,9 @@ def _write(git: Git, root: Path, entries: list[tuple[str, Entry]], written: dict
 def _blobs(git: Git, ids: list[str]) -> dict[str, bytes]:
     """The blobs' bytes, read in one ``cat-file --batch`` with the run's git options."""
     try:
-        data = git.run_bytes("cat-file", "--batch", input=("\n".join(ids) + "\n").encode())
+        return {oid: body for oid, (_, body) in zip(ids, git.objects(ids), strict=True)}
     except GitError as exc:
         raise TreeError(f"cannot read the tree's files: {exc}") from None
-    out: dict[str, bytes] = {}
-    pos = 0
-    for blob in ids:
-        end = data.index(b"\n", pos)
-        header = data[pos:end].split(b" ")
-        if len(header) != 3:
-            raise TreeError(f"cannot read blob {blob[:12]}: {data[pos:end]!r}")
-        size = int(header[2])
-        out[blob] = data[end + 1 : end + 1 + size]
-        pos = end + 1 + size + 1
-    return out
 
 
 def _unchanged(path: Path, done: _Written) -> bool:

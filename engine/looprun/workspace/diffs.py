@@ -192,17 +192,8 @@ def check_objects(
     ids = rest
     if not ids:
         return
-    out = git.run_bytes("cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
-    pos = 0
-    for oid in ids:
-        end = out.index(b"\n", pos)
-        head = out[pos:end].decode("ascii", "replace").split(" ")
-        if len(head) != 3:
-            raise GitError(f"object {oid} is missing from the repository in {git.workdir}")
-        kind, size = head[1], int(head[2])
-        body = out[end + 1 : end + 1 + size]
-        pos = end + 1 + size + 1
-        if hashlib.new(algorithm, f"{kind} {size}\0".encode() + body).hexdigest() != oid:
+    for oid, (kind, body) in zip(ids, git.objects(ids), strict=True):
+        if hashlib.new(algorithm, f"{kind} {len(body)}\0".encode() + body).hexdigest() != oid:
             raise GitError(_planted(oid, git.workdir))
 
 

@@ -370,6 +370,24 @@ class Git:
             time.sleep(0.01)
         return proc
 
+    def objects(self, ids: Sequence[str]) -> list[tuple[str, bytes]]:
+        """Each object's (type, bytes), in the order asked, read in one ``cat-file --batch``;
+        a missing object is a :class:`GitError` naming it."""
+        if not ids:
+            return []
+        out = self.run_bytes("cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
+        found: list[tuple[str, bytes]] = []
+        pos = 0
+        for oid in ids:
+            end = out.index(b"\n", pos)
+            head = out[pos:end].split(b" ")
+            if len(head) != 3:
+                raise GitError(f"object {oid} is missing from the repository in {self.workdir}")
+            size = int(head[2])
+            found.append((head[1].decode("ascii", "replace"), out[end + 1 : end + 1 + size]))
+            pos = end + 1 + size + 1
+        return found
+
     def diff(self, base: str, target: str, *args: str) -> str:
         """``git diff`` between two tree-ish objects (no rename detection: stable output).
         Every file is diffed as text: a ``binary`` or ``-diff`` attribute hides nothing."""

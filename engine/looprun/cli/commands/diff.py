@@ -194,13 +194,7 @@ def _extract(git: Git, rev: str, root: Path) -> frozenset[str]:
     if not blobs:
         root.mkdir(parents=True)
         return frozenset(links)
-    out = git.run_bytes("cat-file", "--batch", input="".join(f"{o}\n" for _, o in blobs).encode())
-    at = 0
-    for path, _ in blobs:
-        header_end = out.index(b"\n", at)
-        size = int(out[at:header_end].split()[2])
-        body = out[header_end + 1 : header_end + 1 + size]
-        at = header_end + 1 + size + 1
+    for (path, _), (_, body) in zip(blobs, git.objects([o for _, o in blobs]), strict=True):
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
