@@ -47,8 +47,8 @@ _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "(", ")"})
 
 
 def settings(at: SetupInput) -> tuple[Setting, ...]:
-    """The runner and the lint checks (tsc, ESLint), for the inputs the template declares: read from the
-    base, or what ``--set runner=`` / ``--set lint=`` chose (the caller keeps the user's)."""
+    """The runner and the lint checks (tsc, ESLint), for the inputs the template declares:
+    read from the base, or what ``--set`` chose (the caller keeps the user's)."""
     out: list[Setting] = []
     if "runner" in at.declared:
         given = at.given.get("runner")
@@ -183,12 +183,9 @@ def _program(word: str) -> str:
 
 # where ESLint finds a project's configuration at its root: a flat config, a legacy
 # .eslintrc file, or package.json's `eslintConfig` key
-ESLINT_CONFIGS = tuple(f"eslint.config.{e}" for e in ("js", "mjs", "cjs", "ts", "mts", "cts")) + (
-    ".eslintrc.js",
-    ".eslintrc.cjs",
-    ".eslintrc.yaml",
-    ".eslintrc.yml",
-    ".eslintrc.json",
+ESLINT_CONFIGS = (
+    *(f"eslint.config.{ext}" for ext in ("js", "mjs", "cjs", "ts", "mts", "cts")),
+    *(f".eslintrc.{ext}" for ext in ("js", "cjs", "yaml", "yml", "json")),
     ".eslintrc",
 )
 
