@@ -80,6 +80,9 @@ def test_tsc_and_eslint_findings_arrive_together_with_place_and_rule(
     # eslint alone (typecheck off): the type error is not reported
     only = run_pack_lint(project, tmp_path / "b", typecheck=False, eslint=True)
     assert {i.rule for i in only.items} == {"no-unused-vars", "eqeqeq", "no-console"}
+    # `lint` on with eslint off is the type check, as it always was
+    tsc = run_pack_lint(project, tmp_path / "d", typecheck=False, eslint=False)
+    assert [i.rule for i in tsc.items] == ["TS2322"]
 
     # a clean project: ok, exit 0
     (project / "src" / "total.ts").write_text("export const label: string = String(3);\n")
