@@ -84,3 +84,24 @@ def run_pack_tests(project: Path, artifacts: Path, runner: str, after: str = "")
         extra_env=stacks.get("node").env,
         timeout_s=180,
     )
+
+
+def run_pack_lint(
+    project: Path, artifacts: Path, *, typecheck: bool, eslint: bool, timeout_s: int = 120
+) -> Observation:
+    """The pack's `lint` observer on ``project``, its command rendered as the engine renders
+    it (with the default tool commands), read by its parser with the adapter's environment."""
+    artifacts.mkdir(exist_ok=True)
+    pack = yaml.safe_load(PACK.read_text())
+    spec = pack["observe"]["lint"]
+    inputs = {k: v["default"] for k, v in pack["inputs"].items()}
+    inputs.update(typecheck=typecheck, eslint=eslint)
+    command = jinja2.Template(spec["run"]).render(run={"artifacts": artifacts}, inputs=inputs)
+    return observe_command(
+        spec["parser"],
+        workdir=project,
+        command=command,
+        file=artifacts / "lint.sarif",
+        extra_env=stacks.get("node").env,
+        timeout_s=timeout_s,
+    )

@@ -31,6 +31,10 @@ def test_the_pack_protects_and_declares_what_the_adapter_pins() -> None:
     assert pack["act"]["constraints"]["protect"]["paths"] == list(stack.pinned)
     assert pack["observe"]["tests"]["stack"] == "node"
     assert Path(stack.env["LOOPRUN_NODE_REPORTER"]) == REPORTER and REPORTER.is_file()
+    # ESLint's configuration, flat and legacy, and its ignore file: the lint check's
+    for config in ("**/eslint.config.*", "**/.eslintrc*", "**/.eslintignore"):
+        assert config in stack.pinned
+    assert Path(stack.env["LOOPRUN_NODE_LINT"]).is_file()
 
 
 def test_a_package_json_at_the_root_is_the_node_stack(tmp_path: Path) -> None:

@@ -119,6 +119,66 @@ def test_the_type_check_is_on_with_a_tsconfig_and_the_project_s_tsc(tmp_path: Pa
     assert [s.name for s in settings(_at(no_tsconfig, tmp_path))] == ["runner"]
 
 
+def _pack_at(read: dict[str, bytes], workdir: Path, **given: str) -> dict[str, str | None]:
+    """What setup chooses for the node pack's own inputs (runner, lint, typecheck, eslint)."""
+    declared = frozenset({"runner", "lint", "typecheck", "eslint"})
+    at = SetupInput(read=read.get, workdir=workdir, given=given, declared=declared)
+    return {s.name: s.value for s in settings(at)}
+
+
+def _tool(workdir: Path, name: str) -> None:
+    path = workdir / "node_modules" / ".bin" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"eslint.config.js": b"module.exports = [];"},
+        {"eslint.config.mjs": b"export default [];"},
+        {".eslintrc.json": b"{}"},
+        {".eslintrc": b"{}"},
+        {"package.json": json.dumps({"scripts": {"test": "jest"}, "eslintConfig": {}}).encode()},
+    ],
+)
+def test_eslint_is_on_where_the_base_configures_it_and_eslint_is_installed(
+    config: dict[str, bytes], tmp_path: Path
+) -> None:
+    files = {"package.json": _package("jest"), **config}
+    # configured but not installed: said, and off (no lint with nothing to run)
+    at = SetupInput(
+        read=files.get,
+        workdir=tmp_path,
+        given={},
+        declared=frozenset({"runner", "lint", "typecheck", "eslint"}),
+    )
+    said = {s.name: s for s in settings(at)}
+    assert said["eslint"].value is None and "no node_modules/.bin/eslint" in said["eslint"].why
+    assert "lint" not in said
+    _tool(tmp_path, "eslint")
+    assert _pack_at(files, tmp_path) == {"runner": "jest", "eslint": "true", "lint": "true"}
+    # --set eslint=false: nothing else to run, the check stays off
+    assert _pack_at(files, tmp_path, eslint="false") == {"runner": "jest", "eslint": "false"}
+
+
+def test_eslint_and_the_type_check_run_together_and_each_can_be_turned_off(
+    tmp_path: Path,
+) -> None:
+    files = {"package.json": _package("jest"), "tsconfig.json": b"{}"}
+    _tool(tmp_path, "eslint")
+    _tool(tmp_path, "tsc")
+    # eslint installed but not configured at the base: only the type check
+    only_tsc = {"runner": "jest", "typecheck": "true", "lint": "true"}
+    assert _pack_at(files, tmp_path) == only_tsc
+    files["eslint.config.cjs"] = b"module.exports = [];"
+    both = _pack_at(files, tmp_path)
+    assert both == {"runner": "jest", "typecheck": "true", "eslint": "true", "lint": "true"}
+    no_tsc = _pack_at(files, tmp_path, typecheck="false")
+    assert (no_tsc["typecheck"], no_tsc["eslint"], no_tsc["lint"]) == ("false", "true", "true")
+    assert _pack_at(files, tmp_path, lint="false")["lint"] == "false"
+
+
 def test_files_are_read_as_the_base_holds_them(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -4,7 +4,7 @@ vitest or jest.
 The pack (templates/observers/node.yaml) hands the runner looprun's reporter (its path
 fixed here, outside the tree) beside the runner's own report; the node_test parser
 compares them with the exit code. Which runner the test script runs, and whether the
-TypeScript check is on, is read from the run's base by ``node_setup``.
+TypeScript check and ESLint are on, is read from the run's base by ``node_setup``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ _REPORTERS = Path(looprun.observe.__file__).resolve().parent / "node_reporter"
 REPORTER = _REPORTERS / "looprun_outcome.mjs"
 VITEST_REPORTER = _REPORTERS / "looprun_vitest.mjs"
 JEST_REPORTER = _REPORTERS / "looprun_jest.cjs"
+# the `lint` check: tsc and ESLint run in turn, their findings merged into one SARIF log
+LINT_RUNNER = _REPORTERS / "looprun_lint.mjs"
 
 STACK = Stack(
     name="node",
@@ -52,6 +54,11 @@ STACK = Stack(
         "**/jest-setup.*",
         "**/setupTests.*",
         "**/vitest.setup.*",
+        # ESLint's configuration (flat and legacy) and its ignore file: what the lint
+        # check reports, and which files it reads
+        "**/eslint.config.*",
+        "**/.eslintrc*",
+        "**/.eslintignore",
     ),
     # build output, caches and compiler state a tool would trust: `*.tsbuildinfo` would
     # let an incremental `tsc` skip the files it names. dist/ is not here: some projects
@@ -70,6 +77,7 @@ STACK = Stack(
             "LOOPRUN_NODE_REPORTER": str(REPORTER),
             "LOOPRUN_VITEST_REPORTER": str(VITEST_REPORTER),
             "LOOPRUN_JEST_REPORTER": str(JEST_REPORTER),
+            "LOOPRUN_NODE_LINT": str(LINT_RUNNER),
             # npm asks the registry whether it is current: never from a check
             "npm_config_update_notifier": "false",
             "npm_config_fund": "false",

@@ -1,6 +1,6 @@
 """The node pack's inputs, read from the repository at the run's base: which test runner
 package.json's ``scripts.test`` runs (each needs its own reporter wiring), and whether the
-TypeScript check can run.
+TypeScript check and ESLint can run.
 
 Read from the base, once, before any model call, and recorded with the run: a test script
 the model edits later changes neither what the check runs (package.json is pinned) nor how
@@ -47,8 +47,8 @@ _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "(", ")"})
 
 
 def settings(at: SetupInput) -> tuple[Setting, ...]:
-    """The runner and the type check, for the inputs the template declares: read from the
-    base, or what ``--set runner=`` / ``--set lint=`` chose (the caller keeps the user's)."""
+    """The runner and the lint checks (tsc, ESLint), for the inputs the template declares:
+    read from the base, or what ``--set`` chose (the caller keeps the user's)."""
     out: list[Setting] = []
     if "runner" in at.declared:
         given = at.given.get("runner")
@@ -59,8 +59,7 @@ def settings(at: SetupInput) -> tuple[Setting, ...]:
         else:
             raise UsageError(f"--set runner={given}: not a runner (runners: {', '.join(RUNNERS)})")
     if "lint" in at.declared:
-        given = at.given.get("lint")
-        out.extend(_type_check(at) if given is None else [Setting("lint", given, "--set lint")])
+        out.extend(_checks(at))
     return tuple(out)
 
 
@@ -182,19 +181,77 @@ def _program(word: str) -> str:
     return parts[-1]
 
 
-def _type_check(at: SetupInput) -> list[Setting]:
-    """``lint`` on when the base has a root tsconfig.json and the project's own tsc is
-    installed; a tsconfig.json without tsc is said, and the check stays off."""
+# where ESLint finds a project's configuration at its root: a flat config, a legacy
+# .eslintrc file, or package.json's `eslintConfig` key
+ESLINT_CONFIGS = (
+    *(f"eslint.config.{ext}" for ext in ("js", "mjs", "cjs", "ts", "mts", "cts")),
+    *(f".eslintrc.{ext}" for ext in ("js", "cjs", "yaml", "yml", "json")),
+    ".eslintrc",
+)
+
+
+def _checks(at: SetupInput) -> list[Setting]:
+    """``typecheck`` and ``eslint`` (where the template declares them) and ``lint``, the
+    switch of the check that runs them: on when either can run. What ``--set`` chose wins;
+    a configuration without its tool is said, and that check stays off."""
+    out: list[Setting] = []
+    on: list[str] = []
+    found = {"typecheck": _type_check(at)}
+    if "eslint" in at.declared:
+        found["eslint"] = _eslint(at)
+    for name, (value, why) in found.items():
+        given = at.given.get(name)
+        if given is not None:
+            value, why = given, f"--set {name}"
+        if value == "true":
+            on.append(why)
+        if name in at.declared:
+            out.append(Setting(name, value, why))
+        elif value is None and why:
+            out.append(Setting("lint", None, why))
+    given = at.given.get("lint")
+    if given is not None:
+        out.append(Setting("lint", given, "--set lint"))
+    elif on:
+        out.append(Setting("lint", "true", "; ".join(on)))
+    return [s for s in out if s.value is not None or s.why]
+
+
+def _type_check(at: SetupInput) -> tuple[str | None, str]:
+    """On when the base has a root tsconfig.json and the project's own tsc is installed; a
+    tsconfig.json without tsc is said, and the check stays off."""
     if at.read("tsconfig.json") is None:
-        return []
+        return None, ""
     tsc = at.workdir / "node_modules" / ".bin" / "tsc"
     if tsc.is_file():
-        return [Setting("lint", "true", "tsconfig.json at the run's base, node_modules/.bin/tsc")]
-    return [
-        Setting(
-            "lint",
-            None,
-            "off: tsconfig.json at the run's base but no node_modules/.bin/tsc "
-            "(npm install typescript to type-check)",
-        )
-    ]
+        return "true", "tsconfig.json at the run's base, node_modules/.bin/tsc"
+    return (
+        None,
+        "off: tsconfig.json at the run's base but no node_modules/.bin/tsc "
+        "(npm install typescript to type-check)",
+    )
+
+
+def _eslint(at: SetupInput) -> tuple[str | None, str]:
+    """On when the base configures ESLint at its root and the project's own eslint is
+    installed; a configuration without eslint is said, and the check stays off."""
+    config = next((name for name in ESLINT_CONFIGS if at.read(name) is not None), None)
+    if config is None and _has_eslint_config_key(at.read("package.json")):
+        config = "package.json's eslintConfig"
+    if config is None:
+        return None, ""
+    if (at.workdir / "node_modules" / ".bin" / "eslint").is_file():
+        return "true", f"{config} at the run's base, node_modules/.bin/eslint"
+    return (
+        None,
+        f"off: {config} at the run's base but no node_modules/.bin/eslint "
+        "(npm install eslint to lint)",
+    )
+
+
+def _has_eslint_config_key(package: bytes | None) -> bool:
+    try:
+        doc = json.loads((package or b"").decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(doc, dict) and "eslintConfig" in doc
