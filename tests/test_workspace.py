@@ -361,3 +361,38 @@ def test_one_config_read_answers_every_lookup_and_sees_a_change(
     git(repo, "config", "core.excludesFile", str(home / "other"))
     assert pinned.no_drivers() == []
     assert pinned.config_value("core.excludesFile") == str(home / "other")
+
+
+def test_file_changes_read_every_side_in_one_batch_whatever_the_path(tmp_path: Path) -> None:
+    """Old and new text of each change: added, deleted, binary, a link, and paths with a
+    space, a newline and non-UTF-8 bytes, each matched to its own side."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    odd = os.fsdecode(b"caf\xe9 1.txt")
+    for name, text in (("a b.py", "x = 1\n"), ("line\nbreak.py", "y = 1\n"), (odd, "old\n")):
+        (root / name).write_text(text)
+    (root / "gone.py").write_text("gone = True\n")
+    (root / "blob.bin").write_bytes(b"\0\1")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    ws = Workspace.open(root, state_dir=root / ".looprun")
+    start = ws.base()
+    (root / "a b.py").write_text("x = 2\n")
+    (root / "line\nbreak.py").write_text("y = 2\n")
+    (root / odd).write_text("new\n")
+    (root / "gone.py").unlink()
+    (root / "blob.bin").write_bytes(b"\0\2")
+    (root / "new 1.py").write_text("fresh = 1\n")
+    os.symlink("a b.py", root / "link")
+    changes = {c.path: (c.status, c.old, c.new) for c in ws.file_changes(start, contents=True)}
+    assert changes == {
+        "a b.py": ("M", "x = 1\n", "x = 2\n"),
+        "line\nbreak.py": ("M", "y = 1\n", "y = 2\n"),
+        odd: ("M", "old\n", "new\n"),
+        "gone.py": ("D", "gone = True\n", None),
+        "blob.bin": ("M", None, None),
+        "new 1.py": ("A", None, "fresh = 1\n"),
+        "link": ("A", None, "a b.py"),
+    }
+    assert {c.path for c in ws.file_changes(start)} == set(changes)

@@ -82,16 +82,21 @@ class Differ:
     def file_changes(self, a: str, b: str, *, contents: bool) -> list[FileChange]:
         """Each path that differs between trees ``a`` and ``b``, with its old and new text
         when ``contents`` (None for a binary or absent side)."""
-        out: list[FileChange] = []
-        for src_mode, dst_mode, status, path in self.raw(a, b):
-            if GITLINK in (src_mode, dst_mode):
-                continue
-            old = new = None
-            if contents:
-                old = None if status == "A" else self._text(f"{a}:{path}")
-                new = None if status == "D" else self._text(f"{b}:{path}")
-            out.append(FileChange(path, status, old, new))
-        return out
+        rows = [(s, p) for m1, m2, s, p in self.raw(a, b) if GITLINK not in (m1, m2)]
+        if not contents:
+            return [FileChange(path, status, None, None) for status, path in rows]
+        wanted = [f"{a}:{p}" for s, p in rows if s != "A"]
+        wanted += [f"{b}:{p}" for s, p in rows if s != "D"]
+        texts = self._texts(wanted)
+        return [
+            FileChange(
+                path,
+                status,
+                None if status == "A" else texts[f"{a}:{path}"],
+                None if status == "D" else texts[f"{b}:{path}"],
+            )
+            for status, path in rows
+        ]
 
     def numstat(self, start: str, tree: str) -> list[tuple[str, int | None, int | None]]:
         """``(path, added, removed)`` per changed file; None for binary."""
@@ -105,6 +110,16 @@ class Differ:
                 added, removed, path = parts
                 rows.append((path, _int_or_none(added), _int_or_none(removed)))
         return rows
+
+    def _texts(self, specs: list[str]) -> dict[str, str | None]:
+        """Each ``TREE:PATH``'s text, read in one batch (None for a binary file, or one
+        git does not have); a path holding a newline is read on its own."""
+        out: dict[str, str | None] = {s: self._text(s) for s in specs if "\n" in s}
+        batch = [s for s in specs if "\n" not in s]
+        for spec, got in zip(batch, self.git.objects_or_none(batch), strict=True):
+            ok = got is not None and got[0] == "blob" and b"\0" not in got[1]
+            out[spec] = got[1].decode("utf-8", "surrogateescape") if ok else None
+        return out
 
     def _text(self, spec: str) -> str | None:
         code, out, _ = self.git.run_status("cat-file", "blob", spec)

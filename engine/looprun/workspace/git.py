@@ -373,19 +373,33 @@ class Git:
     def objects(self, ids: Sequence[str]) -> list[tuple[str, bytes]]:
         """Each object's (type, bytes), in the order asked, read in one ``cat-file --batch``;
         a missing object is a :class:`GitError` naming it."""
+        found = self.objects_or_none(ids)
+        for oid, got in zip(ids, found, strict=True):
+            if got is None:
+                raise GitError(f"object {oid} is missing from the repository in {self.workdir}")
+        return [got for got in found if got is not None]
+
+    def objects_or_none(self, ids: Sequence[str]) -> list[tuple[str, bytes] | None]:
+        """Like :meth:`objects`, None for each one git does not have. An id may be
+        ``TREE:PATH``, but not one whose path holds a newline (a batch is one per line)."""
         if not ids:
             return []
-        out = self.run_bytes("cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
-        found: list[tuple[str, bytes]] = []
+        if any("\n" in i for i in ids):
+            raise ValueError("an object name with a newline cannot be read in a batch")
+        names = "".join(f"{i}\n" for i in ids).encode("utf-8", "surrogateescape")
+        out = self.run_bytes("cat-file", "--batch", input=names)
+        found: list[tuple[str, bytes] | None] = []
         pos = 0
-        for oid in ids:
+        for _ in ids:
             end = out.index(b"\n", pos)
             head = out[pos:end].split(b" ")
-            if len(head) != 3:
-                raise GitError(f"object {oid} is missing from the repository in {self.workdir}")
+            pos = end + 1
+            if len(head) != 3 or not head[2].isdigit():
+                found.append(None)  # "<name> missing" or "<name> ambiguous"
+                continue
             size = int(head[2])
-            found.append((head[1].decode("ascii", "replace"), out[end + 1 : end + 1 + size]))
-            pos = end + 1 + size + 1
+            found.append((head[1].decode("ascii", "replace"), out[pos : pos + size]))
+            pos += size + 1
         return found
 
     def diff(self, base: str, target: str, *args: str) -> str:
