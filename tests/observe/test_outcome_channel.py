@@ -158,7 +158,14 @@ _SELF_RAISED = (
     "    core.double(2)\n    assert getattr(core, 'FIXED', False)\n\n\n"
     "def test_fails_through_pytest():\n    core.double(2)\n    pytest.fail('bug')\n\n\n"
     "def test_a_helper_that_raises():\n    fail(core.double(2))\n\n\n"
-    "def test_a_builtin_raises_on_its_own():\n    core.double(2)\n    int('bug')\n"
+    "def test_a_builtin_raises_on_its_own():\n    core.double(2)\n    int('bug')\n\n\n"
+    "def test_changed_in_place():\n    xs = [2, 1]\n    core.sort_in_place(xs)\n"
+    "    assert xs == [1, 2]\n\n\n"
+    "def test_a_method_changes_its_object():\n    box = core.Box()\n    box.put(2)\n"
+    "    assert box.items == [2, 2]\n\n\n"
+    "def test_reads_the_codes_data():\n    core.double(2)\n    assert core.LIMIT == 3\n\n\n"
+    "def test_through_a_library_object():\n    import fractions\n"
+    "    core.double(2)\n    assert fractions.Fraction(1, 2) == 1\n"
 )
 
 
@@ -166,7 +173,10 @@ def test_self_raised_names_the_failures_the_test_raised_itself(tmp_path: Path) -
     """A reproduction must fail in the code or on an assertion on what it returned."""
     work = _exercise_project(tmp_path)
     (work / "pkg" / "core.py").write_text(
-        "def double(x):\n    return 2 * x\n\n\ndef boom():\n    raise ValueError('bug')\n"
+        "LIMIT = 2\n\n\ndef double(x):\n    return 2 * x\n\n\ndef boom():\n"
+        "    raise ValueError('bug')\n\n\ndef sort_in_place(xs):\n    xs.append(0)\n\n\n"
+        "class Box:\n    def __init__(self):\n        self.items = []\n\n"
+        "    def put(self, x):\n        self.items.append(x)\n"
     )
     (work / "tests" / "helpers.py").write_text(
         "def check(got, want):\n    assert got == want\n\n\n"
@@ -185,7 +195,7 @@ def test_self_raised_names_the_failures_the_test_raised_itself(tmp_path: Path) -
         timeout_s=120,
     )
     facts = obs.to_facts()
-    assert facts["consistent"] and facts["failed"] == 12, facts
+    assert facts["consistent"] and facts["failed"] == 16, facts
     said = {k.split("::")[1]: v for k, v in facts["self_raised"].items()}
     assert said == {
         "test_raises_after_the_call": "tests/test_x.py:32: a `raise` statement in the test",
@@ -200,5 +210,9 @@ def test_self_raised_names_the_failures_the_test_raised_itself(tmp_path: Path) -
         "test_a_helper_that_raises": "tests/helpers.py:6: a `raise` statement in the test",
         "test_a_builtin_raises_on_its_own": (
             "tests/test_x.py:62: the failing statement reads nothing the code returned"
+        ),
+        # a standard-library call reads nothing of the code
+        "test_through_a_library_object": (
+            "tests/test_x.py:85: the failing statement reads nothing the code returned"
         ),
     }

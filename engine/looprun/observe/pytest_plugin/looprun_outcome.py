@@ -274,29 +274,75 @@ def _runs_local_code(value: Any) -> bool:
     return False
 
 
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins"}
+_STDLIB_DIR = os.path.join(os.path.realpath(os.path.dirname(os.__file__)), "")
+
+
+def _standard(value: Any) -> bool:
+    """Whether ``value`` is a builtin or a standard-library callable: calling it runs none
+    of the project's code (a library's may: a web framework's test client)."""
+    for attr in ("__func__", "func"):
+        inner = getattr(value, attr, None) if not isinstance(value, type) else None
+        if inner is not None and inner is not value:
+            value = inner
+    owner = getattr(value, "__objclass__", None)  # a builtin type's method
+    module = getattr(owner if owner is not None else value, "__module__", None)
+    if not isinstance(module, str):
+        return False
+    if module.split(".")[0] in _STDLIB or module in sys.builtin_module_names:
+        return True
+    path = os.path.realpath(getattr(sys.modules.get(module), "__file__", None) or "/")
+    return path.startswith(_STDLIB_DIR) and not any(p in path for p in _INSTALLED)
+
+
+def _project_module(value: Any) -> bool:
+    return inspect.ismodule(value) and _local(getattr(value, "__file__", None) or "<none>")
+
+
 def _reads_the_code(node: Any, frame: Any, tainted: set[str]) -> bool:
-    """Whether evaluating ``node`` calls the project's (or its tests') own functions, or
-    reads a name the test assigned from such a call."""
+    """Whether evaluating ``node`` may read what the code does: it calls anything but a
+    builtin or the standard library, names a function defined under the working directory
+    (``map(f, xs)``, ``pytest.raises(E, f)``), reads a project module's attribute, or
+    reads a name the test bound to such a result."""
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name) and sub.id in tainted:
             return True
-        if isinstance(sub, (ast.Call, ast.Name, ast.Attribute)):
-            target = sub.func if isinstance(sub, ast.Call) else sub
+        if isinstance(sub, ast.Call):
             try:
-                value = _resolve(target, frame)
-            except LookupError:
-                if isinstance(sub, ast.Call):  # a call on something computed: cannot tell
+                if not _standard(_resolve(sub.func, frame)):
                     return True
+            except LookupError:  # a call on something computed: cannot tell
+                return True
+        elif isinstance(sub, (ast.Name, ast.Attribute)):
+            try:
+                value = _resolve(sub, frame)
+                owner = _resolve(sub.value, frame) if isinstance(sub, ast.Attribute) else None
+            except LookupError:
                 continue
             if callable(value) and _runs_local_code(value):
+                return True
+            if _project_module(owner) and not inspect.ismodule(value):
                 return True
     return False
 
 
+def _root_name(node: Any) -> str:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
 def _tainted(func: Any, frame: Any) -> set[str]:
-    """The names ``func`` assigns from what the code returned (a call to it, or another
-    such name), followed until nothing changes."""
+    """The names in ``func`` that hold what the code gave: bound from an expression that
+    reads it, passed to a call of the code's own functions or the object such a method was
+    called on (the code may change them in place), and the test's parameters (fixtures)
+    holding an instance of a class defined under the working directory; followed until
+    nothing changes."""
     names: set[str] = set()
+    args = func.args
+    for arg in [*getattr(args, "posonlyargs", []), *args.args, *args.kwonlyargs]:
+        if arg.arg in frame.f_locals and _runs_local_code(type(frame.f_locals[arg.arg])):
+            names.add(arg.arg)
     binds = []
     for node in ast.walk(func):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value:
@@ -308,6 +354,18 @@ def _tainted(func: Any, frame: Any) -> set[str]:
             binds.append(([node.target], node.iter))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             binds += [([i.optional_vars], i.context_expr) for i in node.items if i.optional_vars]
+        elif isinstance(node, ast.Call):
+            try:
+                code = _runs_local_code(_resolve(node.func, frame))
+            except LookupError:
+                code = False
+            if code:
+                handed = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+                handed += [*node.args, *(k.value for k in node.keywords)]
+                for name in filter(None, map(_root_name, handed)):
+                    held = frame.f_locals.get(name, frame.f_globals.get(name))
+                    if not inspect.ismodule(held) and not isinstance(held, type):
+                        names.add(name)  # an object, never the module a function is in
     for _ in range(8):
         before = len(names)
         for targets, value in binds:
