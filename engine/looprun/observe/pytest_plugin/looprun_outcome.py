@@ -37,10 +37,12 @@ from __future__ import annotations
 import ast
 import contextlib
 import fnmatch
+import functools
 import inspect
 import json
 import os
 import sys
+import types
 from typing import Any
 
 import pytest
@@ -259,35 +261,68 @@ def _resolve(node: Any, frame: Any) -> Any:
     raise LookupError(type(node).__name__)
 
 
-def _runs_local_code(value: Any) -> bool:
+def _callee(value: Any) -> Any:
+    """The function or class a call of ``value`` runs first (methods and partials
+    unwrapped), read without running any of its code."""
+    for _ in range(8):
+        if isinstance(value, (types.MethodType, staticmethod, classmethod)):
+            value = value.__func__
+        elif isinstance(value, functools.partial):
+            value = value.func
+        else:
+            break
+    return value
+
+
+def _runs_local_code(value: Any, depth: int = 0) -> bool:
     """Whether calling ``value`` runs a function defined under the working directory."""
-    for attr in ("__func__", "func", "__wrapped__"):  # methods, partials, wrappers
-        inner = getattr(value, attr, None) if not isinstance(value, type) else None
-        if inner is not None and inner is not value and _runs_local_code(inner):
+    value = _callee(value)
+    if isinstance(value, types.FunctionType):
+        if _local(value.__code__.co_filename):
             return True
-    code = getattr(value, "__code__", None)
-    if code is not None:
-        return _local(code.co_filename)
-    if isinstance(value, type):
-        module = sys.modules.get(getattr(value, "__module__", "") or "")
+    elif isinstance(value, type):
+        module = sys.modules.get(value.__dict__.get("__module__") or "")
         return _local(getattr(module, "__file__", None) or "<none>")
-    return False
+    elif not isinstance(value, _BUILTIN_CALLABLES) and _runs_local_code(type(value), depth):
+        return True  # an instance whose class is the project's (its __call__)
+    wrapped = inspect.getattr_static(value, "__wrapped__", None)  # a decorator's wrapper
+    return wrapped is not None and depth < 8 and _runs_local_code(wrapped, depth + 1)
 
 
+_BUILTIN_CALLABLES = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.ClassMethodDescriptorType,
+)
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins"}
 _STDLIB_DIR = os.path.join(os.path.realpath(os.path.dirname(os.__file__)), "")
+
+
+def _module_of(value: Any) -> str:
+    """The name of the module ``value`` (a callable) was defined in, '' when unknown."""
+    value = _callee(value)
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        module = value.__module__
+        if module is None and isinstance(value, types.BuiltinFunctionType):
+            owner = value.__self__  # a builtin bound method: its object's type's module
+            module = (owner if isinstance(owner, type) else type(owner)).__module__
+    elif isinstance(value, type):
+        module = value.__module__
+    elif isinstance(value, _BUILTIN_CALLABLES):
+        owner = getattr(value, "__objclass__", None) or type(getattr(value, "__self__", None))
+        module = owner.__module__ if isinstance(owner, type) else None
+    else:
+        module = type(value).__module__
+    return module if isinstance(module, str) else ""
 
 
 def _standard(value: Any) -> bool:
     """Whether ``value`` is a builtin or a standard-library callable: calling it runs none
     of the project's code (a library's may: a web framework's test client)."""
-    for attr in ("__func__", "func"):
-        inner = getattr(value, attr, None) if not isinstance(value, type) else None
-        if inner is not None and inner is not value:
-            value = inner
-    owner = getattr(value, "__objclass__", None)  # a builtin type's method
-    module = getattr(owner if owner is not None else value, "__module__", None)
-    if not isinstance(module, str):
+    module = _module_of(value)
+    if not module:
         return False
     if module.split(".")[0] in _STDLIB or module in sys.builtin_module_names:
         return True
