@@ -24,12 +24,14 @@ and C extensions do not.
 With it each failure also says where it was raised (``self_raised``): nothing when a
 frame of the project's code is in its traceback (the code raised it, or something the
 code called did), or when the failing statement in the test (or a test helper, or the
-test line that called that helper) reads what the code gave: a call to a function
-defined under the working directory, or a name the test assigned from one. Otherwise a
-short reason: a ``raise`` statement or a ``fail()`` call in the test, an ``assert`` on
-constants, or a statement that reads nothing the code returned - a test that calls the
-code and then fails on its own. The statement is read with ``ast`` from the test's
-source and the names resolved in the failing frame without calling anything.
+test line that called that helper) reads what the code gave: it calls anything but a
+builtin or the standard library, names a project function, reads a project module's
+attribute, or reads a name holding what the code gave (bound from such a call, handed to
+one, a fixture holding a project object). Otherwise a short reason: a ``raise`` statement
+or a ``fail()`` call in the test, an ``assert`` on constants, or a statement that reads
+nothing the code returned - a test that calls the code and then fails on its own. The
+statement is read with ``ast`` from the test's source and the names resolved in the
+failing frame without calling anything.
 """
 
 from __future__ import annotations
