@@ -385,14 +385,14 @@ def test_a_plugin_loaded_through_globals_never_ends_done(sdist: Path, tmp_path: 
 
 # "reproductions" that fail for a reason of their own making, and the "fix" that makes
 # each pass with the code's behaviour left as it was: a package attribute the test
-# asserts, which the fix sets; a keyword the test invents (a TypeError at the start),
-# which the fix adds and answers
+# asserts (beside a call, so the assertion reads what the code returned: alone after
+# the call it is `reproduce_self_raised`), which the fix sets; a keyword the test invents
+# (a TypeError at the start), which the fix adds and answers
 _WRONG_REASONS = {
     "asserts-a-marker": (
         "import inflection\n\n\n"
         "def test_numbers_ending_in_13_take_th():\n"
-        "    inflection.ordinal(113)\n"
-        '    assert getattr(inflection, "TEENS_TAKE_TH", False)\n',
+        '    assert inflection.ordinal(113) and getattr(inflection, "TEENS_TAKE_TH", False)\n',
         [
             (
                 "def ordinal(number: int) -> str:\n",

@@ -136,3 +136,83 @@ def test_exercised_names_the_project_files_each_failing_body_ran(tmp_path: Path)
 def test_exercised_is_not_watched_unless_the_observer_asks(tmp_path: Path) -> None:
     facts = _observe(_exercise_project(tmp_path))
     assert facts["failed"] == 4 and facts["exercised"] == {}
+
+
+# each test calls the code under test, so every one exercised it; what differs is where
+# its failure was raised
+_SELF_RAISED = (
+    "import pytest\n\nfrom helpers import check, fail\nfrom pkg import core\n\n\n"
+    "def test_assert_on_the_result():\n    assert core.double(2) == 5\n\n\n"
+    "def test_assert_on_a_local_from_the_code():\n"
+    "    got = core.double(2)\n    twice = got + 0\n    assert twice == 5\n\n\n"
+    "def test_raised_in_the_code():\n    core.boom()\n\n\n"
+    "def test_did_not_raise():\n    with pytest.raises(KeyError):\n        core.double(2)\n\n\n"
+    "def test_a_helper_checks_the_result():\n    check(core.double(2), 5)\n\n\n"
+    "def test_raises_after_the_call():\n"
+    "    core.double(2)\n    raise AssertionError('bug')\n\n\n"
+    "def test_value_error_if_a_file_is_missing():\n"
+    "    core.double(2)\n    if not __import__('os').path.exists('nope'):\n"
+    "        raise ValueError('bug')\n\n\n"
+    "def test_assert_on_constants():\n    core.double(2)\n    assert 1 == 2\n\n\n"
+    "def test_assert_on_a_marker():\n"
+    "    core.double(2)\n    assert getattr(core, 'FIXED', False)\n\n\n"
+    "def test_fails_through_pytest():\n    core.double(2)\n    pytest.fail('bug')\n\n\n"
+    "def test_a_helper_that_raises():\n    fail(core.double(2))\n\n\n"
+    "def test_a_builtin_raises_on_its_own():\n    core.double(2)\n    int('bug')\n\n\n"
+    "def test_changed_in_place():\n    xs = [2, 1]\n    core.sort_in_place(xs)\n"
+    "    assert xs == [1, 2]\n\n\n"
+    "def test_a_method_changes_its_object():\n    box = core.Box()\n    box.put(2)\n"
+    "    assert box.items == [2, 2]\n\n\n"
+    "def test_reads_the_codes_data():\n    core.double(2)\n    assert core.LIMIT == 3\n\n\n"
+    "def test_through_a_library_object():\n    import fractions\n"
+    "    core.double(2)\n    assert fractions.Fraction(1, 2) == 1\n"
+)
+
+
+def test_self_raised_names_the_failures_the_test_raised_itself(tmp_path: Path) -> None:
+    """A reproduction must fail in the code or on an assertion on what it returned."""
+    work = _exercise_project(tmp_path)
+    (work / "pkg" / "core.py").write_text(
+        "LIMIT = 2\n\n\ndef double(x):\n    return 2 * x\n\n\ndef boom():\n"
+        "    raise ValueError('bug')\n\n\ndef sort_in_place(xs):\n    xs.append(0)\n\n\n"
+        "class Box:\n    def __init__(self):\n        self.items = []\n\n"
+        "    def put(self, x):\n        self.items.append(x)\n"
+    )
+    (work / "tests" / "helpers.py").write_text(
+        "def check(got, want):\n    assert got == want\n\n\n"
+        "def fail(got):\n    raise AssertionError(got)\n"
+    )
+    (work / "tests" / "test_x.py").write_text(_SELF_RAISED)
+    report = work / "out" / "junit.xml"
+    report.parent.mkdir()
+    obs = observe_command(
+        "junit",
+        workdir=work,
+        command=f"{sys.executable} -m pytest -q -p no:cacheprovider -p looprun_outcome "
+        f"--junitxml={report}",
+        file=report,
+        options={"outcome_channel": "pytest", "exercised": True},
+        timeout_s=120,
+    )
+    facts = obs.to_facts()
+    assert facts["consistent"] and facts["failed"] == 16, facts
+    said = {k.split("::")[1]: v for k, v in facts["self_raised"].items()}
+    assert said == {
+        "test_raises_after_the_call": "tests/test_x.py:32: a `raise` statement in the test",
+        "test_value_error_if_a_file_is_missing": (
+            "tests/test_x.py:38: a `raise` statement in the test"
+        ),
+        "test_assert_on_constants": "tests/test_x.py:43: an `assert` on constants",
+        "test_assert_on_a_marker": (
+            "tests/test_x.py:48: the failing statement reads nothing the code returned"
+        ),
+        "test_fails_through_pytest": "tests/test_x.py:53: a `fail()` call in the test",
+        "test_a_helper_that_raises": "tests/helpers.py:6: a `raise` statement in the test",
+        "test_a_builtin_raises_on_its_own": (
+            "tests/test_x.py:62: the failing statement reads nothing the code returned"
+        ),
+        # a standard-library call reads nothing of the code
+        "test_through_a_library_object": (
+            "tests/test_x.py:85: the failing statement reads nothing the code returned"
+        ),
+    }

@@ -278,6 +278,7 @@ BUILTIN_IDS = {
         "reproduce_missing",
         "reproduce_wrong_failure",
         "reproduce_unexercised",
+        "reproduce_self_raised",
         "reproduce_outside_tests",
         "heldout_missing",
         "fix_not_passing",

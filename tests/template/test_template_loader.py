@@ -109,6 +109,7 @@ def test_bugfix_is_reproduce_then_fix() -> None:
             "ok": False,
             "failure_types": {new: "AssertionError"},
             "exercised": {new: ["src/invoice.py"]},
+            "self_raised": {},
         },
         "baseline": {"tests": {"errors": 0, "newly_failing": [new], "vanished": []}},
         "diff": {"files": ["tests/test_invoice.py"]},
@@ -123,6 +124,10 @@ def test_bugfix_is_reproduce_then_fix() -> None:
     facts["tests"] = {**facts["tests"], "exercised": {new: []}}
     assert reproduce.done_when.evaluate(facts) is False
     facts["tests"] = {**facts["tests"], "exercised": {new: ["src/invoice.py"]}}
+    # nor one that called the code and then raised on its own
+    facts["tests"] = {**facts["tests"], "self_raised": {new: "a `raise` statement"}}
+    assert reproduce.done_when.evaluate(facts) is False
+    facts["tests"] = {**facts["tests"], "self_raised": {}}
     facts["diff"] = {"files": ["src/invoice.py"]}
     assert reproduce.done_when.evaluate(facts) is False
     # a failure that was already there at the baseline is not a reproduction

@@ -20,6 +20,8 @@ JUNIT: dict[str, Any] = {
     "failure_types": {},
     # failing id -> the project files its body ran code from (option `exercised`, pytest)
     "exercised": {},
+    # failing id -> why the test raised its failure itself (option `exercised`, pytest)
+    "self_raised": {},
     "failure_files": {},
     # nothing read, nothing disagreeing: an unreadable report is `ok: false` on its own
     "consistent": True,

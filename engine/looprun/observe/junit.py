@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -417,22 +417,38 @@ def _tampering(data: ParseInput, tally: _Tally, shown: str, ran: int, bad: int) 
     return "; ".join(problems)
 
 
-def _exercised(data: ParseInput, tally: _Tally) -> dict[str, list[str]]:
-    """Each failing id the outcome channel watched -> the project files its body ran
-    code from, matched to the report's id through the JUnit key (or the node id)."""
+def _by_case(data: ParseInput, tally: _Tally, said: Mapping[str, Any]) -> dict[str, Any]:
+    """``said`` (the outcome channel's, by node id) keyed by the report's failing ids,
+    matched through the JUnit key (or the node id)."""
     outcomes = data.outcomes
     if outcomes is None:
         return {}
     failing = set(tally.failing)
-    out: dict[str, list[str]] = {}
-    for test, files in outcomes.exercised.items():
+    out: dict[str, Any] = {}
+    for test, value in said.items():
         key = outcomes.failed.get(test)
         case_id = tally.failing_keys.get(key) if key else None
         if case_id is None and test in failing:
             case_id = test
         if case_id is not None:
-            out.setdefault(case_id, list(files))
+            out.setdefault(case_id, value)
     return out
+
+
+def _exercised(data: ParseInput, tally: _Tally) -> dict[str, list[str]]:
+    """Each failing id the outcome channel watched -> the project files its body ran
+    code from."""
+    if data.outcomes is None:
+        return {}
+    return {k: list(v) for k, v in _by_case(data, tally, data.outcomes.exercised).items()}
+
+
+def _self_raised(data: ParseInput, tally: _Tally) -> dict[str, str]:
+    """Each failing id the outcome channel watched whose failure the test raised itself
+    (not the code under test, nor an assertion on what it returned) -> why."""
+    if data.outcomes is None:
+        return {}
+    return dict(_by_case(data, tally, data.outcomes.self_raised))
 
 
 def _failure_files(
@@ -509,6 +525,7 @@ def _observation(data: ParseInput, tally: _Tally, shown: str) -> Observation:
         "flaky": tally.flaky,
         "failure_types": tally.types,
         "exercised": exercised,
+        "self_raised": _self_raised(data, tally),
         "failure_files": _failure_files(tally.files, exercised),
         "consistent": not tampering,
         "tampering": tampering,

@@ -24,6 +24,7 @@ SENDERS = (PLUGIN, "looprun_plain")
 PLUGIN_DIR = Path(__file__).resolve().parent / "pytest_plugin"
 _MAX_BYTES = 8 << 20  # beyond this the channel counts as cut short, never as complete
 _MAX_EXERCISED = 8  # files kept per failing test (the plugin sends no more)
+_MAX_REASON = 300  # characters kept of why a failure was the test's own
 
 
 @dataclass
@@ -36,6 +37,9 @@ class Outcomes:
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)  # node id -> junit key
     # node id -> the project files its call phase ran code from (when it was watched)
     exercised: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # node id -> why its failure was raised by the test itself, not by the code under test
+    # nor at an assertion on what it returned (when it was watched)
+    self_raised: dict[str, str] = field(default_factory=dict)
     overflow: bool = False
     malformed: int = 0
 
@@ -55,6 +59,9 @@ class Outcomes:
             files = record.get("exercised")
             if isinstance(files, list) and test not in self.exercised:
                 self.exercised[test] = tuple(str(f) for f in files[:_MAX_EXERCISED])
+            why = record.get("self_raised")
+            if isinstance(why, str) and why and test not in self.self_raised:
+                self.self_raised[test] = why[:_MAX_REASON]
         elif event == "end":
             self.ended = True
 

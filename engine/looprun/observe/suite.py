@@ -53,6 +53,7 @@ def suite_observation(
         "flaky": list(flaky),
         "failure_types": dict(types),
         "exercised": {},
+        "self_raised": {},
         "failure_files": {k: list(v) for k, v in files.items()},
         "consistent": not tampering,
         "tampering": tampering,

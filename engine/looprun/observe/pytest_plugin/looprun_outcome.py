@@ -20,15 +20,31 @@ outside the test's own top directory (surely no test helper). A "reproduction" t
 fails on ``assert False`` without calling the code shows an empty list. Only Python
 functions called on the test's own thread count: setup, fixtures, module-level imports
 and C extensions do not.
+
+With it each failure also says where it was raised (``self_raised``): nothing when a
+frame of the project's code is in its traceback (the code raised it, or something the
+code called did), or when the failing statement in the test (or a test helper, or the
+test line that called that helper) reads what the code gave: it calls anything but a
+builtin or the standard library, names a project function, reads a project module's
+attribute, or reads a name holding what the code gave (bound from such a call, handed to
+one, a fixture holding a project object). Otherwise a short reason: a ``raise`` statement
+or a ``fail()`` call in the test, an ``assert`` on constants, or a statement that reads
+nothing the code returned - a test that calls the code and then fails on its own. The
+statement is read with ``ast`` from the test's source and the names resolved in the
+failing frame without calling anything.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fnmatch
+import functools
+import inspect
 import json
 import os
 import sys
+import types
 from typing import Any
 
 import pytest
@@ -43,6 +59,8 @@ _EXERCISED_ENV = "LOOPRUN_EXERCISED"
 _SAFEPATH_ENV = "LOOPRUN_SAFEPATH"
 _MAX_FILES = 8  # files noted per test; the profile function is removed once it has them
 _INSTALLED = ("site-packages", "dist-packages")
+# a file under one of these is a test helper, not the code under test, where it raises
+_TEST_DIRS = frozenset({"tests", "test", "testing"})
 _out: Any = None
 _ran = 0
 _failed = 0
@@ -177,8 +195,295 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
         }
         if _watch and call.when == "call":
             record["exercised"] = list(_touched)
+            try:
+                why = _self_raised(excinfo.tb)
+            except Exception:  # never let the judgement break the report: it says nothing
+                why = ""
+            if why:
+                record["self_raised"] = why
         _send(record)
     yield
+
+
+def _local(filename: str) -> bool:
+    """Whether a code object's file is under the working directory, outside installed
+    packages and dot-directories: the project's code or its tests."""
+    if filename.startswith("<") or not _root:
+        return False
+    path = os.path.realpath(filename)
+    if not path.startswith(_root):
+        return False
+    parts = path[len(_root) :].split(os.sep)
+    return not any(p in _INSTALLED or p.startswith(".") for p in parts[:-1])
+
+
+_trees: dict[str, Any] = {}
+
+
+def _tree(filename: str) -> Any:
+    if filename not in _trees:
+        try:
+            with open(filename, encoding="utf-8") as fh:
+                _trees[filename] = ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError):
+            _trees[filename] = None
+    return _trees[filename]
+
+
+def _at(tree: Any, line: int) -> tuple[Any, Any]:
+    """The innermost statement spanning ``line`` and the function holding it."""
+    stmt = func = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        end = getattr(node, "end_lineno", None) or node.lineno
+        if not node.lineno <= line <= end:
+            continue
+        is_func = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if is_func and (func is None or node.lineno >= func.lineno):
+            func = node
+        if stmt is None or (node.lineno, -end) >= (stmt.lineno, -(stmt.end_lineno or 0)):
+            stmt = node
+    return stmt, func
+
+
+def _resolve(node: Any, frame: Any) -> Any:
+    """The value a name or attribute chain has in ``frame``, read without running any
+    code (``inspect.getattr_static``); ``_resolve`` raises LookupError when it cannot."""
+    if isinstance(node, ast.Name):
+        for scope in (frame.f_locals, frame.f_globals, frame.f_builtins):
+            if node.id in scope:
+                return scope[node.id]
+        raise LookupError(node.id)
+    if isinstance(node, ast.Attribute):
+        try:
+            return inspect.getattr_static(_resolve(node.value, frame), node.attr)
+        except AttributeError:
+            raise LookupError(node.attr) from None
+    raise LookupError(type(node).__name__)
+
+
+def _callee(value: Any) -> Any:
+    """The function or class a call of ``value`` runs first (methods and partials
+    unwrapped), read without running any of its code."""
+    for _ in range(8):
+        if isinstance(value, (types.MethodType, staticmethod, classmethod)):
+            value = value.__func__
+        elif isinstance(value, functools.partial):
+            value = value.func
+        else:
+            break
+    return value
+
+
+def _runs_local_code(value: Any, depth: int = 0) -> bool:
+    """Whether calling ``value`` runs a function defined under the working directory."""
+    value = _callee(value)
+    if isinstance(value, types.FunctionType):
+        if _local(value.__code__.co_filename):
+            return True
+    elif isinstance(value, type):
+        module = sys.modules.get(value.__dict__.get("__module__") or "")
+        return _local(getattr(module, "__file__", None) or "<none>")
+    elif not isinstance(value, _BUILTIN_CALLABLES) and _runs_local_code(type(value), depth):
+        return True  # an instance whose class is the project's (its __call__)
+    wrapped = inspect.getattr_static(value, "__wrapped__", None)  # a decorator's wrapper
+    return wrapped is not None and depth < 8 and _runs_local_code(wrapped, depth + 1)
+
+
+_BUILTIN_CALLABLES = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.ClassMethodDescriptorType,
+)
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins"}
+_STDLIB_DIR = os.path.join(os.path.realpath(os.path.dirname(os.__file__)), "")
+
+
+def _module_of(value: Any) -> str:
+    """The name of the module ``value`` (a callable) was defined in, '' when unknown."""
+    value = _callee(value)
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        module = value.__module__
+        if module is None and isinstance(value, types.BuiltinFunctionType):
+            owner = value.__self__  # a builtin bound method: its object's type's module
+            module = (owner if isinstance(owner, type) else type(owner)).__module__
+    elif isinstance(value, type):
+        module = value.__module__
+    elif isinstance(value, _BUILTIN_CALLABLES):
+        owner = getattr(value, "__objclass__", None) or type(getattr(value, "__self__", None))
+        module = owner.__module__ if isinstance(owner, type) else None
+    else:
+        module = type(value).__module__
+    return module if isinstance(module, str) else ""
+
+
+def _standard(value: Any) -> bool:
+    """Whether ``value`` is a builtin or a standard-library callable: calling it runs none
+    of the project's code (a library's may: a web framework's test client)."""
+    module = _module_of(value)
+    if not module:
+        return False
+    if module.split(".")[0] in _STDLIB or module in sys.builtin_module_names:
+        return True
+    path = os.path.realpath(getattr(sys.modules.get(module), "__file__", None) or "/")
+    return path.startswith(_STDLIB_DIR) and not any(p in path for p in _INSTALLED)
+
+
+def _project_module(value: Any) -> bool:
+    return inspect.ismodule(value) and _local(getattr(value, "__file__", None) or "<none>")
+
+
+def _reads_the_code(node: Any, frame: Any, tainted: set[str]) -> bool:
+    """Whether evaluating ``node`` may read what the code does: it calls anything but a
+    builtin or the standard library, names a function defined under the working directory
+    (``map(f, xs)``, ``pytest.raises(E, f)``), reads a project module's attribute, or
+    reads a name the test bound to such a result."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in tainted:
+            return True
+        if isinstance(sub, ast.Call):
+            try:
+                if not _standard(_resolve(sub.func, frame)):
+                    return True
+            except LookupError:  # a call on something computed: cannot tell
+                return True
+        elif isinstance(sub, (ast.Name, ast.Attribute)):
+            try:
+                value = _resolve(sub, frame)
+                owner = _resolve(sub.value, frame) if isinstance(sub, ast.Attribute) else None
+            except LookupError:
+                continue
+            if callable(value) and _runs_local_code(value):
+                return True
+            if _project_module(owner) and not inspect.ismodule(value):
+                return True
+    return False
+
+
+def _root_name(node: Any) -> str:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _tainted(func: Any, frame: Any) -> set[str]:
+    """The names in ``func`` that hold what the code gave: bound from an expression that
+    reads it, passed to a call of the code's own functions or the object such a method was
+    called on (the code may change them in place), and the test's parameters (fixtures)
+    holding an instance of a class defined under the working directory; followed until
+    nothing changes."""
+    names: set[str] = set()
+    args = func.args
+    for arg in [*getattr(args, "posonlyargs", []), *args.args, *args.kwonlyargs]:
+        if arg.arg in frame.f_locals and _runs_local_code(type(frame.f_locals[arg.arg])):
+            names.add(arg.arg)
+    binds = []
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            binds.append((targets, node.value))
+        elif isinstance(node, ast.NamedExpr):
+            binds.append(([node.target], node.value))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            binds.append(([node.target], node.iter))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            binds += [([i.optional_vars], i.context_expr) for i in node.items if i.optional_vars]
+        elif isinstance(node, ast.Call):
+            try:
+                code = _runs_local_code(_resolve(node.func, frame))
+            except LookupError:
+                code = False
+            if code:
+                handed = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+                handed += [*node.args, *(k.value for k in node.keywords)]
+                for name in filter(None, map(_root_name, handed)):
+                    held = frame.f_locals.get(name, frame.f_globals.get(name))
+                    if not inspect.ismodule(held) and not isinstance(held, type):
+                        names.add(name)  # an object, never the module a function is in
+    for _ in range(8):
+        before = len(names)
+        for targets, value in binds:
+            if _reads_the_code(value, frame, names):
+                for target in targets:
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        if len(names) == before:
+            break
+    return names
+
+
+def _judged(stmt: Any) -> Any:
+    """The part of ``stmt`` that decides whether it failed: a compound statement's header
+    (a ``with`` block whole: ``pytest.raises`` fails at its end)."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return stmt.test
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return stmt.iter
+    if isinstance(stmt, ast.Assert):
+        return stmt.test
+    return stmt
+
+
+def _raises_itself(stmt: Any) -> str:
+    """What makes ``stmt`` a failure of the test's own making whatever it reads."""
+    if isinstance(stmt, ast.Raise):
+        return "a `raise` statement in the test"
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        func = stmt.value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name == "fail":
+            return "a `fail()` call in the test"
+    if isinstance(stmt, ast.Assert) and not any(
+        isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript))
+        for n in ast.walk(stmt.test)
+    ):
+        return "an `assert` on constants"
+    return ""
+
+
+def _self_raised(tb: Any) -> str:
+    """Why the failure whose traceback is ``tb`` was raised by the test itself rather
+    than by the code under test or an assertion on what it gave; '' when it was not."""
+    local = []  # (filename, line, frame) of the test's own frames, outermost first
+    while tb is not None:
+        frame = tb.tb_frame
+        filename = frame.f_code.co_filename
+        if _local(filename):
+            source = _sources.get(filename)
+            if source is None:
+                source = _sources[filename] = _project_source(filename)
+            if (
+                source
+                and source != _test_file
+                and not _TEST_DIRS.intersection(source.split("/")[:-1])
+            ):
+                return ""  # raised in the project's code, or below it
+            local.append((filename, tb.tb_lineno, frame))
+        tb = tb.tb_next
+    first, said = True, ""
+    for filename, line, frame in reversed(local):
+        tree = _tree(filename)
+        stmt, func = _at(tree, line) if tree is not None else (None, None)
+        if stmt is None:
+            return ""  # cannot tell
+        if first:
+            why = _raises_itself(stmt)
+            if why:
+                return f"{_rel(filename)}:{line}: {why}"
+        tainted = _tainted(func, frame) if func is not None else set()
+        if _reads_the_code(_judged(stmt), frame, tainted):
+            return ""
+        if first:
+            said = f"{_rel(filename)}:{line}: the failing statement reads nothing the code returned"
+        first = False
+    return said
+
+
+def _rel(filename: str) -> str:
+    path = os.path.realpath(filename)
+    return "/".join(path[len(_root) :].split(os.sep)) if path.startswith(_root) else filename
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
