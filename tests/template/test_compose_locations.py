@@ -15,17 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.repo_files import repo_files
 
 from looprun.errors import TemplateError
 from looprun.template import compose as composition
 from looprun.template.yamlpos import Document, JsonPath
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = [
-    p
-    for p in sorted(ROOT.glob("**/*.yaml"))
-    if ".venv" not in p.parts and not p.name.endswith(".cases.yaml")
-]
+FILES = [p for p in repo_files("*.yaml") if not p.name.endswith(".cases.yaml")]
 
 
 class _ScanningLayer(composition._Layer):

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from jinja2 import TemplateSyntaxError, meta
+from tests.support.repo_files import repo_files
 
 from looprun.errors import Location, TemplateError
 from looprun.template import jinja_scan
@@ -103,9 +104,7 @@ def _strings(doc: Any) -> list[str]:
 
 def _corpus() -> list[str]:
     found: set[str] = set()
-    for path in sorted(ROOT.glob("**/*.yaml")):
-        if ".venv" in path.parts:
-            continue
+    for path in repo_files("*.yaml"):
         try:
             docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
         except (yaml.YAMLError, UnicodeDecodeError):

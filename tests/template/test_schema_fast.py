@@ -19,6 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from tests.support.repo_files import repo_files
 
 from looprun.system.resources import builtin_names, builtin_template
 from looprun.template import schema_check
@@ -37,9 +38,7 @@ COMPOSED = {name: compose(builtin_template(name)).data for name in builtin_names
 
 def _yaml_documents() -> list[tuple[str, Any]]:
     found = []
-    for path in sorted(ROOT.glob("**/*.yaml")):
-        if ".venv" in path.parts:
-            continue
+    for path in repo_files("*.yaml"):
         with contextlib.suppress(yaml.YAMLError, UnicodeDecodeError, RecursionError):
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
             yaml.safe_dump(doc)  # a self-referencing alias is no JSON document
