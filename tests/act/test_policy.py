@@ -21,9 +21,11 @@ from looprun.act.policy import Policy, _forbidden_matcher
 from looprun.data.changes import FileChange
 from looprun.data.patchtext import chunks
 from looprun.errors import Location, PolicyViolation
+from looprun.template import slots
 from looprun.template.expressions import compile_condition
 from looprun.template.loader import load_template
 from looprun.template.model import Constraints, PathRules, ScopedPattern
+from looprun.template.slots import StackChoice
 
 
 @pytest.fixture
@@ -470,3 +472,23 @@ def test_values_at_picks_the_values_of_the_keys_in_order(untrusted: bool) -> Non
     types = {"a": "AssertionError", "b": "ImportError", "c": "NameError"}
     assert condition.evaluate({"types": types, "ids": ["b", "missing", "a"]})
     assert not condition.evaluate({"types": types, "ids": ["a", "b"]})
+
+
+def test_the_node_pack_forbids_silencing_the_type_check_only_in_the_code(tmp_path: Path) -> None:
+    """The node stack's bugfix on a real diff: `@ts-ignore` and its kin in the code under
+    test are refused; a test that expects a type error may say so."""
+    silenced = "// @ts-ignore\nconst n: number = 'x';\n// @ts-expect-error\n// @ts-nocheck\n"
+    after = {"src/duration.ts": silenced, "test/duration.test.ts": "// @ts-expect-error\nf(1);\n"}
+    diff = _git_diff(tmp_path, {"README": "x\n"}, {"README": "x\n", **after})
+    with slots.chosen(StackChoice("node", "a test")):
+        template = load_template("bugfix")
+    assert template.act is not None
+    constraints = template.act.constraints
+    rules = [p.render({"inputs": {"tests_glob": "test/**"}}) for p in constraints.scoped_patterns]
+    found = Policy(tmp_path, constraints).check_patterns(diff, rules)
+    silencing = [v for v in found if "silence the type check" in v.message]
+    assert sorted(v.detail.split(":")[:2] for v in silencing) == [
+        ["src/duration.ts", "1"],
+        ["src/duration.ts", "3"],
+        ["src/duration.ts", "4"],
+    ]
