@@ -5,11 +5,11 @@ an error naming the report's line, never a silent gap in the coverage."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from tests.support.tools import require
 
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.coverage import CoverageParser
@@ -77,12 +77,7 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def _tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is not installed: CI installs it")
-        pytest.skip(f"{name} is not installed")
-    return found
+    return require(name, ".ci/run installs it")
 
 
 def parse(workdir: Path, report: Path, **options: object) -> Observation:

@@ -32,7 +32,9 @@ _CHEATS = {
 }
 
 
-def _observe(work: Path, channel: bool = True) -> dict[str, Any]:
+def _observe(work: Path, channel: bool = True, *, exercised: bool = False) -> dict[str, Any]:
+    """The facts of one real pytest run of ``work`` (with the outcome channel, and what
+    each failing test ran when ``exercised``)."""
     report = work / "out" / "junit.xml"
     report.parent.mkdir(exist_ok=True)
     obs = observe_command(
@@ -42,7 +44,7 @@ def _observe(work: Path, channel: bool = True) -> dict[str, Any]:
         + ("-p looprun_outcome " if channel else "")
         + f"--junitxml={report}",
         file=report,
-        options={"outcome_channel": "pytest"} if channel else {},
+        options=({"outcome_channel": "pytest", "exercised": exercised} if channel else {}),
         timeout_s=120,
     )
     return obs.to_facts()
@@ -110,18 +112,7 @@ def _exercise_project(tmp_path: Path) -> Path:
 
 def test_exercised_names_the_project_files_each_failing_body_ran(tmp_path: Path) -> None:
     work = _exercise_project(tmp_path)
-    report = work / "out" / "junit.xml"
-    report.parent.mkdir()
-    obs = observe_command(
-        "junit",
-        workdir=work,
-        command=f"{sys.executable} -m pytest -q -p no:cacheprovider -p looprun_outcome "
-        f"--junitxml={report}",
-        file=report,
-        options={"outcome_channel": "pytest", "exercised": True},
-        timeout_s=120,
-    )
-    facts = obs.to_facts()
+    facts = _observe(work, exercised=True)
     assert facts["consistent"], facts["tampering"]
     # the helper under tests/ is named (the template's tests glob decides about it); the
     # test module, conftest.py, json and pytest are not; module-level calls do not count
@@ -183,18 +174,7 @@ def test_self_raised_names_the_failures_the_test_raised_itself(tmp_path: Path) -
         "def fail(got):\n    raise AssertionError(got)\n"
     )
     (work / "tests" / "test_x.py").write_text(_SELF_RAISED)
-    report = work / "out" / "junit.xml"
-    report.parent.mkdir()
-    obs = observe_command(
-        "junit",
-        workdir=work,
-        command=f"{sys.executable} -m pytest -q -p no:cacheprovider -p looprun_outcome "
-        f"--junitxml={report}",
-        file=report,
-        options={"outcome_channel": "pytest", "exercised": True},
-        timeout_s=120,
-    )
-    facts = obs.to_facts()
+    facts = _observe(work, exercised=True)
     assert facts["consistent"] and facts["failed"] == 16, facts
     said = {k.split("::")[1]: v for k, v in facts["self_raised"].items()}
     assert said == {

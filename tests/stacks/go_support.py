@@ -4,11 +4,10 @@ a small module written to a directory, its tests run the way the Go pack runs th
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.support.tools import require
 
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.gotest import GoTestParser
@@ -19,12 +18,7 @@ GO_ENV = {"GOFLAGS": "-mod=readonly", "GOPROXY": "off", "GOTOOLCHAIN": "local"}
 
 def require_go() -> str:
     """The go program; the test is skipped without it, except in CI where it must exist."""
-    found = shutil.which("go")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("go is not installed: CI installs it (apt-get install golang-go)")
-        pytest.skip("go is not installed (apt-get install golang-go)")
-    return found
+    return require("go", "apt-get install golang-go")
 
 
 def write(root: Path, files: dict[str, str]) -> Path:

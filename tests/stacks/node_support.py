@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 import pytest
 import yaml
+from tests.support.tools import require
 
 from looprun.checks import stacks
 from looprun.checks.runner import observe_command
@@ -24,10 +25,7 @@ PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.y
 
 def npm_modules(tmp_path_factory: pytest.TempPathFactory, *packages: str) -> Path:
     """node_modules holding ``packages`` (``jest@29``), installed from the npm registry."""
-    if shutil.which("npm") is None:
-        if os.environ.get("CI"):
-            pytest.fail("npm is not installed: CI must run these tests")
-        pytest.skip("npm is not installed (apt-get install nodejs npm)")
+    require("npm", "apt-get install nodejs npm")
     root = tmp_path_factory.mktemp("npm")
     (root / "package.json").write_text(json.dumps({"name": "m", "version": "1.0.0"}))
     done = subprocess.run(

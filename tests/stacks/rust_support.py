@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.support.tools import missing, require
 
 from looprun.checks.stacks import rust
 from looprun.observe.base import Observation, ParseInput
@@ -19,11 +19,9 @@ from looprun.observe.cargo_test import CargoTestParser
 def cargo_bin() -> Path:
     """The directory holding cargo (on PATH, or rustup's default); the test is skipped
     without it, except in CI where it must exist."""
-    found = shutil.which("cargo") or shutil.which("cargo", path=str(Path.home() / ".cargo/bin"))
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("cargo is not installed: CI installs it (apt-get install cargo)")
-        pytest.skip("cargo is not installed (apt-get install cargo, or rustup)")
+    found = shutil.which("cargo") or require(
+        "cargo", "apt-get install cargo, or rustup", path=str(Path.home() / ".cargo/bin")
+    )
     return Path(found).parent
 
 
@@ -77,11 +75,7 @@ def require_clippy(root: Path) -> None:
         ["cargo", "clippy", "--version"], env=cargo_env(root), capture_output=True, check=False
     )
     if probe.returncode != 0:
-        if os.environ.get("CI"):
-            pytest.fail(
-                "cargo clippy is not installed: CI installs it (apt-get install rust-clippy)"
-            )
-        pytest.skip("cargo clippy is not installed (apt-get install rust-clippy, or rustup)")
+        missing("cargo clippy", "apt-get install rust-clippy, or rustup")
 
 
 def cargo_diagnostics(root: Path, command: str = "clippy") -> Observation:

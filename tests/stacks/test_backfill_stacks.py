@@ -8,8 +8,6 @@ any model call."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.support.tools import require
 
 GO = {
     "go.mod": "module example.com/geom\n\ngo 1.19\n",
@@ -144,10 +143,7 @@ CASES: dict[str, tuple[str, dict[str, str], str, str, str, str]] = {
 
 
 def _require(program: str) -> None:
-    if shutil.which(program) is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{program} is not installed: CI must run these tests")
-        pytest.skip(f"{program} is not installed")
+    require(program, ".ci/run installs it")
 
 
 def _repo(root: Path, files: dict[str, str]) -> Path:

@@ -6,14 +6,13 @@ mid-run is tampering."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import jinja2
 import pytest
 import yaml
 from tests.support.git_repos import git, git_repo
+from tests.support.tools import require
 
 from looprun.checks import stacks
 from looprun.checks.clean_tree import CheckTrees
@@ -71,10 +70,7 @@ def _npm_project(root: Path) -> Path:
 
 @pytest.mark.e2e
 def test_the_check_runs_the_base_script_with_node_modules_linked(tmp_path: Path) -> None:
-    if shutil.which("npm") is None:
-        if os.environ.get("CI"):
-            pytest.fail("npm is not installed: CI must run these tests")
-        pytest.skip("npm is not installed (apt-get install nodejs npm)")
+    require("npm", "apt-get install nodejs npm")
     repo = _npm_project(tmp_path / "repo")
     base = git("rev-parse", "HEAD^{tree}", cwd=repo)
     # the working tree's script would pass anything; a planted coverage report and a

@@ -6,13 +6,11 @@ the pack calls cannot-run, never a clean check. The real tools: test_node_lint.p
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 from node_support import PACK
+from tests.support.tools import require
 
 from looprun.checks import stacks
 from looprun.checks.runner import observe_command
@@ -47,12 +45,7 @@ _CRASH = "process.stderr.write('Oops! Something went wrong!\\nTypeError: bad con
 
 
 def _node() -> str:
-    node = shutil.which("node")
-    if node is None:
-        if os.environ.get("CI"):
-            pytest.fail("node is not installed: CI must run these tests")
-        pytest.skip("node is not installed (apt-get install nodejs npm)")
-    return node
+    return require("node", "apt-get install nodejs npm")
 
 
 def _lint(workdir: Path, tools: str) -> Observation:
