@@ -4,6 +4,7 @@ renders it."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -24,9 +25,23 @@ PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.y
 
 
 def npm_modules(tmp_path_factory: pytest.TempPathFactory, *packages: str) -> Path:
-    """node_modules holding ``packages`` (``jest@29``), installed from the npm registry."""
+    """node_modules holding ``packages`` (``jest@29``), installed from the npm registry
+    once per test session: the parallel workers share one install per set of packages
+    (the first to take its lock installs, the others wait and reuse it)."""
     require("npm", "apt-get install nodejs npm")
-    root = tmp_path_factory.mktemp("npm")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's, above each worker's own
+    root = shared / ("npm-" + "-".join(p.replace("/", "_").replace("@", "") for p in packages))
+    root.mkdir(exist_ok=True)
+    with open(shared / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "installed").exists():
+            _install(root, packages)
+    return root / "node_modules"
+
+
+def _install(root: Path, packages: tuple[str, ...]) -> None:
     (root / "package.json").write_text(json.dumps({"name": "m", "version": "1.0.0"}))
     done = subprocess.run(
         ["npm", "install", "--no-audit", "--no-fund", *packages],
@@ -39,7 +54,7 @@ def npm_modules(tmp_path_factory: pytest.TempPathFactory, *packages: str) -> Pat
         if os.environ.get("CI"):
             pytest.fail(f"npm install {' '.join(packages)} failed: {done.stderr[-500:]}")
         pytest.skip(f"{' '.join(packages)} could not be installed from the npm registry")
-    return root / "node_modules"
+    (root / "installed").write_text("")
 
 
 def node_package(
