@@ -35,6 +35,9 @@ def _project(tmp: Path) -> Path:
     (work / "tests").mkdir(parents=True)
     (work / "words.py").write_text(_CODE)
     (work / "tests" / "test_words.py").write_text(_TESTS)
+    # no parameters: the baseline's second run leaves this file out
+    plain = 'from words import vowels\n\n\ndef test_fig():\n    assert vowels("fig") == 1\n'
+    (work / "tests" / "test_plain.py").write_text(plain)
     return git_init(work)
 
 
@@ -73,6 +76,9 @@ def test_an_honest_fix_ends_done_though_parametrized_ids_change(tmp_path: Path) 
     (baseline,) = _events(summary, "baseline")
     unstable = baseline["unstable"]["tests"]
     assert unstable and all("test_words_differ[" in i for i in unstable)
+    # the second run was of the file holding parametrized ids alone: the other file's
+    # tests were not taken as vanished from it (the fix's run below passes them all)
+    assert not any("test_plain" in i for i in unstable)
 
 
 def test_a_case_dropped_from_the_data_still_vanishes(tmp_path: Path) -> None:

@@ -55,11 +55,29 @@ def function_of(test_id: str) -> str:
     return test_id.split("[", 1)[0] if test_id.endswith("]") else test_id
 
 
-def unstable_ids(first: Mapping[str, Any], second: Mapping[str, Any]) -> list[str]:
-    """The ids one of two observations of the same tree has and the other lacks."""
+def unstable_ids(
+    first: Mapping[str, Any], second: Mapping[str, Any], within: tuple[str, ...] = ()
+) -> list[str]:
+    """The ids one of two observations of the same tree has and the other lacks; with
+    ``within``, the files the second one ran, only the ids of those files."""
     one = set(_ids(first, "failing")) | set(_ids(first, "passing"))
     two = set(_ids(second, "failing")) | set(_ids(second, "passing"))
+    if within:
+        files = set(within)
+        one = {i for i in one if i.split("::", 1)[0] in files}
     return sorted(one ^ two)
+
+
+def rerun_files(facts: Mapping[str, Any]) -> tuple[str, ...]:
+    """The test files a second run of the baseline needs: those holding a parametrized id
+    (only those ids can be renamed by a rerun). Empty, for the whole command, when they
+    are every file the run saw or an id names no file (a collection error)."""
+    ids = _ids(facts, "failing") + _ids(facts, "passing")
+    if not ids or any("::" not in i for i in ids):
+        return ()
+    every = {i.split("::", 1)[0] for i in ids}
+    wanted = sorted({i.split("::", 1)[0] for i in ids if i != function_of(i)})
+    return tuple(wanted) if len(wanted) < len(every) else ()
 
 
 def parametrized(facts: Mapping[str, Any]) -> bool:

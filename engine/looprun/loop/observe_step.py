@@ -132,7 +132,7 @@ class ObserveStep:
             found = lp.ports.observer.related_items(ws.file_changes(st.current, now, contents=True))
         if not found:
             return ()
-        picked = [i for i in found if _node_id(i)]
+        picked = [i for i in found if node_id(i)]
         return tuple(picked) if len(picked) <= _MAX_SELECTED else ()
 
     def selection(self, name: str, spec: ObserverSpec) -> tuple[str, ...]:
@@ -155,7 +155,7 @@ class ObserveStep:
                     for c in ws.file_changes(st.current, ws.snapshot())
                     if c.status != "D" and is_test_file(c.path)
                 ]
-        picked = list(dict.fromkeys(i for i in ids if _node_id(i)))
+        picked = list(dict.fromkeys(i for i in ids if node_id(i)))
         return tuple(picked) if len(picked) <= _MAX_SELECTED else ()
 
     def narrow_run(
@@ -185,9 +185,14 @@ class ObserveStep:
             return None, before, ok
         return staged(obs, stage, ids), before, ()
 
-    def again(self, name: str, spec: ObserverSpec, ctx: Mapping[str, Any]) -> Observation | None:
-        """One more run of one observer on the same tree (None: it could not run)."""
+    def again(
+        self, name: str, spec: ObserverSpec, ctx: Mapping[str, Any], select: tuple[str, ...] = ()
+    ) -> Observation | None:
+        """One more run of one observer on the same tree (None: it could not run), of the
+        test files ``select`` names (each a :func:`node_id`) when given."""
         lp = self.loop
+        if select:
+            spec = replace(spec, select=select)
         before = lp.ports.workspace.snapshot()
         try:
             obs = lp.ports.observer.observe(spec, ctx, deadline=None, base=lp.state.base)
@@ -267,7 +272,7 @@ def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, (list, tuple)) else []
 
 
-def _node_id(text: str) -> bool:
+def node_id(text: str) -> bool:
     """A pytest node id of a file in the tree (``tests/test_x.py::test_a[p]``): a relative
     path without ``..`` that cannot be read as an option. Anything else (a model-named
     id like ``-p evil``, an absolute path) is never passed to the command."""

@@ -14,10 +14,10 @@ from typing import Any
 
 from looprun.loop import limits as caps
 from looprun.loop.act.step import ActStep
-from looprun.loop.baseline import parametrized, slim, unstable_ids, unusable
+from looprun.loop.baseline import parametrized, rerun_files, slim, unstable_ids, unusable
 from looprun.loop.core import Loop
 from looprun.loop.feedback import observation_line
-from looprun.loop.observe_step import ObserveStep
+from looprun.loop.observe_step import ObserveStep, node_id
 from looprun.loop.outcome import Stop
 from looprun.loop.plan import PlannedTask
 from looprun.loop.preflight import cannot_run, preflight
@@ -144,7 +144,8 @@ def _unstable(
 ) -> dict[str, list[str]]:
     """Run each observer whose baseline has parametrized test ids once more: the ids
     the two runs of the same tree disagree on are unstable (parameters drawn from a
-    set follow its hash order), so a later run not showing them is no vanished test."""
+    set follow its hash order), so a later run not showing them is no vanished test.
+    A staged observer runs only the files that hold such ids the second time."""
     ctx = {
         **loop.context(task, {}, act.facts()),
         **{n: o.to_facts() for n, o in observations.items()},
@@ -154,9 +155,12 @@ def _unstable(
         facts = ctx[name]
         if spec.run is None or not observations[name].ran or not parametrized(facts):
             continue
-        again = observing.again(name, spec, ctx)
+        files = rerun_files(facts) if spec.narrow else ()
+        if not all(node_id(f) for f in files):
+            files = ()  # a file the command may not be given: the whole command again
+        again = observing.again(name, spec, ctx, select=files)
         if again is not None and again.error is None:
-            out[name] = unstable_ids(facts, again.to_facts())
+            out[name] = unstable_ids(facts, again.to_facts(), within=files)
     return out
 
 
