@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from looprun.loop.observe_step import _node_id, narrowed, staged
+from looprun.loop.observe_step import narrowed, node_id, staged
 from looprun.observe.base import Observation
 
 
@@ -14,7 +14,7 @@ from looprun.observe.base import Observation
     ["tests/test_x.py::test_a", "test_teens.py", "t/test_y.py::C::test_b[a b; $(x)]"],
 )
 def test_node_ids_of_files_in_the_tree_are_selected(test_id: str) -> None:
-    assert _node_id(test_id)
+    assert node_id(test_id)
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def test_node_ids_of_files_in_the_tree_are_selected(test_id: str) -> None:
     ],
 )
 def test_anything_else_is_never_passed_to_the_command(test_id: str) -> None:
-    assert not _node_id(test_id)
+    assert not node_id(test_id)
 
 
 @pytest.mark.parametrize(
