@@ -4,13 +4,19 @@ Each run's checks build in a cache of their own, so nothing a model's code wrote
 is ever read by a later check. For a cache whose entries are keyed by their inputs (Go's
 build cache: an action id is the hash of everything that went into it) a copy of one that
 only the base's own build wrote is as good as a warm one, and spares every run a cold
-compile of the standard library's test dependencies.
+compile of the standard library's test dependencies (and ``go vet``'s analysis of them).
 
 The seed belongs to one working tree (keyed by its real path), so no repository's checks
 fill another's. It is written only by the engine, never by a check: a run copies it in
-when its cache is new, and saves its cache back as the seed at the stack's second check,
-before that check runs, when only the baseline has built in it. A resumed run, whose cache
-already holds what checks of the model's code built, never saves.
+when its cache is new, and saves the cache as it stood after the baseline's last check.
+A check belongs to the baseline while it runs on the tree the first check ran on and no
+command but the stack's checks has started since (a model's command may write the
+checks' caches). The cache is fingerprinted after each such check and saved only when it
+still matches that fingerprint before and after the copy (every file's inode and ctime:
+no command can set a ctime back), at the start of the first check that is not the
+baseline's: so the seed holds everything the baseline built (its ``go vet`` too), and
+nothing a check of the model's code or a model's command wrote. A resumed run, whose
+cache already holds what checks of the model's code built, never saves.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from looprun.system.cache_home import cache_home
+
+# relative path -> (inode, ctime, size) of every entry below a cache directory
+Fingerprint = dict[str, tuple[int, int, int]]
 
 
 def seed_home(workdir: Path, env: Mapping[str, str] | None = None) -> Path:
@@ -43,6 +52,18 @@ def _names(directory: Path) -> set[str]:
     return out
 
 
+def _fingerprint(directory: Path) -> Fingerprint:
+    """Every file, link and directory below ``directory`` (links not followed)."""
+    out: Fingerprint = {}
+    for here, dirs, files in os.walk(directory):
+        rel = os.path.relpath(here, directory)
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(here, name))
+                out[os.path.join(rel, name)] = (st.st_ino, st.st_ctime_ns, st.st_size)
+    return out
+
+
 class SeededCache:
     """One stack cache directory of a run and the seed it starts from."""
 
@@ -51,30 +72,55 @@ class SeededCache:
         self.seed = seed
         self.fresh = not cache.exists()  # made by this run, not found from an earlier process
         self.checks = 0
+        self.tree: str | None = None  # what the first check ran on
+        self.baseline = self.fresh  # only the baseline's checks have built in it so far
+        self.built: Fingerprint | None = None  # the cache after the baseline's last check
 
-    def before_check(self) -> None:
-        """Called before each of the stack's checks: the first copies the seed in (a new
-        cache only), the second saves the baseline's cache as the seed."""
+    def before_check(self, tree: str, quiet: bool) -> None:
+        """Called before each of the stack's checks, with the tree it runs on and whether
+        no other command started since the last check: the first copies the seed in (a
+        new cache only), the first that is not the baseline's saves the seed."""
         self.checks += 1
         if not self.fresh:
             return
         if self.checks == 1:
+            self.tree = tree
             if self.seed.is_dir() and not self.cache.exists():
                 with contextlib.suppress(OSError):
                     shutil.copytree(self.seed, self.cache, symlinks=True)
-        elif self.checks == 2 and self.cache.is_dir():
+        elif tree != self.tree or not quiet:
+            self.end_baseline()
+
+    def end_baseline(self) -> None:
+        """No later check is the baseline's: the seed is saved now if ever (before a check
+        whose tests are not the repository's own: held-out tests stay out of the seed)."""
+        if self.fresh and self.baseline and self.checks:
+            self.baseline = False
             self._save()
 
+    def after_check(self) -> None:
+        """Called once a check ended: a baseline check's cache is fingerprinted."""
+        if self.baseline and self.cache.is_dir():
+            self.built = _fingerprint(self.cache)
+
     def _save(self) -> None:
-        """Replace the seed with the cache when the cache holds entries the seed lacks; the
-        new seed is renamed into place whole, so a reader never sees half of one."""
+        """Replace the seed with the cache when it holds entries the seed lacks and is
+        still as the baseline left it; the new seed is renamed into place whole, so a
+        reader never sees half of one."""
+        built = self.built
+        if built is None or not self.cache.is_dir():
+            return
         if self.seed.is_dir() and _names(self.cache) <= _names(self.seed):
             return
         tmp = self.seed.with_name(f".{self.seed.name}.{uuid.uuid4().hex}")
         old = tmp.with_name(tmp.name + ".old")
         try:
+            if _fingerprint(self.cache) != built:
+                return  # something wrote in it after the baseline: not the base's build
             self.seed.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(self.cache, tmp, symlinks=True)
+            if _fingerprint(self.cache) != built:
+                return  # changed while it was copied
             with contextlib.suppress(FileNotFoundError):
                 os.rename(self.seed, old)
             os.rename(tmp, self.seed)

@@ -111,6 +111,8 @@ class RealObserver:
     ) -> Observation:
         if spec.run is not None:
             safefs.remove_special(self.artifacts)  # no command writes through a planted link
+        if spec.stack is not None and holdout is not None and self.trees is not None:
+            self.trees.end_baseline(spec.stack)  # held-out tests never build into a seed
         try:
             return run_observer(
                 spec,
@@ -130,6 +132,8 @@ class RealObserver:
                 seal=seal,
             )
         finally:
+            if spec.stack is not None and spec.run is not None and self.trees is not None:
+                self.trees.checked(spec.stack)
             if spec.run is not None and self.on_command is not None:
                 self.on_command()
 
