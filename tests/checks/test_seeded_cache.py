@@ -3,6 +3,8 @@ cache is new, saved back only as the baseline alone left it."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from looprun.checks.seeded_cache import SeededCache, seed_home
@@ -92,20 +94,42 @@ def test_a_resumed_run_neither_copies_nor_saves(tmp_path: Path) -> None:
     assert _files(seed) == {"s-d": "seeded"}
 
 
-def test_the_seed_grows_only_when_the_baseline_built_something_new(tmp_path: Path) -> None:
+def test_the_seed_keeps_what_the_baseline_used_or_built(tmp_path: Path) -> None:
+    """Entries copied in are dated back; those go reads it dates anew (as it does any
+    entry older than an hour), and only those and the new ones are saved: a run's dead
+    entries (its own packages, keyed by its own directory) do not pile up in the seed."""
     seed = tmp_path / "seed"
     one = SeededCache(tmp_path / "r1" / "c", seed)
-    _check(one, {"a-d": "a"})
+    _check(one, {"aa/std-d": "std", "bb/run1-pkg-d": "keyed by run 1's directory"})
     _check(one, {}, CHANGED)
+    assert set(_files(seed)) == {"aa/std-d", "bb/run1-pkg-d"}
     before = seed.stat().st_ino
+
     two = SeededCache(tmp_path / "r2" / "c", seed)
-    _check(two, {})  # the baseline built nothing new
+    two.before_check(BASE, True)
+    aged = (two.cache / "aa" / "std-d").stat().st_mtime
+    assert aged < time.time() - 3600  # dated back
+    os.utime(two.cache / "aa" / "std-d")  # go reads it and dates it anew
+    (two.cache / "cc").mkdir()
+    (two.cache / "cc" / "run2-pkg-d").write_text("keyed by run 2's directory")
+    (two.cache / "trim.txt").write_text("1")  # the cache's own files stay
+    two.after_check()
     _check(two, {}, CHANGED)
-    assert seed.stat().st_ino == before
-    three = SeededCache(tmp_path / "r3" / "c", seed)
-    _check(three, {"b-d": "b"})  # a new dependency of the base
+    assert _files(seed) == {
+        "aa/std-d": "std",
+        "cc/run2-pkg-d": "keyed by run 2's directory",
+        "trim.txt": "1",
+    }
+    assert seed.stat().st_ino != before
+
+    three = SeededCache(tmp_path / "r3" / "c", seed)  # the same use again: no new seed
+    three.before_check(BASE, True)
+    for rel in ("aa/std-d", "cc/run2-pkg-d", "trim.txt"):
+        os.utime(three.cache / rel)
+    three.after_check()
+    kept = seed.stat().st_ino
     _check(three, {}, CHANGED)
-    assert _files(seed) == {"a-d": "a", "b-d": "b"}
+    assert seed.stat().st_ino == kept
 
 
 def test_held_out_tests_end_the_baseline(tmp_path: Path) -> None:

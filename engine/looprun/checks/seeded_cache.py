@@ -17,6 +17,13 @@ no command can set a ctime back), at the start of the first check that is not th
 baseline's: so the seed holds everything the baseline built (its ``go vet`` too), and
 nothing a check of the model's code or a model's command wrote. A resumed run, whose
 cache already holds what checks of the model's code built, never saves.
+
+The seed holds only what the last baseline used or built, so it does not grow with every
+run (a module's own packages are keyed by the directory they are built in, which is each
+run's own): the entries copied in are dated two hours back, go dates each entry it reads
+that is older than an hour anew, and the save leaves out the ones still dated back. The
+saved entries the old seed already held with the same size are hard links to it (no
+command writes a seed: the sandbox keeps it read-only), the rest are copied.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +42,11 @@ from looprun.system.cache_home import cache_home
 
 # relative path -> (inode, ctime, size) of every entry below a cache directory
 Fingerprint = dict[str, tuple[int, int, int]]
+
+# how far back the entries copied in are dated: go marks an entry it reads anew once its
+# date is an hour old (its cache's mtime interval), so the save tells the used ones apart
+_AGED_S = 2 * 3600
+_USED_S = 3600
 
 
 def seed_home(workdir: Path, env: Mapping[str, str] | None = None) -> Path:
@@ -48,8 +62,23 @@ def _names(directory: Path) -> set[str]:
     out: set[str] = set()
     for here, _dirs, files in os.walk(directory):
         rel = os.path.relpath(here, directory)
-        out.update(os.path.join(rel, f) for f in files)
+        out.update(os.path.normpath(os.path.join(rel, f)) for f in files)
     return out
+
+
+def _copy_in(seed: Path, cache: Path) -> None:
+    """Copy the seed's regular files to ``cache`` (made new), each dated ``_AGED_S`` back."""
+    aged = time.time() - _AGED_S
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    for here, dirs, files in os.walk(seed):
+        rel = os.path.relpath(here, seed)
+        os.mkdir(os.path.normpath(os.path.join(cache, rel)), 0o755)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
+        for name in files:
+            src, dst = os.path.join(here, name), os.path.join(cache, rel, name)
+            if os.path.isfile(src) and not os.path.islink(src):
+                shutil.copyfile(src, dst)
+                os.utime(dst, (aged, aged))
 
 
 def _fingerprint(directory: Path) -> Fingerprint:
@@ -75,6 +104,7 @@ class SeededCache:
         self.tree: str | None = None  # what the first check ran on
         self.baseline = self.fresh  # only the baseline's checks have built in it so far
         self.built: Fingerprint | None = None  # the cache after the baseline's last check
+        self.copied_at: float | None = None  # the date the entries copied in were given
 
     def before_check(self, tree: str, quiet: bool) -> None:
         """Called before each of the stack's checks, with the tree it runs on and whether
@@ -86,8 +116,11 @@ class SeededCache:
         if self.checks == 1:
             self.tree = tree
             if self.seed.is_dir() and not self.cache.exists():
-                with contextlib.suppress(OSError):
-                    shutil.copytree(self.seed, self.cache, symlinks=True)
+                try:
+                    _copy_in(self.seed, self.cache)
+                    self.copied_at = time.time() - _AGED_S
+                except OSError:
+                    shutil.rmtree(self.cache, ignore_errors=True)  # starts cold
         elif tree != self.tree or not quiet:
             self.end_baseline()
 
@@ -103,22 +136,45 @@ class SeededCache:
         if self.baseline and self.cache.is_dir():
             self.built = _fingerprint(self.cache)
 
+    def _kept(self) -> list[str]:
+        """The cache's files the baseline used or built (all of them when nothing was
+        copied in); a file outside go's entry directories (trim.txt, README) always."""
+        out = []
+        for here, _dirs, files in os.walk(self.cache):
+            rel = os.path.relpath(here, self.cache)
+            for name in files:
+                path = os.path.join(here, name)
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                used = self.copied_at is None or st.st_mtime > self.copied_at + _USED_S
+                if used or rel == ".":
+                    out.append(os.path.normpath(os.path.join(rel, name)))
+        return out
+
     def _save(self) -> None:
-        """Replace the seed with the cache when it holds entries the seed lacks and is
-        still as the baseline left it; the new seed is renamed into place whole, so a
-        reader never sees half of one."""
+        """Replace the seed with what the baseline used or built, when that is not what the
+        seed holds and the cache is still as the baseline left it; the new seed is renamed
+        into place whole, so a reader never sees half of one."""
         built = self.built
         if built is None or not self.cache.is_dir():
-            return
-        if self.seed.is_dir() and _names(self.cache) <= _names(self.seed):
             return
         tmp = self.seed.with_name(f".{self.seed.name}.{uuid.uuid4().hex}")
         old = tmp.with_name(tmp.name + ".old")
         try:
             if _fingerprint(self.cache) != built:
                 return  # something wrote in it after the baseline: not the base's build
-            self.seed.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(self.cache, tmp, symlinks=True)
+            kept = self._kept()
+            if self.seed.is_dir() and set(kept) == _names(self.seed):
+                return
+            for rel in kept:
+                dst, src = tmp / rel, self.cache / rel
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                before = self.seed / rel
+                if before.is_file() and before.stat().st_size == src.stat().st_size:
+                    os.link(before, dst)
+                else:
+                    shutil.copyfile(src, dst)
             if _fingerprint(self.cache) != built:
                 return  # changed while it was copied
             with contextlib.suppress(FileNotFoundError):
