@@ -10,6 +10,7 @@ import pytest
 from tests.support.git_repos import git, git_repo
 
 from looprun.checks.clean_tree import CheckTrees, TreeError
+from looprun.system.proc import run_process
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -108,3 +109,31 @@ def test_an_unknown_stack_is_a_clear_error(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     with pytest.raises(TreeError, match="unknown stack 'cobol'"):
         CheckTrees(tmp_path / "checks").prepare("cobol", workdir=repo, git_dir=None, base=None)
+
+
+def test_a_command_between_two_checks_of_the_same_tree_ends_the_baseline(
+    tmp_path: Path,
+) -> None:
+    """The go cache's seed is saved as the baseline's checks left it, and the baseline
+    ends at the first check after any command that is not a check (the model's commands
+    may write the checks' directory), even on the same tree."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "go.mod").write_text("module example.com/m\n\ngo 1.19\n")
+    (repo / "m.go").write_text("package m\n")
+    git_repo(repo)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    seed = tmp_path / "seed"
+    trees = CheckTrees(tmp_path / "checks", seed=seed)
+
+    def check(writes: str) -> None:
+        _root, env, _why = trees.prepare("go", workdir=repo, git_dir=None, base=base)
+        (Path(env["GOCACHE"]) / writes).write_text(writes)
+        trees.checked("go")
+
+    check("tests-d")
+    check("vet-d")  # the same tree, no command between: still the baseline's
+    assert not seed.exists()
+    run_process(["true"], cwd=repo, timeout_s=30)  # a command that is not a check
+    check("after-a-command-d")
+    assert _files(seed / "go" / "GOCACHE") == {"tests-d": "tests-d", "vet-d": "vet-d"}

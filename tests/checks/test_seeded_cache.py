@@ -1,20 +1,28 @@
 """A stack's build cache seeded from the repository's own baseline: copied in when a run's
-cache is new, saved back only while the baseline alone has built in it."""
+cache is new, saved back only as the baseline alone left it."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from looprun.checks.seeded_cache import SeededCache, seed_home
 
+BASE, CHANGED = "tree-of-the-base", "tree-after-a-turn"
 
-def _check(cache: SeededCache, writes: dict[str, str]) -> None:
-    """One check: the engine's call before it, then what the check's build writes."""
-    cache.before_check()
+
+def _check(
+    cache: SeededCache, writes: dict[str, str], tree: str = BASE, quiet: bool = True
+) -> None:
+    """One check on ``tree``: the engine's call before it, what its build writes, the
+    call after it."""
+    cache.before_check(tree, quiet)
     cache.cache.mkdir(parents=True, exist_ok=True)
     for rel, text in writes.items():
         (cache.cache / rel).parent.mkdir(parents=True, exist_ok=True)
         (cache.cache / rel).write_text(text)
+    cache.after_check()
 
 
 def _files(directory: Path) -> dict[str, str]:
@@ -28,23 +36,48 @@ def _files(directory: Path) -> dict[str, str]:
 def test_the_baseline_fills_the_seed_and_the_next_run_starts_from_it(tmp_path: Path) -> None:
     seed = tmp_path / "seed" / "go" / "GOCACHE"
     first = SeededCache(tmp_path / "run1" / "go-build", seed)
-    _check(first, {"a1/std-testing-d": "compiled testing"})  # the baseline
-    _check(first, {"b2/model-code-d": "what the model's code built"})  # after a turn
-    _check(first, {"c3/later-d": "later"})
-    assert _files(seed) == {"a1/std-testing-d": "compiled testing"}
+    _check(first, {"a1/std-testing-d": "compiled testing"})  # the baseline's tests
+    _check(first, {"v1/std-vet-facts-d": "vet facts"})  # and its go vet
+    assert not seed.exists()  # saved once the baseline is over, not before
+    _check(first, {"b2/model-code-d": "what the model's code built"}, CHANGED)
+    _check(first, {"c3/later-d": "later"}, CHANGED)
+    both = {"a1/std-testing-d": "compiled testing", "v1/std-vet-facts-d": "vet facts"}
+    assert _files(seed) == both
 
     second = SeededCache(tmp_path / "run2" / "go-build", seed)
-    second.before_check()
-    assert _files(second.cache) == {"a1/std-testing-d": "compiled testing"}
+    second.before_check(BASE, True)
+    assert _files(second.cache) == both
 
 
 def test_what_a_check_writes_after_the_baseline_never_reaches_the_seed(tmp_path: Path) -> None:
     seed = tmp_path / "seed"
     run = SeededCache(tmp_path / "run" / "go-build", seed)
     _check(run, {"a1/ok-d": "base"})
-    _check(run, {"a1/ok-d": "poisoned by the model's test"})  # rewrites a seeded entry
-    _check(run, {"z9/new-d": "x"})
+    _check(run, {"a1/ok-d": "poisoned by the model's test"}, CHANGED)  # a seeded entry
+    _check(run, {"z9/new-d": "x"}, CHANGED)
     assert _files(seed) == {"a1/ok-d": "base"}
+
+
+def test_a_command_between_checks_ends_the_baseline(tmp_path: Path) -> None:
+    """The same tree checked again after another command ran (a model's command may
+    write the checks' cache): not the baseline's check, its build is never saved."""
+    seed = tmp_path / "seed"
+    run = SeededCache(tmp_path / "run" / "go-build", seed)
+    _check(run, {"a1/ok-d": "base"})
+    _check(run, {"m1/planted-d": "x"}, BASE, quiet=False)
+    _check(run, {}, CHANGED)
+    assert _files(seed) == {"a1/ok-d": "base"}
+
+
+def test_a_cache_written_after_the_baseline_is_not_saved(tmp_path: Path) -> None:
+    """A command that writes the cache between the baseline and the next check (the
+    sandbox lets commands write the checks' directory): no seed at all."""
+    seed = tmp_path / "seed"
+    run = SeededCache(tmp_path / "run" / "go-build", seed)
+    _check(run, {"a1/ok-d": "base"})
+    (run.cache / "a1" / "ok-d").write_text("planted")  # a seeded name, other bytes
+    _check(run, {}, CHANGED, quiet=False)
+    assert not seed.exists()
 
 
 def test_a_resumed_run_neither_copies_nor_saves(tmp_path: Path) -> None:
@@ -56,25 +89,58 @@ def test_a_resumed_run_neither_copies_nor_saves(tmp_path: Path) -> None:
     (cache / "m-d").write_text("built from the model's code before the crash")
     resumed = SeededCache(cache, seed)
     _check(resumed, {})
-    _check(resumed, {})
+    _check(resumed, {}, CHANGED)
     assert _files(cache) == {"m-d": "built from the model's code before the crash"}
     assert _files(seed) == {"s-d": "seeded"}
 
 
-def test_the_seed_grows_only_when_the_baseline_built_something_new(tmp_path: Path) -> None:
+def test_the_seed_keeps_what_the_baseline_used_or_built(tmp_path: Path) -> None:
+    """Entries copied in are dated back; those go reads it dates anew (as it does any
+    entry older than an hour), and only those and the new ones are saved: a run's dead
+    entries (its own packages, keyed by its own directory) do not pile up in the seed."""
     seed = tmp_path / "seed"
     one = SeededCache(tmp_path / "r1" / "c", seed)
-    _check(one, {"a-d": "a"})
-    _check(one, {})
+    _check(one, {"aa/std-d": "std", "bb/run1-pkg-d": "keyed by run 1's directory"})
+    _check(one, {}, CHANGED)
+    assert set(_files(seed)) == {"aa/std-d", "bb/run1-pkg-d"}
     before = seed.stat().st_ino
+
     two = SeededCache(tmp_path / "r2" / "c", seed)
-    _check(two, {})  # the baseline built nothing new
-    _check(two, {})
-    assert seed.stat().st_ino == before
-    three = SeededCache(tmp_path / "r3" / "c", seed)
-    _check(three, {"b-d": "b"})  # a new dependency of the base
-    _check(three, {})
-    assert _files(seed) == {"a-d": "a", "b-d": "b"}
+    two.before_check(BASE, True)
+    aged = (two.cache / "aa" / "std-d").stat().st_mtime
+    assert aged < time.time() - 3600  # dated back
+    os.utime(two.cache / "aa" / "std-d")  # go reads it and dates it anew
+    (two.cache / "cc").mkdir()
+    (two.cache / "cc" / "run2-pkg-d").write_text("keyed by run 2's directory")
+    (two.cache / "trim.txt").write_text("1")  # the cache's own files stay
+    two.after_check()
+    _check(two, {}, CHANGED)
+    assert _files(seed) == {
+        "aa/std-d": "std",
+        "cc/run2-pkg-d": "keyed by run 2's directory",
+        "trim.txt": "1",
+    }
+    assert seed.stat().st_ino != before
+
+    three = SeededCache(tmp_path / "r3" / "c", seed)  # the same use again: no new seed
+    three.before_check(BASE, True)
+    for rel in ("aa/std-d", "cc/run2-pkg-d", "trim.txt"):
+        os.utime(three.cache / rel)
+    three.after_check()
+    kept = seed.stat().st_ino
+    _check(three, {}, CHANGED)
+    assert seed.stat().st_ino == kept
+
+
+def test_held_out_tests_end_the_baseline(tmp_path: Path) -> None:
+    """A check that copies held-out tests in is preceded by the save: what they build
+    stays out of the seed."""
+    seed = tmp_path / "seed"
+    run = SeededCache(tmp_path / "run" / "go-build", seed)
+    _check(run, {"a-d": "a"})
+    run.end_baseline()
+    _check(run, {"h-d": "held-out tests compiled"})
+    assert _files(seed) == {"a-d": "a"}
 
 
 def test_each_working_tree_has_a_seed_of_its_own(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from looprun.checks.seeded_cache import SeededCache
 from looprun.checks.stacks.base import Stack
 from looprun.data.globs import matcher
 from looprun.system.cache_home import cache_home
+from looprun.system.proc import spawned
 from looprun.workspace.git import EMPTY_TREE, Git, GitError
 from looprun.workspace.ignore import base_ignore_rules
 
@@ -293,6 +294,8 @@ class CheckTrees:
     # where this repository's seeded caches are kept (None: every run's caches start cold)
     seed: Path | None = None
     seeded: dict[str, list[SeededCache]] = field(default_factory=dict)
+    # how many commands had started when the last check ended (None: none ended yet)
+    quiet_at: int | None = None
 
     def prepare(
         self,
@@ -322,7 +325,7 @@ class CheckTrees:
         tree = self.trees.get(name)
         if tree is None:
             tree = self.trees[name] = CheckTree(self.home / "tree" / name, stack)
-        self.warm(stack)
+        self.warm(stack, target)
         tree.sync(git, since, target)
         tree.link_shared(workdir)
         changed = tree.shared_changes(workdir)
@@ -334,10 +337,12 @@ class CheckTrees:
         )
         return tree.root, check_env(stack, self.home / "cache", tree.root), tampered
 
-    def warm(self, stack: Stack) -> None:
-        """Before one of ``stack``'s checks: its seeded caches copied in or saved."""
+    def warm(self, stack: Stack, target: str) -> None:
+        """Before one of ``stack``'s checks on the tree ``target``: its seeded caches
+        copied in or saved."""
         if self.seed is None or not stack.seeded:
             return
+        quiet = self.quiet_at == spawned()  # no command but a check since the last one
         caches = self.seeded.get(stack.name)
         if caches is None:
             caches = self.seeded[stack.name] = [
@@ -345,4 +350,16 @@ class CheckTrees:
                 for n in stack.seeded
             ]
         for cache in caches:
-            cache.before_check()
+            cache.before_check(target, quiet)
+
+    def end_baseline(self, name: str) -> None:
+        """Before a check of stack ``name`` that must not build into the seed (one that
+        copies held-out tests in): the baseline's cache is saved now if ever."""
+        for cache in self.seeded.get(name, ()):
+            cache.end_baseline()
+
+    def checked(self, name: str) -> None:
+        """After one of stack ``name``'s checks ended (its command is the last one started)."""
+        for cache in self.seeded.get(name, ()):
+            cache.after_check()
+        self.quiet_at = spawned()

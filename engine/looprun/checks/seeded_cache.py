@@ -4,13 +4,26 @@ Each run's checks build in a cache of their own, so nothing a model's code wrote
 is ever read by a later check. For a cache whose entries are keyed by their inputs (Go's
 build cache: an action id is the hash of everything that went into it) a copy of one that
 only the base's own build wrote is as good as a warm one, and spares every run a cold
-compile of the standard library's test dependencies.
+compile of the standard library's test dependencies (and ``go vet``'s analysis of them).
 
 The seed belongs to one working tree (keyed by its real path), so no repository's checks
 fill another's. It is written only by the engine, never by a check: a run copies it in
-when its cache is new, and saves its cache back as the seed at the stack's second check,
-before that check runs, when only the baseline has built in it. A resumed run, whose cache
-already holds what checks of the model's code built, never saves.
+when its cache is new, and saves the cache as it stood after the baseline's last check.
+A check belongs to the baseline while it runs on the tree the first check ran on and no
+command but the stack's checks has started since (a model's command may write the
+checks' caches). The cache is fingerprinted after each such check and saved only when it
+still matches that fingerprint before and after the copy (every file's inode and ctime:
+no command can set a ctime back), at the start of the first check that is not the
+baseline's: so the seed holds everything the baseline built (its ``go vet`` too), and
+nothing a check of the model's code or a model's command wrote. A resumed run, whose
+cache already holds what checks of the model's code built, never saves.
+
+The seed holds only what the last baseline used or built, so it does not grow with every
+run (a module's own packages are keyed by the directory they are built in, which is each
+run's own): the entries copied in are dated two hours back, go dates each entry it reads
+that is older than an hour anew, and the save leaves out the ones still dated back. The
+saved entries the old seed already held with the same size are hard links to it (no
+command writes a seed: the sandbox keeps it read-only), the rest are copied.
 """
 
 from __future__ import annotations
@@ -19,11 +32,21 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
 from looprun.system.cache_home import cache_home
+
+# relative path -> (inode, ctime, size) of every entry below a cache directory
+Fingerprint = dict[str, tuple[int, int, int]]
+
+# how far back the entries copied in are dated: go marks an entry it reads anew once its
+# date is an hour old (its cache's mtime interval), so the save tells the used ones apart
+_AGED_S = 2 * 3600
+_USED_S = 3600
 
 
 def seed_home(workdir: Path, env: Mapping[str, str] | None = None) -> Path:
@@ -39,7 +62,34 @@ def _names(directory: Path) -> set[str]:
     out: set[str] = set()
     for here, _dirs, files in os.walk(directory):
         rel = os.path.relpath(here, directory)
-        out.update(os.path.join(rel, f) for f in files)
+        out.update(os.path.normpath(os.path.join(rel, f)) for f in files)
+    return out
+
+
+def _copy_in(seed: Path, cache: Path) -> None:
+    """Copy the seed's regular files to ``cache`` (made new), each dated ``_AGED_S`` back."""
+    aged = time.time() - _AGED_S
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    for here, dirs, files in os.walk(seed):
+        rel = os.path.relpath(here, seed)
+        os.mkdir(os.path.normpath(os.path.join(cache, rel)), 0o755)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
+        for name in files:
+            src, dst = os.path.join(here, name), os.path.join(cache, rel, name)
+            if os.path.isfile(src) and not os.path.islink(src):
+                shutil.copyfile(src, dst)
+                os.utime(dst, (aged, aged))
+
+
+def _fingerprint(directory: Path) -> Fingerprint:
+    """Every file, link and directory below ``directory`` (links not followed)."""
+    out: Fingerprint = {}
+    for here, dirs, files in os.walk(directory):
+        rel = os.path.relpath(here, directory)
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(here, name))
+                out[os.path.join(rel, name)] = (st.st_ino, st.st_ctime_ns, st.st_size)
     return out
 
 
@@ -51,30 +101,82 @@ class SeededCache:
         self.seed = seed
         self.fresh = not cache.exists()  # made by this run, not found from an earlier process
         self.checks = 0
+        self.tree: str | None = None  # what the first check ran on
+        self.baseline = self.fresh  # only the baseline's checks have built in it so far
+        self.built: Fingerprint | None = None  # the cache after the baseline's last check
+        self.copied_at: float | None = None  # the date the entries copied in were given
 
-    def before_check(self) -> None:
-        """Called before each of the stack's checks: the first copies the seed in (a new
-        cache only), the second saves the baseline's cache as the seed."""
+    def before_check(self, tree: str, quiet: bool) -> None:
+        """Called before each of the stack's checks, with the tree it runs on and whether
+        no other command started since the last check: the first copies the seed in (a
+        new cache only), the first that is not the baseline's saves the seed."""
         self.checks += 1
         if not self.fresh:
             return
         if self.checks == 1:
+            self.tree = tree
             if self.seed.is_dir() and not self.cache.exists():
-                with contextlib.suppress(OSError):
-                    shutil.copytree(self.seed, self.cache, symlinks=True)
-        elif self.checks == 2 and self.cache.is_dir():
+                try:
+                    _copy_in(self.seed, self.cache)
+                    self.copied_at = time.time() - _AGED_S
+                except OSError:
+                    shutil.rmtree(self.cache, ignore_errors=True)  # starts cold
+        elif tree != self.tree or not quiet:
+            self.end_baseline()
+
+    def end_baseline(self) -> None:
+        """No later check is the baseline's: the seed is saved now if ever (before a check
+        whose tests are not the repository's own: held-out tests stay out of the seed)."""
+        if self.fresh and self.baseline and self.checks:
+            self.baseline = False
             self._save()
 
+    def after_check(self) -> None:
+        """Called once a check ended: a baseline check's cache is fingerprinted."""
+        if self.baseline and self.cache.is_dir():
+            self.built = _fingerprint(self.cache)
+
+    def _kept(self) -> list[str]:
+        """The cache's files the baseline used or built (all of them when nothing was
+        copied in); a file outside go's entry directories (trim.txt, README) always."""
+        out = []
+        for here, _dirs, files in os.walk(self.cache):
+            rel = os.path.relpath(here, self.cache)
+            for name in files:
+                path = os.path.join(here, name)
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                used = self.copied_at is None or st.st_mtime > self.copied_at + _USED_S
+                if used or rel == ".":
+                    out.append(os.path.normpath(os.path.join(rel, name)))
+        return out
+
     def _save(self) -> None:
-        """Replace the seed with the cache when the cache holds entries the seed lacks; the
-        new seed is renamed into place whole, so a reader never sees half of one."""
-        if self.seed.is_dir() and _names(self.cache) <= _names(self.seed):
+        """Replace the seed with what the baseline used or built, when that is not what the
+        seed holds and the cache is still as the baseline left it; the new seed is renamed
+        into place whole, so a reader never sees half of one."""
+        built = self.built
+        if built is None or not self.cache.is_dir():
             return
         tmp = self.seed.with_name(f".{self.seed.name}.{uuid.uuid4().hex}")
         old = tmp.with_name(tmp.name + ".old")
         try:
-            self.seed.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(self.cache, tmp, symlinks=True)
+            if _fingerprint(self.cache) != built:
+                return  # something wrote in it after the baseline: not the base's build
+            kept = self._kept()
+            if self.seed.is_dir() and set(kept) == _names(self.seed):
+                return
+            for rel in kept:
+                dst, src = tmp / rel, self.cache / rel
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                before = self.seed / rel
+                if before.is_file() and before.stat().st_size == src.stat().st_size:
+                    os.link(before, dst)
+                else:
+                    shutil.copyfile(src, dst)
+            if _fingerprint(self.cache) != built:
+                return  # changed while it was copied
             with contextlib.suppress(FileNotFoundError):
                 os.rename(self.seed, old)
             os.rename(tmp, self.seed)

@@ -111,8 +111,11 @@ class RealObserver:
     ) -> Observation:
         if spec.run is not None:
             safefs.remove_special(self.artifacts)  # no command writes through a planted link
+        if spec.stack is not None and holdout is not None and self.trees is not None:
+            self.trees.end_baseline(spec.stack)  # held-out tests never build into a seed
+        ran = True  # a check that raised may have started its command
         try:
-            return run_observer(
+            obs = run_observer(
                 spec,
                 context,
                 workdir=self.workdir,
@@ -129,7 +132,11 @@ class RealObserver:
                 trees=self.trees,
                 seal=seal,
             )
+            ran = obs.ran
+            return obs
         finally:
+            if spec.stack is not None and ran and self.trees is not None:
+                self.trees.checked(spec.stack)
             if spec.run is not None and self.on_command is not None:
                 self.on_command()
 

@@ -1,0 +1,77 @@
+"""The seeded build cache on a real Go module: the seed a run saves holds everything its
+baseline built, `go vet`'s analysis of the standard library included, so the next run's
+baseline vets only the module's own packages instead of the whole import graph."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.stacks.go_support import require_go
+
+from looprun.checks.seeded_cache import seed_home
+
+pytestmark = pytest.mark.e2e
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "go_textkit"
+NOTE = """\
+- tool_calls:
+    - name: write_file
+      arguments: {path: NOTES.md, content: "notes\\n"}
+- text: "Wrote a note."
+"""
+# a run of go's vet tool in `go vet -x` output (one per package it analyses)
+VET_RUN = re.compile(r"/pkg/tool/[^/\s]+/vet\s")
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_the_seed_holds_the_baselines_vet_analysis(tmp_path: Path) -> None:
+    go = require_go()
+    work = tmp_path / "textkit"
+    shutil.copytree(SAMPLE / "strutil", work / "strutil")
+    shutil.copytree(SAMPLE / "cmd", work / "cmd")
+    shutil.copy(SAMPLE / "go.mod", work / "go.mod")
+    _git(work, "init", "-q", "-b", "main")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "textkit")
+    script = tmp_path / "script.yaml"
+    script.write_text(NOTE)
+    env = {**os.environ, "LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("GOCACHE", None)
+    argv = [sys.executable, "-m", "looprun", "bugfix", "--intent", "a note"]
+    argv += ["--model", f"script:{script}", "--max-iterations", "1", "--json"]
+    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 3), done.stderr  # one iteration: done or exhausted
+
+    seed = seed_home(work, env) / "go" / "GOCACHE"
+    assert seed.is_dir()
+    # the model's turn wrote no Go: nothing of a check after it, only the baseline's build
+    cache = tmp_path / "gocache"
+    shutil.copytree(seed, cache)
+    vet = subprocess.run(
+        [go, "vet", "-x", "./..."],
+        cwd=work,
+        env={**env, "GOCACHE": str(cache), "GOPROXY": "off", "GOFLAGS": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert vet.returncode == 0, vet.stderr
+    # the module's packages (their directory is part of the key, so they are vetted
+    # again here), never the standard library's dozens: a seed of the tests' build alone
+    # leaves vet to analyse every package the module imports
+    runs = len(VET_RUN.findall(vet.stderr))
+    assert 0 < runs <= 4, vet.stderr[-2000:]
