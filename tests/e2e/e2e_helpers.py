@@ -104,13 +104,14 @@ def scripted_bugfix(
     *extra: str,
     env: Mapping[str, str] | None = None,
     timeout: float = 1200,
+    template: str = "bugfix",
 ) -> dict[str, Any]:
-    """`looprun bugfix --json` on ``work`` with a scripted model (its script beside the
-    repository); the summary, with the run's stderr under ``stderr``."""
+    """`looprun bugfix --json` (or ``template``) on ``work`` with a scripted model (its
+    script beside the repository); the summary, with the run's stderr under ``stderr``."""
     script = work.parent / "script.yaml"
     script.write_text(yaml.safe_dump(turns, sort_keys=False))
     proc = looprun(
-        "bugfix",
+        template,
         "--intent",
         intent,
         "--workdir",

@@ -91,7 +91,9 @@ def edit_turns(path: str, old: str, new: str, said: str) -> list[dict[str, Any]]
     return [{"tool_calls": [call]}, {"text": said}]
 
 
-def run_bugfix(work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
+def run_bugfix(
+    work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str, template: str = "bugfix"
+) -> dict[str, Any]:
     return scripted_bugfix(
         work,
         turns,
@@ -99,7 +101,20 @@ def run_bugfix(work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str) 
         "--set",
         "tests_glob=test_*.py",
         *extra,
+        template=template,
     )
+
+
+def tiered_bugfix(tmp: Path) -> str:
+    """``bugfix`` whose tests observer always runs its narrow tiers: on this small suite a
+    narrow run costs about what a whole run costs, so by default they would be skipped
+    once measured, and a test about the tiers would see whole runs only."""
+    path = tmp / "tiered.yaml"
+    path.write_text(
+        "looprun: 1\nname: tiered\nextends: bugfix\nobserve:\n  tests:\n    narrow_share: false\n",
+        encoding="utf-8",
+    )
+    return str(path)
 
 
 def run_events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:

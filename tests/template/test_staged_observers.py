@@ -66,6 +66,7 @@ def test_a_staged_observer_loads_and_explain_shows_it(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["explain", str(path)])
     assert out.exit_code == 0, out.output
     assert "staged: first last_failing + task_failing + changed_tests" in out.output
+    assert "the tiers run unless the last took at least 0.5 of the last whole" in out.output
 
 
 def test_related_tests_is_a_tier_of_its_own_in_explain(tmp_path: Path) -> None:
