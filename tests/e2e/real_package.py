@@ -105,18 +105,6 @@ def run_bugfix(
     )
 
 
-def tiered_bugfix(tmp: Path) -> str:
-    """``bugfix`` whose tests observer always runs its narrow tiers: on this small suite a
-    narrow run costs about what a whole run costs, so by default they would be skipped
-    once measured, and a test about the tiers would see whole runs only."""
-    path = tmp / "tiered.yaml"
-    path.write_text(
-        "looprun: 1\nname: tiered\nextends: bugfix\nobserve:\n  tests:\n    narrow_share: false\n",
-        encoding="utf-8",
-    )
-    return str(path)
-
-
 def run_events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return journal_events(summary["run_dir"], kind)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from e2e_helpers import looprun
+from e2e_helpers import looprun, tiered_bugfix
 from real_package import (
     BUG,
     NEW_TEST,
@@ -26,7 +26,6 @@ from real_package import (
     run_bugfix,
     run_events,
     run_suite,
-    tiered_bugfix,
 )
 
 from looprun.system.crashpoint import ENV as CRASH_ENV
