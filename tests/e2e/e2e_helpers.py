@@ -97,6 +97,18 @@ def journal_events(run_dir: str | Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, lines) if e["event"] == kind]
 
 
+def tiered_bugfix(tmp: Path) -> str:
+    """``bugfix`` whose tests observer always runs its narrow tiers: on a small suite a
+    narrow run costs about what a whole run costs, so by default they would be skipped
+    once measured, and a test about the tiers would see whole runs only."""
+    path = tmp / "tiered.yaml"
+    path.write_text(
+        "looprun: 1\nname: tiered\nextends: bugfix\nobserve:\n  tests:\n    narrow_share: false\n",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
 def scripted_bugfix(
     work: Path,
     turns: list[dict[str, Any]],
@@ -104,13 +116,14 @@ def scripted_bugfix(
     *extra: str,
     env: Mapping[str, str] | None = None,
     timeout: float = 1200,
+    template: str = "bugfix",
 ) -> dict[str, Any]:
-    """`looprun bugfix --json` on ``work`` with a scripted model (its script beside the
-    repository); the summary, with the run's stderr under ``stderr``."""
+    """`looprun bugfix --json` (or ``template``) on ``work`` with a scripted model (its
+    script beside the repository); the summary, with the run's stderr under ``stderr``."""
     script = work.parent / "script.yaml"
     script.write_text(yaml.safe_dump(turns, sort_keys=False))
     proc = looprun(
-        "bugfix",
+        template,
         "--intent",
         intent,
         "--workdir",

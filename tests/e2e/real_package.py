@@ -91,7 +91,9 @@ def edit_turns(path: str, old: str, new: str, said: str) -> list[dict[str, Any]]
     return [{"tool_calls": [call]}, {"text": said}]
 
 
-def run_bugfix(work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
+def run_bugfix(
+    work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str, template: str = "bugfix"
+) -> dict[str, Any]:
     return scripted_bugfix(
         work,
         turns,
@@ -99,6 +101,7 @@ def run_bugfix(work: Path, tmp: Path, turns: list[dict[str, Any]], *extra: str) 
         "--set",
         "tests_glob=test_*.py",
         *extra,
+        template=template,
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from e2e_helpers import looprun
+from e2e_helpers import looprun, tiered_bugfix
 from real_package import (
     BUG,
     NEW_TEST,
@@ -48,7 +48,9 @@ def test_honest_fix_ends_done_on_a_whole_run(sdist: Path, tmp_path: Path) -> Non
         *edit_turns(CODE, *NO_FIX, "Fixed ordinal."),
         *edit_turns(CODE, NO_FIX[1], BUG[0], "Fixed ordinal, really."),
     ]
-    summary = run_bugfix(work, tmp_path, turns, "--set", "lint=false")
+    summary = run_bugfix(
+        work, tmp_path, turns, "--set", "lint=false", template=tiered_bugfix(tmp_path)
+    )
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
     # observe/0.json is the baseline
@@ -77,7 +79,10 @@ def test_passing_the_selection_while_breaking_another_test_never_ends_done(
     # that failed before pass, tests outside the selection break
     broken = (BUG[1], "    if number % 100 in (11, 12, 13) or number % 10 == 1:\n")
     turns = [*reproduce_turns(), *edit_turns(CODE, *broken, "Fixed ordinal.")]
-    summary = run_bugfix(work, tmp_path, turns, "--set", "lint=false", "--max-iterations", "3")
+    summary = run_bugfix(
+        work, tmp_path, turns, "--set", "lint=false", "--max-iterations", "3",
+        template=tiered_bugfix(tmp_path),
+    )  # fmt: skip
 
     assert summary["outcome"] != "done", summary["stderr"]
     record = _records(summary)[2]["observers"]["tests"]
@@ -112,7 +117,7 @@ def test_kill_during_a_narrow_stage_resumes_to_done(sdist: Path, tmp_path: Path)
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump(turns, sort_keys=False))
     killed = looprun(
-        "bugfix",
+        tiered_bugfix(tmp_path),
         "--intent",
         "ordinal() gives 'rd' for 113; numbers ending in 11, 12 and 13 take 'th'.",
         "--workdir",

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import git_init, prompt_of, scripted_bugfix
+from e2e_helpers import git_init, prompt_of, scripted_bugfix, tiered_bugfix
 
 CODE = "shop/price.py"
 RIGHT = "    return round(amount * (100 - percent) / 100, 2)\n"
@@ -79,7 +79,10 @@ def _records(summary: dict[str, Any]) -> list[dict[str, Any]]:
 def test_the_related_tier_fails_first_and_done_is_a_whole_run(tmp_path: Path) -> None:
     work = _project(tmp_path)
     turns = _turns((BUG, WRONG), (WRONG, RIGHT))
-    summary = scripted_bugfix(work, turns, INTENT, "--set", "lint=false", "--set", "strict=true")
+    summary = scripted_bugfix(
+        work, turns, INTENT, "--set", "lint=false", "--set", "strict=true",
+        template=tiered_bugfix(tmp_path),
+    )  # fmt: skip
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
     records = _records(summary)[1:]  # observe/0.json is the baseline
@@ -103,8 +106,9 @@ def test_passing_the_related_tier_while_breaking_a_further_test_never_ends_done(
     # right for every direct caller's numbers, wrong for what only the cart sees
     wrong = "    return round(amount * (100 - percent) / 100, 2) if amount != 1 else 0\n"
     summary = scripted_bugfix(
-        work, _turns((BUG, wrong)), INTENT, "--set", "lint=false", "--max-iterations", "2"
-    )
+        work, _turns((BUG, wrong)), INTENT, "--set", "lint=false", "--max-iterations", "2",
+        template=tiered_bugfix(tmp_path),
+    )  # fmt: skip
 
     assert summary["outcome"] != "done", summary["stderr"]
     record = _records(summary)[2]
@@ -126,7 +130,10 @@ def test_a_reproduction_the_related_tier_did_not_select_is_not_called_not_run(
     write = {"name": "write_file", "arguments": {"path": NEW_TEST, "content": repro}}
     turns: list[dict[str, Any]] = [{"tool_calls": [write]}, {"text": "The new test fails."}]
     turns += _edit(BUG, WRONG, "Fixed discounted.") + _edit(WRONG, RIGHT, "Fixed it again.")
-    summary = scripted_bugfix(work, turns, INTENT, "--set", "lint=false", "--set", "strict=true")
+    summary = scripted_bugfix(
+        work, turns, INTENT, "--set", "lint=false", "--set", "strict=true",
+        template=tiered_bugfix(tmp_path),
+    )  # fmt: skip
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
     record = _records(summary)[2]
@@ -178,8 +185,9 @@ def test_a_package_that_reexports_the_code_gets_the_tests_naming_what_changed(
         edit = {"name": "edit_file", "arguments": {"path": "tally/core.py", "old": old, "new": new}}
         turns += [{"tool_calls": [edit]}, {"text": "Fixed count."}]
     summary = scripted_bugfix(
-        work, turns, "count() is one short.", "--set", "lint=false", "--set", "strict=true"
-    )
+        work, turns, "count() is one short.", "--set", "lint=false", "--set", "strict=true",
+        template=tiered_bugfix(tmp_path),
+    )  # fmt: skip
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
     records = _records(summary)[1:]
@@ -234,6 +242,7 @@ def test_a_selection_where_no_test_runs_is_followed_by_the_whole_suite(tmp_path:
         "strict=true",
         "--max-iterations",
         "3",
+        template=tiered_bugfix(tmp_path),
     )
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]

@@ -66,6 +66,7 @@ def test_a_staged_observer_loads_and_explain_shows_it(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["explain", str(path)])
     assert out.exit_code == 0, out.output
     assert "staged: first last_failing + task_failing + changed_tests" in out.output
+    assert "the tiers run unless the last took at least 0.5 of the last whole" in out.output
 
 
 def test_related_tests_is_a_tier_of_its_own_in_explain(tmp_path: Path) -> None:
@@ -81,3 +82,38 @@ def test_the_bugfix_template_is_staged() -> None:
 
     spec = load_template(templates_dir() / "bugfix.yaml").observe["tests"]
     assert spec.narrow == ("last_failing", "task_failing", "changed_tests", "related_tests")
+    assert spec.narrow_share == 0.5  # skipped while a tier run costs half a whole run
+
+
+@pytest.mark.parametrize(
+    ("share", "expected"),
+    [
+        ("false", None),
+        ("0.25", 0.25),
+        ("1", 1.0),
+        ("0", "11:19: observe.tests.narrow_share"),
+        ("1.5", "11:19: observe.tests.narrow_share"),
+        ("yes please", "11:19: observe.tests.narrow_share"),
+    ],
+)
+def test_narrow_share_sets_or_turns_off_skipping_the_tiers(
+    tmp_path: Path, share: str, expected: float | str | None
+) -> None:
+    path = _write(tmp_path, narrow=f"[last_failing]\n    narrow_share: {share}")
+    if not isinstance(expected, str):
+        assert load_template(path).observe["tests"].narrow_share == expected
+        return
+    with pytest.raises(TemplateError) as info:
+        load_template(path)
+    assert expected in str(info.value)
+
+
+def test_narrow_share_needs_a_staged_observer(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    text = STAGED.format(run=RUN, parser="junit", narrow="x").replace(
+        "narrow: x", "narrow_share: 0.5"
+    )
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TemplateError) as info:
+        load_template(path)
+    assert "10:5: observe.tests.narrow_share: narrow_share needs `narrow`" in str(info.value)

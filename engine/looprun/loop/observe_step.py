@@ -35,6 +35,10 @@ class ObserveStep:
         self.loop = loop
         self.edit = ""  # why an observer changed the tree during the last observation
         self.made: set[str] = set()  # files observers created (their caches)
+        # each staged observer's wall time, measured in this run through the clock port (a
+        # resumed run measures again): its last whole run, and its last tier run's stage
+        self.whole_s: dict[str, float] = {}
+        self.tier_s: dict[str, tuple[str, float]] = {}
 
     def exclude_reports(self, ctx: Mapping[str, Any]) -> None:
         """Observers' report files are never part of the run's changes, wherever they are."""
@@ -55,7 +59,7 @@ class ObserveStep:
         """``ctx`` holds the engine names as they stand before this iteration's decision;
         each observer's fresh facts are added to it for the observers declared below.
         A staged observer runs its narrow selection first unless ``whole`` (or at the
-        baseline, which is always whole)."""
+        baseline, which is always whole, or while its tiers do not pay: see ``unpaid``)."""
         lp, st = self.loop, self.loop.state
         left = caps.remaining_time(lp.limits, lp.spent()) if bounded else None
         deadline = None if left is None else lp.ports.clock.monotonic() + left
@@ -67,7 +71,9 @@ class ObserveStep:
         out: dict[str, Observation] = {}
         for name, spec in specs.items():
             try:
-                tiers = () if whole or st.baseline is None else self.tiers(name, spec)
+                skipped = "" if whole or st.baseline is None else self.unpaid(name, spec)
+                staging = not (whole or st.baseline is None or skipped)
+                tiers = self.tiers(name, spec) if staging else ()
                 passed: tuple[str, ...] = ()  # the selections that passed first
                 passing: tuple[str, ...] = ()  # the test ids those selections passed
                 failed = None
@@ -88,9 +94,12 @@ class ObserveStep:
                         out[name] = only_new_findings(out[name], st.baseline.get(name), spec)
                     ctx[name] = out[name].to_facts()
                     continue
+                t0 = lp.ports.clock.monotonic()
                 out[name] = lp.ports.observer.observe(spec, ctx, deadline=deadline, base=st.base)
                 if spec.narrow:
-                    out[name] = staged(out[name], "whole", passed)
+                    if out[name].ran:
+                        self.whole_s[name] = lp.ports.clock.monotonic() - t0
+                    out[name] = staged(out[name], "whole", passed, skipped)
             except LooprunError as exc:
                 out[name] = replace(unobserved(spec, str(exc)), ran=True)
             except BaseException:
@@ -105,6 +114,22 @@ class ObserveStep:
                 out[name] = only_new_findings(out[name], st.baseline.get(name), spec)
             ctx[name] = out[name].to_facts()
         return out
+
+    def unpaid(self, name: str, spec: ObserverSpec) -> str:
+        """Why a staged observer's tiers are skipped this iteration ("": they run): its last
+        tier run took at least ``narrow_share`` of its last whole run's wall time, both
+        measured in this run. Every whole run is measured, the tier time is kept until a
+        tier runs again: when a whole run comes to take long enough against that tier
+        time, the tiers run again (and are measured again). With no measurement yet, or a
+        whole run that took no time, they run."""
+        share = spec.narrow_share
+        if not spec.narrow or share is None or name not in self.tier_s:
+            return ""
+        whole = self.whole_s.get(name, 0.0)
+        stage, tier = self.tier_s[name]
+        if whole <= 0 or tier < share * whole:
+            return ""
+        return f"skipped: a {stage} run took {tier:.1f} s, the whole run {whole:.1f} s"
 
     def tiers(self, name: str, spec: ObserverSpec) -> list[tuple[str, tuple[str, ...]]]:
         """The selections a staged observer runs before the whole command, in order: the
@@ -174,7 +199,10 @@ class ObserveStep:
         ran, nothing named as failing); and the test ids it passed."""
         lp = self.loop
         narrow = replace(spec, select=ids)
+        t0 = lp.ports.clock.monotonic()
         obs = lp.ports.observer.observe(narrow, ctx, deadline=deadline, base=lp.state.base)
+        if obs.ran:
+            self.tier_s[name] = (stage, lp.ports.clock.monotonic() - t0)
         obs, before = self.edits_by(name, spec, obs, before)
         usable = obs.ran and not obs.error and obs.exit_code not in spec.cannot_run_exit
         # a selection that failed without naming a failing test (no test of it was
@@ -240,11 +268,14 @@ RELATED = "related_tests"  # the narrow source that makes a tier of its own
 SELECTION_STAGES = ("narrow", "related")  # stages that ran a part of the suite
 
 
-def staged(obs: Observation, stage: str, ids: tuple[str, ...]) -> Observation:
+def staged(obs: Observation, stage: str, ids: tuple[str, ...], skipped: str = "") -> Observation:
     """``stage`` (narrow | related | whole) and ``selected`` among a staged observer's facts: the
     iteration's record says which ran (a whole run with ids selected: the narrow run of
-    those passed first), and a narrow run's missing tests never count as vanished."""
+    those passed first), and a narrow run's missing tests never count as vanished. A whole
+    run that skipped the tiers because they would not pay says why in ``narrow``."""
     facts = {**thaw(obs.facts), "stage": stage, "selected": list(ids)}
+    if skipped:
+        facts["narrow"] = skipped
     return replace(obs, facts=freeze(facts))
 
 

@@ -144,9 +144,15 @@ def explain_text(template: Template, indent: str = "") -> str:
                 first = [n for n in obs.narrow if n != "related_tests"]
                 tiers = [" + ".join(first)] if first else []
                 tiers += ["related_tests"] if "related_tests" in obs.narrow else []
+                pays = (
+                    "always"
+                    if obs.narrow_share is None
+                    else f"unless the last took at least {obs.narrow_share:g} of the last "
+                    "whole run's time"
+                )
                 add(
                     f"{indent}    staged: first {', then '.join(tiers)}, the whole command "
-                    "when that passes (done only on a whole run)"
+                    f"when that passes (done only on a whole run); the tiers run {pays}"
                 )
     add(f"{indent}exit (all must hold on fresh observations):")
     for cond in template.exit:

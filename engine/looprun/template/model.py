@@ -280,6 +280,10 @@ class HoldoutSpec:
     variants: VariantsSpec | None = None
 
 
+# a tier run taking at least this share of a whole run's time does not pay for itself
+NARROW_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class ObserverSpec:
     """A check run after each act turn; ``run`` is trusted, reviewed template config."""
@@ -307,6 +311,9 @@ class ObserverSpec:
     # staged: where the narrow selection run first comes from (NARROW_SOURCES, in order);
     # the whole command runs when the selection is empty or passes
     narrow: tuple[str, ...] = ()
+    # staged: the tiers are skipped (the whole command runs) while the last tier run took
+    # at least this share of the last whole run's time; None: always run them
+    narrow_share: float | None = NARROW_SHARE
     # the node ids one narrow run appends to the command: set by the engine, never by YAML
     select: tuple[str, ...] = ()
     # why this check cannot run where the template was composed (a stack with no tool for

@@ -18,6 +18,7 @@ from looprun.template.holdout import dest_problem as holdout_dest_problem
 from looprun.template.model import (
     ENGINE_NAMES,
     INPUT_OPTION,
+    NARROW_SHARE,
     NARROW_SOURCES,
     HoldoutSpec,
     ObserverSpec,
@@ -90,6 +91,7 @@ def build_observers(r: Reader) -> dict[str, ObserverSpec]:
             stack=_stack(r, path, spec, run),
             holdout=_holdout(r, (*path, "holdout")),
             narrow=_narrow(r, path, spec, parser),
+            narrow_share=_narrow_share(r, path, spec),
             unavailable=_unavailable(spec),
         )
     return out
@@ -156,6 +158,22 @@ def _narrow(r: Reader, path: JsonPath, spec: Mapping[str, Any], parser: object) 
             key=True,
         )
     return tuple(out)
+
+
+def _narrow_share(r: Reader, path: JsonPath, spec: Mapping[str, Any]) -> float | None:
+    """``narrow_share: 0.5``: the share of a whole run's time at which a tier run no longer
+    pays, so the tiers are skipped; ``false``: the tiers always run."""
+    if "narrow_share" not in spec:
+        return NARROW_SHARE
+    raw = spec["narrow_share"]
+    where = (*path, "narrow_share")
+    if raw is False:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw <= 1:
+        return NARROW_SHARE  # the schema reports it
+    if spec.get("narrow") is None:
+        r.problem(where, "narrow_share needs `narrow` (a staged observer)", key=True)
+    return float(raw)
 
 
 def _holdout(r: Reader, path: JsonPath) -> HoldoutSpec | None:
