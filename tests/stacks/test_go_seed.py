@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.stacks.go_support import require_go
+from tests.support.git_repos import git_repo
 
 from looprun.checks.seeded_cache import seed_home
 
@@ -29,24 +30,13 @@ NOTE = """\
 VET_RUN = re.compile(r"/pkg/tool/[^/\s]+/vet\s")
 
 
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-    )
-
-
 def test_the_seed_holds_the_baselines_vet_analysis(tmp_path: Path) -> None:
     go = require_go()
     work = tmp_path / "textkit"
     shutil.copytree(SAMPLE / "strutil", work / "strutil")
     shutil.copytree(SAMPLE / "cmd", work / "cmd")
     shutil.copy(SAMPLE / "go.mod", work / "go.mod")
-    _git(work, "init", "-q", "-b", "main")
-    _git(work, "add", "-A")
-    _git(work, "commit", "-qm", "textkit")
+    git_repo(work)
     script = tmp_path / "script.yaml"
     script.write_text(NOTE)
     env = {**os.environ, "LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
