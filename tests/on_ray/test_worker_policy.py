@@ -83,7 +83,11 @@ def locked_down_address() -> Iterator[str]:
         yield address
     finally:
         os.killpg(head.pid, signal.SIGTERM)  # our own group: `ray start --block` and its nodes
-        head.wait(timeout=60)
+        try:
+            head.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # its orderly shutdown takes about 30 s: not needed
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
         deadline = time.monotonic() + 5  # Ray's workers do not all end on SIGTERM
         while _processes(temp) and time.monotonic() < deadline:
             time.sleep(0.5)
