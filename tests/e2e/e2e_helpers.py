@@ -136,3 +136,43 @@ def scripted_bugfix(
         timeout=timeout,
     )
     return {**summary_of(proc), "stderr": proc.stderr}
+
+
+# tests of the backfill_units sample that run its code and assert nothing it would miss
+VACUOUS_UNIT_TESTS = """\
+from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
+from units.wind import beaufort, kmh_to_knots
+
+
+def test_labels():
+    for value in (-5, 3, 20, 30):
+        label(value)
+
+
+def test_conversions():
+    celsius_to_fahrenheit(10)
+    assert fahrenheit_to_celsius(50) or True
+    kmh_to_knots(10)
+    for speed in (0.5, 30, 150):
+        assert beaufort(speed) is not None
+"""
+
+
+def scripted_backfill(tmp: Path, tests: str, *extra: str) -> tuple[dict[str, Any], Path]:
+    """`looprun test_backfill --json` on a copy of the backfill_units sample, its targets
+    the two unit modules, with a model that writes ``tests`` to tests/test_cover.py and then
+    changes nothing: the summary and the run directory."""
+    workdir = sample_copy("backfill_units", tmp)
+    write = {"name": "write_file", "arguments": {"path": "tests/test_cover.py", "content": tests}}
+    turns: list[dict[str, Any]] = [{"tool_calls": [write]}, {"text": "Tests written."}]
+    turns += [{"text": "The tests are fine as they are."}] * 6
+    script = tmp / "script.json"
+    script.write_text(json.dumps(turns))
+    proc = looprun(
+        "test_backfill", "--intent", "Raise the coverage of the unit conversions.",
+        "--set", "target=units/temperature.py,units/wind.py", *extra,
+        "--workdir", str(workdir), "--model", f"script:{script}", "--json",
+        timeout=600,
+    )  # fmt: skip
+    summary = summary_of(proc)
+    return summary, Path(summary["run_dir"])

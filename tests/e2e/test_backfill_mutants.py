@@ -14,31 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import SAMPLES, looprun, sample_copy, summary_of
+from e2e_helpers import SAMPLES, VACUOUS_UNIT_TESTS, scripted_backfill
 
 from looprun.journal.read import read_jsonl
 
 pytestmark = pytest.mark.e2e
-
-TARGET = "units/temperature.py,units/wind.py"
-
-VACUOUS = """\
-from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
-from units.wind import beaufort, kmh_to_knots
-
-
-def test_labels():
-    for value in (-5, 3, 20, 30):
-        label(value)
-
-
-def test_conversions():
-    celsius_to_fahrenheit(10)
-    assert fahrenheit_to_celsius(50) or True
-    kmh_to_knots(10)
-    for speed in (0.5, 30, 150):
-        assert beaufort(speed) is not None
-"""
 
 HONEST = """\
 from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
@@ -66,52 +46,13 @@ def test_beaufort():
 """
 
 
-def _script(tmp_path: Path, tests: str) -> Path:
-    """One turn that writes ``tests``, then turns that change nothing."""
-    turns: list[dict[str, Any]] = [
-        {
-            "tool_calls": [
-                {
-                    "name": "write_file",
-                    "arguments": {"path": "tests/test_cover.py", "content": tests},
-                }
-            ]
-        },
-        {"text": "Tests written."},
-    ]
-    turns += [{"text": "The tests are fine as they are."}] * 6
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps(turns))
-    return path
-
-
-def _run(tmp_path: Path, tests: str, *extra: str) -> tuple[dict[str, Any], Path]:
-    workdir = sample_copy("backfill_units", tmp_path)
-    proc = looprun(
-        "test_backfill",
-        "--intent",
-        "Raise the coverage of the unit conversions.",
-        "--set",
-        f"target={TARGET}",
-        *extra,
-        "--workdir",
-        str(workdir),
-        "--model",
-        f"script:{_script(tmp_path, tests)}",
-        "--json",
-        timeout=600,
-    )
-    summary = summary_of(proc)
-    return summary, Path(summary["run_dir"])
-
-
 def _decisions(run_dir: Path) -> list[dict[str, Any]]:
     events = read_jsonl(run_dir / "journal.jsonl")
     return [e["decision"] for e in events if e["event"] == "iteration"]
 
 
 def test_tests_that_assert_nothing_never_end_done(tmp_path: Path) -> None:
-    summary, run_dir = _run(tmp_path, VACUOUS)
+    summary, run_dir = scripted_backfill(tmp_path, VACUOUS_UNIT_TESTS)
     assert summary["outcome"] != "done"
     assert summary["outcome"] == "escalated"
     first = _decisions(run_dir)[0]
@@ -133,13 +74,15 @@ def test_tests_that_assert_nothing_never_end_done(tmp_path: Path) -> None:
 
 
 def test_the_same_tests_end_done_with_the_mutation_check_off(tmp_path: Path) -> None:
-    summary, run_dir = _run(tmp_path, VACUOUS, "--set", "min_mutation_score=0")
+    summary, run_dir = scripted_backfill(
+        tmp_path, VACUOUS_UNIT_TESTS, "--set", "min_mutation_score=0"
+    )
     assert (summary["outcome"], summary["iterations"]) == ("done", 1)
     assert not (run_dir / "artifacts" / "mutants.json").exists()
 
 
 def test_tests_with_real_assertions_end_done(tmp_path: Path) -> None:
-    summary, run_dir = _run(tmp_path, HONEST)
+    summary, run_dir = scripted_backfill(tmp_path, HONEST)
     assert (summary["outcome"], summary["iterations"]) == ("done", 1)
     report = json.loads((run_dir / "artifacts" / "mutants.json").read_text())
     assert report["ok"] is True and report["total"] == 20

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import looprun, sample_copy, summary_of
+from e2e_helpers import VACUOUS_UNIT_TESTS, looprun, scripted_backfill, summary_of
 from tests.security.test_sandbox import needs_landlock
 from tests.support.git_repos import git_repo
 
@@ -162,49 +162,23 @@ FORGED_MUTANTS = json.dumps(
     {"ok": True, "total": 20, "killed": 20, "survived": 0, "score": 1.0, "error": None,
      "tests": ["tests/test_cover.py"], "survivors": []}
 )  # fmt: skip
+# the suite's check starts a forger of the mutation check that follows it
 VACUOUS = (
     SPAWN
     + f"""
-from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
-from units.wind import beaufort, kmh_to_knots
-
-if artifacts() is not None:  # the suite's check: forge the mutation check that follows it
+if artifacts() is not None:
     forge(artifacts() + "/mutants.json", {FORGED_MUTANTS!r})
-
-
-def test_labels():
-    for value in (-5, 3, 20, 30):
-        label(value)
-
-
-def test_conversions():
-    celsius_to_fahrenheit(10)
-    assert fahrenheit_to_celsius(50) or True
-    kmh_to_knots(10)
-    for speed in (0.5, 30, 150):
-        assert beaufort(speed) is not None
 """
+    + VACUOUS_UNIT_TESTS
 )
 
 
 def test_a_leftover_cannot_rewrite_the_mutation_report(tmp_path: Path) -> None:
     """Tests that assert nothing leave most mutants alive; a forged report says all died.
     The forgery is in the first iteration's check: one iteration is the whole case."""
-    workdir = sample_copy("backfill_units", tmp_path)
-    turns: list[dict[str, Any]] = [
-        {"tool_calls": [_write("tests/test_cover.py", VACUOUS)]},
-        {"text": "Tests written."},
-    ]
-    turns += [{"text": "The tests are fine as they are."}] * 6
-    (tmp_path / "script.json").write_text(json.dumps(turns))
-    proc = looprun(
-        "test_backfill", "--sandbox", "off", "--intent", "Cover the unit conversions.",
-        "--set", "target=units/temperature.py,units/wind.py", "--workdir", str(workdir),
-        "--model", f"script:{tmp_path / 'script.json'}", "--json", "--max-iterations", "1",
-        timeout=600,
-    )  # fmt: skip
-    summary = summary_of(proc)
-    run_dir = Path(summary["run_dir"])
+    summary, run_dir = scripted_backfill(
+        tmp_path, VACUOUS, "--sandbox", "off", "--max-iterations", "1"
+    )
     first = json.loads((run_dir / "observe" / "1.json").read_text())["observers"]
     assert summary["outcome"] != "done", first["mutants"]
     assert first["mutants"]["ran"] and first["mutants"]["score"] < 0.5, first["mutants"]
@@ -255,11 +229,9 @@ def test_tests_that_wait_for_their_children_end_done(
 # under the mutation runner, the new tests' first run kills the runner (its parent) and
 # writes the report it would have written: the command ends by a signal, the report is
 # the test's
-KILLS_ITS_RUNNER = f"""
+KILLS_ITS_RUNNER = (
+    f"""\
 import os, signal
-
-from units.temperature import celsius_to_fahrenheit, fahrenheit_to_celsius, label
-from units.wind import beaufort, kmh_to_knots
 
 _parent = open(f"/proc/{{os.getppid()}}/cmdline", "rb").read().split(b"\\0")
 if any(b"looprun_mutants" in word for word in _parent):
@@ -267,38 +239,13 @@ if any(b"looprun_mutants" in word for word in _parent):
     os.kill(os.getppid(), signal.SIGKILL)
     with open(_report, "w") as fh:
         fh.write({FORGED_MUTANTS!r})
-
-
-def test_labels():
-    for value in (-5, 3, 20, 30):
-        label(value)
-
-
-def test_conversions():
-    celsius_to_fahrenheit(10)
-    assert fahrenheit_to_celsius(50) or True
-    kmh_to_knots(10)
-    for speed in (0.5, 30, 150):
-        assert beaufort(speed) is not None
 """
+    + VACUOUS_UNIT_TESTS
+)
 
 
 def test_a_test_that_kills_its_mutation_runner_cannot_write_its_report(tmp_path: Path) -> None:
-    workdir = sample_copy("backfill_units", tmp_path)
-    turns: list[dict[str, Any]] = [
-        {"tool_calls": [_write("tests/test_cover.py", KILLS_ITS_RUNNER)]},
-        {"text": "Tests written."},
-    ]
-    turns += [{"text": "The tests are fine as they are."}] * 6
-    (tmp_path / "script.json").write_text(json.dumps(turns))
-    proc = looprun(
-        "test_backfill", "--intent", "Cover the unit conversions.",
-        "--set", "target=units/temperature.py,units/wind.py", "--workdir", str(workdir),
-        "--model", f"script:{tmp_path / 'script.json'}", "--json", "--max-iterations", "1",
-        timeout=600,
-    )  # fmt: skip
-    summary = summary_of(proc)
-    run_dir = Path(summary["run_dir"])
+    summary, run_dir = scripted_backfill(tmp_path, KILLS_ITS_RUNNER, "--max-iterations", "1")
     first = json.loads((run_dir / "observe" / "1.json").read_text())["observers"]
     assert summary["outcome"] != "done", first["mutants"]
     mutants = first["mutants"]
