@@ -164,11 +164,12 @@ REEXPORT = {
 }
 
 
-def test_a_package_that_reexports_the_code_gets_the_tests_naming_what_changed(
-    tmp_path: Path,
-) -> None:
-    work = tmp_path / "tally-repo"
-    for rel, text in REEXPORT.items():
+def _tally_run(tmp: Path, files: dict[str, str], *extra: str) -> dict[str, Any]:
+    """A tiered bugfix of ``count()`` in a tally package made of ``files``: the model writes
+    the reproducing test, then a fix right for it and wrong for an empty list, then the
+    right fix."""
+    work = tmp / "tally-repo"
+    for rel, text in files.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(text, encoding="utf-8")
     git_init(work)
@@ -184,10 +185,16 @@ def test_a_package_that_reexports_the_code_gets_the_tests_naming_what_changed(
     for old, new in ((bug, wrong), (wrong, right)):
         edit = {"name": "edit_file", "arguments": {"path": "tally/core.py", "old": old, "new": new}}
         turns += [{"tool_calls": [edit]}, {"text": "Fixed count."}]
-    summary = scripted_bugfix(
+    return scripted_bugfix(
         work, turns, "count() is one short.", "--set", "lint=false", "--set", "strict=true",
-        template=tiered_bugfix(tmp_path),
+        *extra, template=tiered_bugfix(tmp),
     )  # fmt: skip
+
+
+def test_a_package_that_reexports_the_code_gets_the_tests_naming_what_changed(
+    tmp_path: Path,
+) -> None:
+    summary = _tally_run(tmp_path, REEXPORT)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
     records = _records(summary)[1:]
@@ -205,7 +212,6 @@ def test_a_selection_where_no_test_runs_is_followed_by_the_whole_suite(tmp_path:
     """The only test naming the changed function is a class pytest does not collect (it
     has ``__init__``): its selection runs nothing and names no failure, so the whole
     suite runs and decides, instead of "no tests ran" blocking every iteration."""
-    work = tmp_path / "tally-repo"
     files = {
         **REEXPORT,
         "tests/test_core.py": (
@@ -216,34 +222,7 @@ def test_a_selection_where_no_test_runs_is_followed_by_the_whole_suite(tmp_path:
             "def test_empty():\n    assert size([]) == 0\n"
         ),
     }
-    for rel, text in files.items():
-        (work / rel).parent.mkdir(parents=True, exist_ok=True)
-        (work / rel).write_text(text, encoding="utf-8")
-    git_init(work)
-    bug = "    return max(0, len(list(xs)) - 1)\n"
-    wrong = "    return max(1, len(list(xs)))\n"
-    right = "    return len(list(xs))\n"
-    repro = "import tally\n\n\ndef test_three():\n    assert tally.count([1, 2, 3]) == 3\n"
-    write = {
-        "name": "write_file",
-        "arguments": {"path": "tests/test_count_bug.py", "content": repro},
-    }
-    turns: list[dict[str, Any]] = [{"tool_calls": [write]}, {"text": "The new test fails."}]
-    for old, new in ((bug, wrong), (wrong, right)):
-        edit = {"name": "edit_file", "arguments": {"path": "tally/core.py", "old": old, "new": new}}
-        turns += [{"tool_calls": [edit]}, {"text": "Fixed count."}]
-    summary = scripted_bugfix(
-        work,
-        turns,
-        "count() is one short.",
-        "--set",
-        "lint=false",
-        "--set",
-        "strict=true",
-        "--max-iterations",
-        "3",
-        template=tiered_bugfix(tmp_path),
-    )
+    summary = _tally_run(tmp_path, files, "--max-iterations", "3")
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 3), summary["stderr"]
     records = _records(summary)[1:]
