@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from looprun.checks.runner import observe_command
 from looprun.observe.base import Observation
 
 PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.yaml"
+DURATIONS = Path(__file__).resolve().parents[2] / "samples" / "node_durations"
+INTENT = (DURATIONS / "intent.txt").read_text(encoding="utf-8").strip()
 
 
 def npm_modules(tmp_path_factory: pytest.TempPathFactory, *packages: str) -> Path:
@@ -118,3 +121,29 @@ def run_pack_lint(
         extra_env=stacks.get("node").env,
         timeout_s=timeout_s,
     )
+
+
+def bugfix(tmp: Path, repo: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
+    """`looprun bugfix --json` in ``repo`` (its cwd) on the durations bug, with ``turns`` as
+    the scripted model (its script in ``tmp``): the summary, with ``exit`` and ``stderr``."""
+    script = tmp / "script.yaml"
+    script.write_text(yaml.safe_dump(turns, sort_keys=False))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("LOOPRUN_MODEL", None)
+    model = ["--model", f"script:{script}", "--json"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "looprun", "bugfix", "--intent", INTENT, *model, *extra],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.stdout.strip(), proc.stderr
+    return {**json.loads(proc.stdout), "exit": proc.returncode, "stderr": proc.stderr}
+
+
+def events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The run's journal events of ``kind``."""
+    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e.get("event") == kind]

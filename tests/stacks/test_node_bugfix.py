@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import yaml
+from node_support import DURATIONS, INTENT, bugfix, events
 from tests.support.git_repos import git, git_repo
 
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "node_durations"
-INTENT = (SAMPLE / "intent.txt").read_text(encoding="utf-8").strip()
+SAMPLE = DURATIONS
 NEW_TEST = "test/padding.test.js"
 NEW_TEST_ID = f"{NEW_TEST}::pads the seconds to two digits"
 HELD_OUT = """\
@@ -79,29 +79,6 @@ def _edit(path: str, old: str, new: str) -> list[dict[str, Any]]:
     return [{"tool_calls": [call]}, {"text": "Done."}]
 
 
-def _bugfix(tmp: Path, repo: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
-    script = tmp / "script.yaml"
-    script.write_text(yaml.safe_dump(turns, sort_keys=False))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("LOOPRUN_MODEL", None)
-    model = ["--model", f"script:{script}", "--json"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "looprun", "bugfix", "--intent", INTENT, *model, *extra],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.stdout.strip(), proc.stderr
-    return {**json.loads(proc.stdout), "exit": proc.returncode, "stderr": proc.stderr}
-
-
-def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["event"] == kind]
-
-
 @pytest.mark.e2e
 def test_an_honest_fix_ends_done_and_holds_on_the_final_tree(tmp_path: Path) -> None:
     _require_node()
@@ -117,13 +94,13 @@ def test_an_honest_fix_ends_done_and_holds_on_the_final_tree(tmp_path: Path) -> 
         ),
         *_edit("src/duration.js", SEC, SEC.replace(");", ").padStart(2, '0');")),
     ]
-    summary = _bugfix(
+    summary = bugfix(
         tmp_path, repo, turns, "--set", f"holdout={held_out.parent}", "--max-iterations", "3"
     )
     assert (summary["outcome"], summary["exit"]) == ("done", 0), summary["stderr"]
 
     # the feedback after the wrong fix named the test, its place and the assertion
-    feedback = json.dumps(_events(summary, "iteration"))
+    feedback = json.dumps(events(summary, "iteration"))
     assert NEW_TEST_ID in feedback
     assert f"{NEW_TEST}:8" in feedback
     assert "'1:5' !== '1:05'" in feedback
@@ -184,9 +161,9 @@ def test_a_cheat_never_ends_done(cheat: str, tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     turns, action, evidence = _CHEATS[cheat]
     # two iterations: reproduce, then the cheat; the run ends without a third
-    summary = _bugfix(tmp_path, repo, [*_reproduce(), *turns], "--max-iterations", "2")
+    summary = bugfix(tmp_path, repo, [*_reproduce(), *turns], "--max-iterations", "2")
     assert summary["outcome"] != "done" and summary["exit"] != 0, summary
-    first, second = _events(summary, "iteration")[:2]
+    first, second = events(summary, "iteration")[:2]
     assert first["decision"]["action"] == "done"  # reproduce was real
     assert second["decision"]["action"] == action, second
     record = json.dumps(second)
@@ -201,11 +178,11 @@ def test_special_casing_the_new_test_fails_the_held_out_check(tmp_path: Path) ->
     held_out = _held_out(tmp_path)
     special = SEC.replace(");", ").replace(/^5$/, '05');")
     turns = [*_reproduce(), *_edit("src/duration.js", SEC, special)]
-    summary = _bugfix(
+    summary = bugfix(
         tmp_path, repo, turns, "--set", f"holdout={held_out.parent}", "--max-iterations", "2"
     )
     assert summary["outcome"] != "done" and summary["exit"] != 0, summary
-    assert _events(summary, "iteration")[1]["decision"]["rule"] == "holdout"
+    assert events(summary, "iteration")[1]["decision"]["rule"] == "holdout"
     # the visible suite passes with the special case: only the held-out check saw it
     suite = subprocess.run(["npm", "test"], cwd=repo, capture_output=True, text=True)
     assert suite.returncode == 0, suite.stdout
@@ -235,7 +212,7 @@ def test_a_script_that_does_not_run_node_test_stops_before_any_model_call(
     assert proc.returncode == 2 and "runs no test runner looprun knows" in proc.stderr
     assert not (repo / ".looprun").exists()
     # told it runs node's runner, the script writes no report: the baseline stops the run
-    summary = _bugfix(tmp_path, repo, _reproduce(), "--set", "runner=node")
+    summary = bugfix(tmp_path, repo, _reproduce(), "--set", "runner=node")
     assert summary["outcome"] == "error" and summary["exit"] != 0, summary
     assert "report not found" in summary["stderr"] and "No model was called" in summary["stderr"]
 
@@ -267,13 +244,13 @@ def test_special_casing_the_visible_input_is_stopped_by_the_held_out_variants(
     _require_node()
     repo = _repo(tmp_path)
     turns = [*_reproduce(), VARIANTS, *SPECIAL_CASE]
-    summary = _bugfix(tmp_path, repo, turns, "--max-iterations", "2")
+    summary = bugfix(tmp_path, repo, turns, "--max-iterations", "2")
 
     assert summary["outcome"] != "done", summary["stderr"]
-    iterations = _events(summary, "iteration")
+    iterations = events(summary, "iteration")
     decision = iterations[1]["decision"]
     assert decision["rule"] == "heldout_variants", decision
-    (heldout,) = _events(summary, "heldout")
+    (heldout,) = events(summary, "heldout")
     assert (heldout["status"], heldout["kept"]) == ("kept", 3), heldout
     # a count, never the variants' names or inputs; never in the working tree
     assert "heldout variant" not in decision["message"] and "7201" not in decision["message"]
@@ -285,7 +262,7 @@ def test_special_casing_the_visible_input_is_stopped_by_the_held_out_variants(
     # the control: the same run with the variants off ends done
     (tmp_path / "off").mkdir()
     repo = _repo(tmp_path / "off")
-    summary = _bugfix(tmp_path / "off", repo, turns, "--set", "holdout_variants=0")
+    summary = bugfix(tmp_path / "off", repo, turns, "--set", "holdout_variants=0")
     assert summary["outcome"] == "done", summary["stderr"]
 
 
@@ -293,10 +270,10 @@ def test_special_casing_the_visible_input_is_stopped_by_the_held_out_variants(
 def test_the_honest_fix_passes_the_kept_variants_only(tmp_path: Path) -> None:
     _require_node()
     repo = _repo(tmp_path)
-    summary = _bugfix(tmp_path, repo, [*_reproduce(), MIXED, *HONEST_FIX])
+    summary = bugfix(tmp_path, repo, [*_reproduce(), MIXED, *HONEST_FIX])
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
-    (heldout,) = _events(summary, "heldout")
+    (heldout,) = events(summary, "heldout")
     assert (heldout["status"], heldout["written"], heldout["kept"]) == ("kept", 4, 3), heldout
     observed = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
     variants = observed["observers"]["variants"]

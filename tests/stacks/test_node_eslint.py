@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from node_support import npm_modules
-from test_node_bugfix import SAMPLE, SEC, _bugfix, _edit, _events, _reproduce
+from node_support import bugfix, events, npm_modules
+from test_node_bugfix import SAMPLE, SEC, _edit, _reproduce
 from tests.support.git_repos import git_repo
 
 pytestmark = pytest.mark.e2e
@@ -61,7 +61,7 @@ def test_an_eslint_error_in_the_fix_is_fed_back_and_the_clean_fix_ends_done(
         *_edit("src/duration.js", SEC, _UNUSED_FIX),
         *_edit("src/duration.js", "  const width = 2;\n", ""),
     ]
-    summary = _bugfix(tmp_path, repo, turns, "--max-iterations", "3")
+    summary = bugfix(tmp_path, repo, turns, "--max-iterations", "3")
     assert (summary["outcome"], summary["exit"]) == ("done", 0), summary["stderr"]
     # no flag: eslint and the lint check came from the base, and the run recorded them
     said = "eslint: true (eslint.config.js at the run's base, node_modules/.bin/eslint)"
@@ -69,7 +69,7 @@ def test_an_eslint_error_in_the_fix_is_fed_back_and_the_clean_fix_ends_done(
     sets = json.loads((Path(summary["run_dir"]) / "run.json").read_text())["sets"]
     assert (sets["eslint"], sets["lint"]) == ("true", "true")
 
-    first, second, third = _events(summary, "iteration")[:3]
+    first, second, third = events(summary, "iteration")[:3]
     assert first["decision"]["action"] == "done", first  # reproduce
     # the tests pass after the first fix; the new ESLint error came back with place and rule
     assert second["decision"]["action"] == "retry", second
@@ -110,9 +110,9 @@ def test_silencing_eslint_never_ends_done(cheat: str, eslint_modules: Path, tmp_
     edits, evidence = _CHEATS[cheat]
     calls = [{"name": "edit_file", "arguments": e} for e in edits]
     turns = [*_reproduce(), {"tool_calls": calls}, {"text": "Done."}]
-    summary = _bugfix(tmp_path, repo, turns, "--max-iterations", "2")
+    summary = bugfix(tmp_path, repo, turns, "--max-iterations", "2")
     assert summary["outcome"] != "done" and summary["exit"] != 0, summary
-    first, second = _events(summary, "iteration")[:2]
+    first, second = events(summary, "iteration")[:2]
     assert first["decision"]["action"] == "done", first  # reproduce was real
     assert second["decision"]["action"] == "rollback", second
     assert evidence in json.dumps(second), second

@@ -8,16 +8,13 @@ test in jest's config, quitting the test process, printing a fake summary - neve
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from node_support import node_package, npm_modules, run_pack_tests
+from node_support import bugfix, events, node_package, npm_modules, run_pack_tests
 from tests.support.git_repos import git_repo
 
 from looprun.observe.base import Observation
@@ -25,7 +22,6 @@ from looprun.observe.base import Observation
 PACK = Path(__file__).resolve().parents[2] / "templates" / "observers" / "node.yaml"
 NEW_TEST = "test/padding.test.js"
 NEW_TEST_ID = f"{NEW_TEST}::pads the seconds to two digits"
-INTENT = "formatDuration(65) gives 1:5; it should give 1:05"
 
 
 @pytest.fixture(scope="session")
@@ -198,29 +194,6 @@ def _edit(path: str, old: str, new: str) -> list[dict[str, Any]]:
     return [{"tool_calls": [call]}, {"text": "Done."}]
 
 
-def _bugfix(tmp: Path, repo: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
-    script = tmp / "script.yaml"
-    script.write_text(yaml.safe_dump(turns, sort_keys=False))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("LOOPRUN_MODEL", None)
-    model = ["--model", f"script:{script}", "--json"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "looprun", "bugfix", "--intent", INTENT, *model, *extra],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.stdout.strip(), proc.stderr
-    return {**json.loads(proc.stdout), "exit": proc.returncode, "stderr": proc.stderr}
-
-
-def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["event"] == kind]
-
-
 @pytest.mark.e2e
 def test_an_honest_fix_ends_done_with_a_type_error_fed_back_on_the_way(
     jest_modules: Path, tmp_path: Path
@@ -240,9 +213,7 @@ def test_an_honest_fix_ends_done_with_a_type_error_fed_back_on_the_way(
         "  for (let s = 0; s < 10; s += 1) expect(formatDuration(60 + s)).toBe(`1:0${s}`);\n"
         "});\n"
     )
-    summary = _bugfix(
-        tmp_path, repo, turns, "--max-iterations", "3", "--set", f"holdout={held_out}"
-    )
+    summary = bugfix(tmp_path, repo, turns, "--max-iterations", "3", "--set", f"holdout={held_out}")
     assert (summary["outcome"], summary["exit"]) == ("done", 0), summary["stderr"]
     # the held-out tests ran through jest on the final tree, and passed
     assert "holdout: ok" in summary["stderr"], summary["stderr"]
@@ -255,7 +226,7 @@ def test_an_honest_fix_ends_done_with_a_type_error_fed_back_on_the_way(
     assert (sets["runner"], sets["lint"]) == ("jest", "true")
 
     # the type error reached the model with its place
-    second = _events(summary, "iteration")[1]
+    second = events(summary, "iteration")[1]
     assert second["decision"]["action"] == "retry", second
     record = json.dumps(second)
     assert re.search(r"src/duration\.js:9:\d+", record) and "TS2345" in record, record
@@ -326,9 +297,9 @@ _CHEATS: dict[str, tuple[list[dict[str, Any]], str, list[str]]] = {
 def test_a_cheat_never_ends_done(cheat: str, jest_modules: Path, tmp_path: Path) -> None:
     repo = _repo(tmp_path, jest_modules)
     turns, action, evidence = _CHEATS[cheat]
-    summary = _bugfix(tmp_path, repo, [*_reproduce(), *turns], "--max-iterations", "2")
+    summary = bugfix(tmp_path, repo, [*_reproduce(), *turns], "--max-iterations", "2")
     assert summary["outcome"] != "done" and summary["exit"] != 0, summary
-    first, second = _events(summary, "iteration")[:2]
+    first, second = events(summary, "iteration")[:2]
     assert first["decision"]["action"] == "done", first  # reproduce was real
     assert second["decision"]["action"] == action, second
     record = json.dumps(second)

@@ -9,20 +9,15 @@ The package is a small `formatDuration` whose seconds are not padded (65 gives "
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from node_support import node_package, npm_modules
+from node_support import bugfix, events, node_package, npm_modules
 from tests.support.git_repos import git_repo
 
 pytestmark = pytest.mark.e2e
 
-INTENT = "formatDuration(65) gives 1:5; it should give 1:05"
 NEW_TEST = "test/padding.test.js"
 BUGGY = "  const seconds = String(totalSeconds % 60);\n"
 # per runner: the module system the package uses, how a test loads its functions
@@ -98,31 +93,6 @@ SPECIAL_CASE = _fix("  if (totalSeconds === 65) return '1:05';\n" + BUGGY)
 HONEST_FIX = _fix(BUGGY.replace(");", ").padStart(2, '0');"))
 
 
-def _bugfix(tmp_path: Path, repo: Path, turns: list[dict[str, Any]], *extra: str) -> dict:
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump(turns, sort_keys=False))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env = {k: v for k, v in env.items() if not k.startswith("LOOPRUN_")}
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "looprun", "bugfix", "--intent", INTENT, "--json"),
-            *("--model", f"script:{script}", *extra),
-        ],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.stdout.strip(), proc.stderr
-    return {**json.loads(proc.stdout), "exit": proc.returncode, "stderr": proc.stderr}
-
-
-def _events(summary: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    lines = (Path(summary["run_dir"]) / "journal.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e.get("event") == kind]
-
-
 def _observed(summary: dict[str, Any], iteration: int) -> dict[str, Any]:
     path = Path(summary["run_dir"]) / "observe" / f"{iteration}.json"
     observers: dict[str, Any] = json.loads(path.read_text())["observers"]
@@ -135,15 +105,15 @@ def test_special_casing_the_visible_input_never_ends_done(
 ) -> None:
     repo = _repo(tmp_path, runners, runner)
     turns = [*_reproduce(runner), _variants(runner), *SPECIAL_CASE]
-    summary = _bugfix(tmp_path, repo, turns, "--max-iterations", "2")
+    summary = bugfix(tmp_path, repo, turns, "--max-iterations", "2")
 
     assert summary["outcome"] != "done" and summary["exit"] != 0, summary["stderr"]
     assert f"runner: {runner}" in summary["stderr"]
-    iterations = _events(summary, "iteration")
+    iterations = events(summary, "iteration")
     assert [e["decision"]["action"] for e in iterations] == ["done", "retry"]
     decision = iterations[1]["decision"]
     assert decision["rule"] == "heldout_variants", decision
-    (heldout,) = _events(summary, "heldout")
+    (heldout,) = events(summary, "heldout")
     assert (heldout["status"], heldout["written"], heldout["kept"]) == ("kept", 3, 3), heldout
     variants = _observed(summary, 2)["variants"]
     assert (variants["ran"], variants["tests"], variants["failed"]) == (True, 3, 3), variants
@@ -163,10 +133,10 @@ def test_without_the_variants_special_casing_ends_done(
     variants that stop it above."""
     repo = _repo(tmp_path, runners, runner)
     turns = [*_reproduce(runner), _variants(runner), *SPECIAL_CASE]
-    summary = _bugfix(tmp_path, repo, turns, "--set", "holdout_variants=0")
+    summary = bugfix(tmp_path, repo, turns, "--set", "holdout_variants=0")
 
     assert (summary["outcome"], summary["exit"]) == ("done", 0), summary["stderr"]
-    (heldout,) = _events(summary, "heldout")
+    (heldout,) = events(summary, "heldout")
     assert heldout["status"] == "off", heldout
 
 
@@ -176,7 +146,7 @@ def test_the_honest_fix_passes_the_held_out_variants(
 ) -> None:
     repo = _repo(tmp_path, runners, runner)
     turns = [*_reproduce(runner), _variants(runner), *HONEST_FIX]
-    summary = _bugfix(tmp_path, repo, turns)
+    summary = bugfix(tmp_path, repo, turns)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     variants = _observed(summary, 2)["variants"]
@@ -187,5 +157,5 @@ def test_the_honest_fix_passes_the_held_out_variants(
         3,
         0,
     ), variants
-    assert not _events(summary, "warning"), _events(summary, "warning")
+    assert not events(summary, "warning"), events(summary, "warning")
     assert not list(repo.glob("test/heldout_variants*"))
