@@ -13,23 +13,13 @@ usual comparison to the git call.
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+from timing import median_ms
+
 from looprun.workspace.control import ControlFiles
-
-
-def _median_ms(step: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 def main() -> None:
@@ -42,16 +32,16 @@ def main() -> None:
         subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "x"], cwd=work, check=True)
         config = work / ".git" / "config"
         held = ControlFiles(work / ".git", work / ".git")
-        unchanged = _median_ms(held.verify, runs)
+        unchanged = median_ms(held.verify, runs)
 
         def planted() -> None:
             with open(config, "a") as fh:
                 fh.write("[core]\n\tworktree = /elsewhere\n")
             assert held.verify() == [str(config)]
 
-        restored = _median_ms(planted, max(runs // 10, 1))
+        restored = median_ms(planted, max(runs // 10, 1))
         git = ["git", "-C", str(work), "rev-parse", "HEAD"]
-        git_ms = _median_ms(lambda: subprocess.run(git, capture_output=True), max(runs // 10, 1))
+        git_ms = median_ms(lambda: subprocess.run(git, capture_output=True), max(runs // 10, 1))
     print(f"comparison, nothing changed: {unchanged:.3f} ms")
     print(f"comparison, config put back: {restored:.3f} ms")
     print(f"one git call (rev-parse):    {git_ms:.3f} ms")

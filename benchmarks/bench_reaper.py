@@ -12,26 +12,16 @@ from __future__ import annotations
 
 import argparse
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from timing import median_ms
 
 from looprun.system.proc import _REAPER, run_process
 
 SUITE = "def test_a():\n    assert 1\n\n\ndef test_b():\n    assert 2\n"
-
-
-def _median_ms(step: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 def _under_reaper(argv: list[str]) -> None:
@@ -46,14 +36,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     runs = parser.parse_args().runs
     shell = ["/bin/sh", "-c", "true"]
-    bare = _median_ms(lambda: subprocess.run(shell, check=True), runs)
-    reaped = _median_ms(lambda: _under_reaper(shell), runs)
+    bare = median_ms(lambda: subprocess.run(shell, check=True), runs)
+    reaped = median_ms(lambda: _under_reaper(shell), runs)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "test_two.py").write_text(SUITE)
-        whole = _median_ms(lambda: run_process("true", cwd=work, timeout_s=60, shell=True), runs)
+        whole = median_ms(lambda: run_process("true", cwd=work, timeout_s=60, shell=True), runs)
         check = f"{sys.executable} -m pytest -q -p no:cacheprovider"
-        pytest_ms = _median_ms(
+        pytest_ms = median_ms(
             lambda: run_process(check, cwd=work, timeout_s=60, shell=True), max(runs // 4, 3)
         )
     print(f"sh -c true, started directly:  {bare:.1f} ms")
