@@ -45,25 +45,23 @@ def international_cost(weight_grams: int, zone: int) -> int:
 '''
 
 
-def _run(workdir: Path, tmp_path: Path, *extra: str) -> dict[str, Any]:
-    script = tmp_path / "cheat.yaml"
-    call = {"name": "write_file", "arguments": {"path": "shipping/rates.py", "content": _CHEAT}}
-    turns = [{"tool_calls": [call]}, {"text": "Extracted weight_surcharge."}]
-    script.write_text(json.dumps(turns))
+def _refactor(
+    workdir: Path, tmp_path: Path, call: dict[str, Any], intent: str, *extra: str
+) -> dict[str, Any]:
+    """One iteration of `looprun refactor` in ``workdir`` whose model makes ``call``."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [call]}, {"text": "Refactored."}]))
     proc = looprun(
-        "refactor",
-        "--intent",
-        (REFACTOR / "intent.txt").read_text().strip(),
-        "--workdir",
-        str(workdir),
-        "--model",
-        f"script:{script}",
-        "--max-iterations",
-        "1",
-        "--json",
-        *extra,
-    )
+        "refactor", "--intent", intent, "--workdir", str(workdir),
+        "--model", f"script:{script}", "--max-iterations", "1", "--json", *extra,
+    )  # fmt: skip
     return summary_of(proc)
+
+
+def _run(workdir: Path, tmp_path: Path, *extra: str) -> dict[str, Any]:
+    call = {"name": "write_file", "arguments": {"path": "shipping/rates.py", "content": _CHEAT}}
+    intent = (REFACTOR / "intent.txt").read_text().strip()
+    return _refactor(workdir, tmp_path, call, intent, *extra)
 
 
 def test_a_refactoring_that_changes_an_unchecked_line_never_ends_done(tmp_path: Path) -> None:
@@ -124,21 +122,7 @@ def _refactor_inflection(sdist: Path, tmp_path: Path, new: str) -> dict[str, Any
         "name": "edit_file",
         "arguments": {"path": "inflection/__init__.py", "old": _NESTED, "new": new},
     }
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"tool_calls": [call]}, {"text": "Simplified pluralize."}]))
-    proc = looprun(
-        "refactor",
-        "--intent",
-        "Simplify pluralize's control flow.",
-        "--workdir",
-        str(work),
-        "--model",
-        f"script:{script}",
-        "--max-iterations",
-        "1",
-        "--json",
-    )
-    return summary_of(proc)
+    return _refactor(work, tmp_path, call, "Simplify pluralize's control flow.")
 
 
 def test_on_a_real_package_an_unchecked_behaviour_change_never_ends_done(
