@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.support.files import write_tree
+
 from looprun.checks.related_items import changed_definitions, related_items
 from looprun.data.changes import FileChange
 
@@ -37,14 +39,6 @@ TREE = {
 }
 
 
-def _tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
-
-
 def _edit(old: str, new: str, path: str = "pkg/core.py") -> FileChange:
     assert old in CORE
     return FileChange(path, "M", CORE, CORE.replace(old, new))
@@ -53,7 +47,7 @@ def _edit(old: str, new: str, path: str = "pkg/core.py") -> FileChange:
 def test_tests_naming_a_changed_function_are_selected_through_a_reexporting_package(
     tmp_path: Path,
 ) -> None:
-    root = _tree(tmp_path, TREE)
+    root = write_tree(tmp_path, TREE)
     change = _edit("return len(list(xs))", "return len(list(xs)) + 1")
     assert related_items(root, [change]) == (
         "tests/test_alias.py::test_alias",
@@ -83,17 +77,17 @@ def test_moved_or_unchanged_definitions_are_no_change() -> None:
 
 
 def test_anything_but_definitions_is_unsure(tmp_path: Path) -> None:
-    root = _tree(tmp_path, TREE)
+    root = write_tree(tmp_path, TREE)
     assert related_items(root, [_edit("LIMIT = 3", "LIMIT = 4")]) is None
     assert related_items(root, [_edit("import math", "import cmath")]) is None
     assert related_items(root, [_edit("def count(xs):", "def count(xs:")]) is None
     assert related_items(root, [FileChange("pkg/core.py", "D", CORE, None)]) is None
     assert related_items(root, [FileChange("setup.cfg", "M", "", "[x]\n")]) is None
     assert related_items(root, [FileChange("tests/conftest.py", "M", "", "x = 1\n")]) is None
-    _tree(root, {"tests/test_broken.py": "import pkg\ndef test_x(:\n"})
+    write_tree(root, {"tests/test_broken.py": "import pkg\ndef test_x(:\n"})
     assert related_items(root, [_edit("return len(list(xs))", "return 0")]) is None
 
 
 def test_a_change_no_test_names_selects_nothing(tmp_path: Path) -> None:
-    root = _tree(tmp_path, TREE)
+    root = write_tree(tmp_path, TREE)
     assert related_items(root, [_edit("    return 1\n", "    return 2\n")]) == ()

@@ -8,16 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.files import write_tree
+
 from looprun.checks.related import related_tests
-
-
-def _tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
-
 
 BASE = {
     "pkg/__init__.py": "",
@@ -30,21 +23,21 @@ BASE = {
 
 
 def test_direct_importers_and_changed_test_files_are_selected(tmp_path: Path) -> None:
-    root = _tree(tmp_path, BASE)
+    root = write_tree(tmp_path, BASE)
     assert related_tests(root, ["pkg/text.py"]) == ("tests/test_text.py",)
     assert related_tests(root, ["pkg/nums.py", "tests/test_other.py"]) == (
         "tests/test_nums.py",
         "tests/test_other.py",
     )
     # `from pkg import text` and a relative import name the module too
-    _tree(root, {"tests/sub/__init__.py": "", "tests/sub/test_rel.py": "from ..x import y\n"})
-    _tree(root, {"tests/test_from.py": "from pkg import text\n"})
+    write_tree(root, {"tests/sub/__init__.py": "", "tests/sub/test_rel.py": "from ..x import y\n"})
+    write_tree(root, {"tests/test_from.py": "from pkg import text\n"})
     assert related_tests(root, ["pkg/text.py"]) == ("tests/test_from.py", "tests/test_text.py")
     assert related_tests(root, ["tests/x.py"]) == ("tests/sub/test_rel.py",)
 
 
 def test_src_layout_and_package_init(tmp_path: Path) -> None:
-    root = _tree(
+    root = write_tree(
         tmp_path,
         {
             "src/lib2/__init__.py": "",
@@ -59,7 +52,7 @@ def test_src_layout_and_package_init(tmp_path: Path) -> None:
 
 
 def test_unsure_changes_mean_the_whole_suite(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {**BASE, "tests/conftest.py": "", "data.json": "{}"})
+    root = write_tree(tmp_path, {**BASE, "tests/conftest.py": "", "data.json": "{}"})
     assert related_tests(root, ["tests/conftest.py"]) is None  # fixtures reach every test
     assert related_tests(root, ["data.json"]) is None
     assert related_tests(root, ["pkg/bad-name.py"]) is None
@@ -70,7 +63,7 @@ def test_unsure_changes_mean_the_whole_suite(tmp_path: Path) -> None:
 
 
 def test_a_test_file_with_a_syntax_error_or_a_huge_one_is_unsure(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {**BASE, "tests/test_broken.py": "def test_x(:\n"})
+    root = write_tree(tmp_path, {**BASE, "tests/test_broken.py": "def test_x(:\n"})
     assert related_tests(root, ["pkg/text.py"]) is None
     (root / "tests/test_broken.py").write_text("x = 1\n" * 400_000)  # 2.4 MB
     assert related_tests(root, ["pkg/text.py"]) is None
@@ -79,8 +72,8 @@ def test_a_test_file_with_a_syntax_error_or_a_huge_one_is_unsure(tmp_path: Path)
 
 
 def test_a_link_out_of_the_tree_is_never_selected_nor_followed(tmp_path: Path) -> None:
-    outside = _tree(tmp_path / "outside", {"test_secret.py": "import pkg.text\n"})
-    root = _tree(tmp_path / "work", BASE)
+    outside = write_tree(tmp_path / "outside", {"test_secret.py": "import pkg.text\n"})
+    root = write_tree(tmp_path / "work", BASE)
     os.symlink(outside / "test_secret.py", root / "tests" / "test_link.py")
     os.symlink(outside, root / "tests" / "linked_dir")
     # a test file linked out of the tree: unsure, never read as the tree's
@@ -93,7 +86,7 @@ def test_a_link_out_of_the_tree_is_never_selected_nor_followed(tmp_path: Path) -
 
 
 def test_stdlib_shadows_and_import_cycles_stay_in_the_tree(tmp_path: Path) -> None:
-    root = _tree(
+    root = write_tree(
         tmp_path,
         {
             "json.py": "raise SystemExit('repository code must never run')\n",

@@ -21,14 +21,6 @@ def require_go() -> str:
     return require("go", "apt-get install golang-go")
 
 
-def write(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, "utf-8")
-    return root
-
-
 def go_test(root: Path, *packages: str) -> tuple[Path, str, int]:
     """``go test -count=1 -json`` as the pack runs it: the stream to a file, go's stderr
     captured; (stream file, stderr, exit code)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -88,12 +87,3 @@ def need_maven() -> None:
         if os.environ.get("CI"):
             pytest.fail(why + ": CI installs them and must run this test")
         pytest.skip(why)
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    """``files`` (relative path -> text) under ``root``; ``root``."""
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tests.support.files import write_tree
 from tests.support.tools import missing, require
 
 from looprun.checks.stacks import rust
@@ -32,18 +33,10 @@ def cargo_env(target: Path) -> dict[str, str]:
     return {**os.environ, **rust.STACK.env, "PATH": path, "CARGO_TARGET_DIR": str(target)}
 
 
-def write(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, "utf-8")
-    return root
-
-
 def crate(root: Path, name: str, files: dict[str, str]) -> Path:
     """A library crate named ``name`` with ``files`` (src/lib.rs, tests/*.rs ...)."""
     manifest = f'[package]\nname = "{name}"\nversion = "0.1.0"\nedition = "2021"\n'
-    return write(root, {"Cargo.toml": manifest, **files})
+    return write_tree(root, {"Cargo.toml": manifest, **files})
 
 
 def run_cargo(root: Path, *args: str) -> tuple[Path, int]:

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.stacks.go_support import parse, require_go, write
+from tests.stacks.go_support import parse, require_go
+from tests.support.files import write_tree
 from tests.support.git_repos import git, git_repo
 
 from looprun.checks import stacks
@@ -30,7 +31,7 @@ MODULE = {
 
 
 def test_a_go_module_is_the_go_stack(tmp_path: Path) -> None:
-    root = write(tmp_path / "m", MODULE)
+    root = write_tree(tmp_path / "m", MODULE)
     assert detect(root).name == "go"
     stack = stacks.get("go")
     assert stack.tools[0].program == "go" and "golang-go" in stack.tools[0].install
@@ -41,12 +42,12 @@ def test_a_go_module_is_the_go_stack(tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_the_check_tree_holds_the_base_module_files_and_runs_offline(tmp_path: Path) -> None:
     go = require_go()
-    repo = git_repo(write(tmp_path / "repo", MODULE))
+    repo = git_repo(write_tree(tmp_path / "repo", MODULE))
     base = git("rev-parse", "HEAD^{tree}", cwd=repo)
     # what a model could write to change what `go test ./...` runs, none of it in the diff
     # that reaches the check: a nested go.mod takes strutil/ out of the module, a go.work
     # swaps the module set, an edited go.mod; and a compiled test binary
-    write(
+    write_tree(
         repo,
         {
             "strutil/go.mod": "module example.com/elsewhere\n\ngo 1.19\n",
@@ -86,7 +87,7 @@ def test_the_check_tree_holds_the_base_module_files_and_runs_offline(tmp_path: P
 def test_without_go_the_run_stops_before_any_model_call_with_the_install_hint(
     tmp_path: Path,
 ) -> None:
-    repo = git_repo(write(tmp_path / "repo", MODULE))
+    repo = git_repo(write_tree(tmp_path / "repo", MODULE))
     bin_dir = tmp_path / "bin"  # git (and bwrap, for the sandbox) but no go
     bin_dir.mkdir()
     for program in ("git", "bwrap"):

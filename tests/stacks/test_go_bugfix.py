@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.stacks.go_support import GO_ENV, require_go, write
+from tests.stacks.go_support import GO_ENV, require_go
+from tests.support.files import write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "go_textkit"
@@ -85,7 +86,7 @@ def _bugfix(
 ) -> dict[str, Any]:
     """`python -m looprun bugfix --json` in the repository (no --set stack), with a
     scripted model and (``holdout``) a held-out test outside the repository."""
-    held = write(work.parent / "holdout", {"truncate_holdout_test.go": HOLDOUT})
+    held = write_tree(work.parent / "holdout", {"truncate_holdout_test.go": HOLDOUT})
     script = work.parent / "script.yaml"
     script.write_text(yaml.safe_dump(turns, sort_keys=False, allow_unicode=True), "utf-8")
     proc = subprocess.run(
@@ -170,7 +171,7 @@ def test_an_honest_fix_ends_done_and_really_fixes_the_bug(repo: Path) -> None:
     # the final tree: the module's tests and the held-out test pass, as go runs them
     assert BUGGY not in (repo / "strutil/truncate.go").read_text("utf-8")
     assert _suite(repo).returncode == 0
-    write(repo / "holdout_tests", {"h_test.go": HOLDOUT})
+    write_tree(repo / "holdout_tests", {"h_test.go": HOLDOUT})
     done = _suite(repo, "./holdout_tests/...")
     assert done.returncode == 0, done.stdout
 

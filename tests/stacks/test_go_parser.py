@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.stacks.go_support import go_test, parse, run_and_parse, write
+from tests.stacks.go_support import go_test, parse, run_and_parse
+from tests.support.files import write_tree
 
 from looprun.observe.base import ParseInput
 from looprun.observe.gotest import GoTestParser
@@ -56,7 +57,7 @@ func TestDivide(t *testing.T) { _ = Div(1, 0) }
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory):
-    root = write(tmp_path_factory.mktemp("mixed") / "shop", MIXED)
+    root = write_tree(tmp_path_factory.mktemp("mixed") / "shop", MIXED)
     return root, run_and_parse(root)
 
 
@@ -145,7 +146,7 @@ func ExampleOne() {
 
 @pytest.mark.e2e
 def test_an_honest_green_suite_is_ok_and_consistent(tmp_path: Path) -> None:
-    root = write(
+    root = write_tree(
         tmp_path / "green",
         {
             "go.mod": GO_MOD,
@@ -190,7 +191,7 @@ func TestZForger(t *testing.T) {
 
 @pytest.mark.e2e
 def test_a_verdict_line_a_test_prints_is_tampering_not_a_pass(tmp_path: Path) -> None:
-    obs = run_and_parse(write(tmp_path / "forge", FORGING))
+    obs = run_and_parse(write_tree(tmp_path / "forge", FORGING))
     assert not obs.ok
     assert "f/TestReal" in obs.facts["failing"] and "f/TestReal" not in obs.facts["passing"]
     assert obs.facts["consistent"] is False
@@ -201,7 +202,7 @@ def test_a_verdict_line_a_test_prints_is_tampering_not_a_pass(tmp_path: Path) ->
 
 @pytest.mark.e2e
 def test_a_testmain_that_exits_0_after_failures_is_tampering(tmp_path: Path) -> None:
-    root = write(
+    root = write_tree(
         tmp_path / "main",
         {
             "go.mod": GO_MOD,
@@ -224,7 +225,7 @@ def test_a_testmain_that_exits_0_after_failures_is_tampering(tmp_path: Path) -> 
 def test_a_binary_that_exits_mid_test_leaves_no_pass(tmp_path: Path) -> None:
     # syscall.Exit(0) bypasses testing's os.Exit(0) guard: go turns its `ok` line into
     # the running test's pass event, with no `--- PASS` line and no package verdict
-    root = write(
+    root = write_tree(
         tmp_path / "exit",
         {
             "go.mod": GO_MOD,
@@ -288,7 +289,7 @@ def test_no_stream_is_a_clear_failed_observation(tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_a_module_whose_only_package_does_not_build_is_a_build_error(tmp_path: Path) -> None:
     # no event at all in the stream: go's stderr is all there is
-    root = write(
+    root = write_tree(
         tmp_path / "nobuild",
         {"go.mod": GO_MOD, "b/b.go": "package b\n\nfunc F() int { return y }\n"},
     )
@@ -302,7 +303,7 @@ def test_a_module_whose_only_package_does_not_build_is_a_build_error(tmp_path: P
 
 @pytest.mark.e2e
 def test_the_modules_of_a_workspace_are_named_by_their_directories(tmp_path: Path) -> None:
-    root = write(
+    root = write_tree(
         tmp_path / "work",
         {
             "go.work": "go 1.19\n\nuse (\n\t./api\n\t./lib\n)\n",

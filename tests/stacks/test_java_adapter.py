@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.stacks.java_project import MVN, need_maven, pom, write
+from tests.stacks.java_project import MVN, need_maven, pom
+from tests.support.files import write_tree
 from tests.support.git_repos import git, git_repo
 
 from looprun.checks import stacks
@@ -53,7 +54,7 @@ PROJECT = {
 
 @pytest.mark.parametrize("marker", ["pom.xml", "build.gradle", "build.gradle.kts"])
 def test_maven_and_gradle_builds_are_the_java_stack(tmp_path: Path, marker: str) -> None:
-    write(tmp_path, {marker: "", "src/main/java/A.java": "class A {}\n"})
+    write_tree(tmp_path, {marker: "", "src/main/java/A.java": "class A {}\n"})
     assert detect(tmp_path).name == "java"
 
 
@@ -70,13 +71,13 @@ def test_the_adapter_and_the_pack_name_the_same_build_files() -> None:
 @pytest.mark.e2e
 def test_the_check_tree_builds_with_the_base_configuration(tmp_path: Path) -> None:
     need_maven()
-    repo = git_repo(write(tmp_path / "repo", PROJECT))
+    repo = git_repo(write_tree(tmp_path / "repo", PROJECT))
     base = git("rev-parse", "HEAD^{tree}", cwd=repo)
     broken = CALC.replace("x + x", "x * 3")
     # what a model could write so the build skips or swallows the failure its change
     # causes: surefire excludes and skipTests, Maven's own config, JUnit's configuration,
     # and stale build output (a report that says all passed, a class compiled elsewhere)
-    write(
+    write_tree(
         repo,
         {
             "pom.xml": pom(
@@ -116,7 +117,7 @@ def test_the_check_tree_builds_with_the_base_configuration(tmp_path: Path) -> No
 def test_without_maven_the_run_stops_before_any_model_call_with_the_install_hint(
     tmp_path: Path,
 ) -> None:
-    repo = git_repo(write(tmp_path / "repo", PROJECT))
+    repo = git_repo(write_tree(tmp_path / "repo", PROJECT))
     bin_dir = tmp_path / "bin"  # git (and bwrap, for the sandbox) but no mvn or java
     bin_dir.mkdir()
     for program in ("git", "bwrap"):

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.stacks.java_project import MVN, need_maven, write
+from tests.stacks.java_project import MVN, need_maven
+from tests.support.files import write_tree
 from tests.support.git_repos import git
 
 pytestmark = pytest.mark.e2e
@@ -124,7 +125,7 @@ def maven(work: Path) -> subprocess.CompletedProcess[str]:
 def test_the_honest_fix_ends_done_and_holds_for_held_out_tests(tmp_path: Path) -> None:
     need_maven()
     work = repository(tmp_path)
-    held = write(tmp_path / "held", {"MoneyHoldoutTest.java": HOLDOUT})
+    held = write_tree(tmp_path / "held", {"MoneyHoldoutTest.java": HOLDOUT})
     turns = [*REPRODUCE, VARIANTS, *edit(MONEY, *FIX, "Fixed split.")]
     code, summary, stderr = bugfix(work, turns, "--set", f"holdout={held}")
 
@@ -153,7 +154,7 @@ def test_the_honest_fix_ends_done_and_holds_for_held_out_tests(tmp_path: Path) -
     # the final tree, checked here with Maven: its own tests and the held-out one pass
     check = tmp_path / "check"
     shutil.copytree(work, check, ignore=shutil.ignore_patterns(".git", ".looprun", "target"))
-    write(check, {"src/test/java/com/acme/money/MoneyHoldoutTest.java": HOLDOUT})
+    write_tree(check, {"src/test/java/com/acme/money/MoneyHoldoutTest.java": HOLDOUT})
     done = maven(check)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "Tests run: 6, Failures: 0, Errors: 0, Skipped: 0" in done.stdout

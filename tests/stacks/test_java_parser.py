@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.stacks.java_project import MVN, need_maven, pom, write
+from tests.stacks.java_project import MVN, need_maven, pom
+from tests.support.files import write_tree
 
 from looprun.observe.base import ParseInput
 from looprun.observe.registry import get_parser, parser_facts
@@ -86,7 +87,7 @@ def run_maven(root: Path) -> ParseInput:
 
 
 def project(root: Path, files: dict[str, str]) -> Path:
-    return write(root, {"pom.xml": pom(), "src/main/java/com/acme/Calc.java": CALC, **files})
+    return write_tree(root, {"pom.xml": pom(), "src/main/java/com/acme/Calc.java": CALC, **files})
 
 
 @pytest.mark.e2e
@@ -261,7 +262,7 @@ REPORT = (
 
 
 def reports(root: Path, text: str) -> Path:
-    return write(root, {"target/surefire-reports/TEST-com.acme.ATest.xml": text})
+    return write_tree(root, {"target/surefire-reports/TEST-com.acme.ATest.xml": text})
 
 
 def test_reports_and_summary_that_agree_pass(tmp_path: Path) -> None:
@@ -362,7 +363,7 @@ def test_a_multi_module_build_reads_every_modules_reports(tmp_path: Path) -> Non
     failing = passing.replace("class CalcTest", "class AppTest").replace(
         "assertEquals(2, Calc.add(1, 1))", "assertEquals(4, Calc.add(2, 2))"
     )
-    root = write(
+    root = write_tree(
         tmp_path,
         {
             "pom.xml": PARENT,
