@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import Location, Problem, TemplateError
 from looprun.system.resources import builtin_names, builtin_template, templates_dir
 from looprun.template import deps, slots
@@ -56,7 +57,7 @@ def display(path: Source) -> str:
         return str(path)
 
 
-@dataclass(frozen=True)
+@valueclass
 class _Confinement:
     root: Path  # resolved
     links: frozenset[str]  # repository-relative paths that are symbolic links

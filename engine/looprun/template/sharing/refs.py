@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from looprun.data.value import valueclass
 
 PREFIX = "git+"
 SCHEMES = ("https", "http", "file", "ssh")
@@ -33,7 +35,7 @@ def shown_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-@dataclass(frozen=True)
+@valueclass
 class Reference:
     """``git+URL@REF#PATH`` split; ``key`` (without the path) is what the lock pins."""
 
@@ -75,7 +77,7 @@ def inside(path: str, text: str) -> str:
     return norm
 
 
-@dataclass(frozen=True)
+@valueclass
 class RemoteFile:
     """A template file at a commit of a remote repository: what a Document's path is for
     remote content. Shown as ``git+URL@REF#PATH``, so errors inside it name it."""
