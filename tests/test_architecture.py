@@ -96,6 +96,11 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "and `schema` never import it"
     ),
     # adapters
+    ("looprun.run.session", "looprun.run.subloops"): (
+        "the sub-loop machinery (jobs, records, the journal hand-off and tarfile) loads only "
+        "for an outer loop (each_task): a plain run starts without it "
+        "(tests/cli/test_plain_run_imports.py)"
+    ),
     ("looprun.run.session", "looprun.act.mcp.client"): (
         "the MCP SDK (anyio, pydantic, starlette) is the optional `mcp` extra: loaded only "
         "when a template declares act.mcp, so every other run starts without it"
