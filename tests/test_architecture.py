@@ -91,6 +91,11 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "pytest: a run whose checks do not starts without the TOML parser "
         "(tests/cli/test_plain_run_imports.py)"
     ),
+    ("looprun.template.compose", "looprun.template.sharing.resolver"): (
+        "the lock file and the git cache of remote templates load only when a template "
+        "names a git+ reference: every other run and validation starts without them "
+        "(tests/cli/test_plain_run_imports.py)"
+    ),
     ("looprun.template.schema_check", "jsonschema"): (
         "the validator loads only when a template is validated: `looprun --help`, `runs` "
         "and `schema` never import it"
