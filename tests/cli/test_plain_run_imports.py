@@ -88,7 +88,10 @@ def _modules(proc: subprocess.CompletedProcess[str], repo: Path) -> list[str]:
     return loaded
 
 
-HEAVY = ("looprun.remote", "ray", "looprun.act.agents", "looprun.report", "httpx", "jsonschema")
+HEAVY = (
+    *("looprun.remote", "ray", "looprun.act.agents", "looprun.report", "httpx", "jsonschema"),
+    *("looprun.tracing.otel", "opentelemetry", "looprun.act.mcp.client", "mcp"),
+)
 # only some templates use these: sub-loops (each_task), remote templates (git+ references)
 OPTIONAL = (
     *("looprun.run.subloop", "looprun.loop.subloops", "looprun.journal.handoff"),
