@@ -143,3 +143,16 @@ def test_the_engine_defines_its_frozen_values_with_valueclass() -> None:
         if line.strip().startswith("@dataclass(frozen=True")
     ]
     assert not found, "use @valueclass (looprun.data.value):\n" + "\n".join(found)
+
+
+def test_hash_flags_are_read_as_dataclasses_read_them() -> None:
+    ann = {"a": "int", "salt": "int", "note": "str"}
+    body = {
+        "salt": field(default=0, compare=False, hash=True),
+        "note": field(default="", hash=False),
+    }
+    old, new = _pair(body, ann)
+    for args in [(1,), (1, 2), (1, 2, "x")]:
+        assert hash(new(*args)) == hash(old(*args))
+    assert new(1, 1) == new(1, 2) and hash(new(1, 1)) != hash(new(1, 2))
+    assert new(1, note="x") != new(1, note="y")
