@@ -91,11 +91,21 @@ LOCAL_IMPORTS: dict[tuple[str, str], str] = {
         "pytest: a run whose checks do not starts without the TOML parser "
         "(tests/cli/test_plain_run_imports.py)"
     ),
+    ("looprun.template.compose", "looprun.template.sharing.resolver"): (
+        "the lock file and the git cache of remote templates load only when a template "
+        "names a git+ reference: every other run and validation starts without them "
+        "(tests/cli/test_plain_run_imports.py)"
+    ),
     ("looprun.template.schema_check", "jsonschema"): (
         "the validator loads only when a template is validated: `looprun --help`, `runs` "
         "and `schema` never import it"
     ),
     # adapters
+    ("looprun.run.session", "looprun.run.subloops"): (
+        "the sub-loop machinery (jobs, records, the journal hand-off and tarfile) loads only "
+        "for an outer loop (each_task): a plain run starts without it "
+        "(tests/cli/test_plain_run_imports.py)"
+    ),
     ("looprun.run.session", "looprun.act.mcp.client"): (
         "the MCP SDK (anyio, pydantic, starlette) is the optional `mcp` extra: loaded only "
         "when a template declares act.mcp, so every other run starts without it"

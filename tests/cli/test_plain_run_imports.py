@@ -1,8 +1,9 @@
 """A plain run imports only what its template uses: no Ray executor (no ``--executor
-ray``), no agent CLI adapters (no ``act.agent``), no HTTP client (a scripted model), no
-report (not in GitHub Actions), and no schema validator once the template is known to
-have loaded cleanly unchanged. Checked
-in a fresh interpreter after a real run, in a real git repository, to its end."""
+ray``), no agent CLI adapters (no ``act.agent``), no sub-loop machinery (no
+``each_task``), no lock file or git cache (no remote template), no HTTP client (a
+scripted model), no report (not in GitHub Actions), and no schema validator once the
+template is known to have loaded cleanly unchanged. Checked in a fresh interpreter after
+a real run, in a real git repository, to its end."""
 
 from __future__ import annotations
 
@@ -87,10 +88,20 @@ def _modules(proc: subprocess.CompletedProcess[str], repo: Path) -> list[str]:
     return loaded
 
 
-HEAVY = ("looprun.remote", "ray", "looprun.act.agents", "looprun.report", "httpx", "jsonschema")
+HEAVY = (
+    *("looprun.remote", "ray", "looprun.act.agents", "looprun.report", "httpx", "jsonschema"),
+    *("looprun.tracing.otel", "opentelemetry", "looprun.act.mcp.client", "mcp"),
+)
+# only some templates use these: sub-loops (each_task), remote templates (git+ references)
+OPTIONAL = (
+    *("looprun.run.subloop", "looprun.loop.subloops", "looprun.journal.handoff"),
+    *("looprun.template.sharing.resolver", "looprun.template.sharing.gitcache"),
+    "looprun.template.sharing.lockfile",
+)
 # standard-library parts only some runs need: the TOML parser (a check that runs pytest
-# reads its configuration), sockets (a sandboxed agent's bridge to its model)
-UNUSED = ("tomllib", "socket")
+# reads its configuration), sockets (a sandboxed agent's bridge to its model), tarfile
+# (a sub-loop's journal handed over)
+UNUSED = ("tomllib", "socket", "tarfile")
 
 
 def test_a_plain_run_imports_only_what_its_template_uses(tmp_path: Path) -> None:
@@ -102,6 +113,7 @@ def test_a_plain_run_imports_only_what_its_template_uses(tmp_path: Path) -> None
     # which loads only to word an error)
     assert "looprun.template.schema_check" in first
     assert not [m for m in first if m.startswith(HEAVY)]
+    assert not [m for m in first if m.startswith(OPTIONAL)]
     assert not [m for m in first if m in UNUSED]
     assert list((tmp_path / "cache" / "loaded").iterdir())  # now known as loaded cleanly
     (repo / "notes.txt").unlink()

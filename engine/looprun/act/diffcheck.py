@@ -7,12 +7,12 @@ observer uses too, so the two never disagree on what a change adds.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from looprun.data.patchtext import git_header_paths, lines, walk
+from looprun.data.value import valueclass
 
 
-@dataclass(frozen=True)
+@valueclass
 class AddedLine:
     """A line the diff adds, where forbidden patterns are looked for."""
 
@@ -21,7 +21,7 @@ class AddedLine:
     text: str
 
 
-@dataclass(frozen=True)
+@valueclass
 class DiffStats:
     """Files and line counts of a diff, checked against max_diff_lines."""
 

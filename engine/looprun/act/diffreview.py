@@ -15,7 +15,6 @@ file a command wrote is judged as soon as its part appears or changes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from looprun.act import diffcheck
 from looprun.act.diffrules import (
@@ -25,10 +24,11 @@ from looprun.act.diffrules import (
     pattern_violations,
     scoped_rules,
 )
+from looprun.data.value import valueclass
 from looprun.template.model import ScopedPattern
 
 
-@dataclass(frozen=True)
+@valueclass
 class PartReview:
     """What one file's part of the diff shows the policy."""
 
@@ -45,7 +45,7 @@ class PartReview:
         return bool(self.denied or self.forbidden or self.scoped)
 
 
-@dataclass(frozen=True)
+@valueclass
 class DiffReview:
     """The verdict on a whole diff, put together from its parts' in diff order."""
 

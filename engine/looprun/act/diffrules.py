@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 import pathspec
 
 from looprun.act import diffcheck
 from looprun.data.changes import DOCTEST_SUFFIXES, FileChange, lost_examples
 from looprun.data.patchtext import shown, source_lines
+from looprun.data.value import valueclass
 from looprun.template.model import ScopedPattern
 
 MAX_PATTERN_HITS = 20
 
 
-@dataclass(frozen=True)
+@valueclass
 class Violation:
     """One refusal or breach, as journaled and shown to refine rules."""
 

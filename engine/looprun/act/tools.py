@@ -15,7 +15,6 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from looprun.act.files import looks_binary, read_capped, walk_files
 from looprun.act.mcp.results import bound_output, mcp_result_text
 from looprun.act.policy import Policy
 from looprun.act.tool_specs import SPECS, check_arguments, invalid_unicode
+from looprun.data.value import valueclass
 from looprun.errors import PolicyViolation, ToolError
 from looprun.models.base import ToolCall, ToolSpec
 from looprun.system.atomic import write_atomic
@@ -46,7 +46,7 @@ MAX_WRITE_BYTES = 10_000_000  # one write_file/edit_file result; source files ar
 MAX_FLAG_REASON_CHARS = 2_000
 
 
-@dataclass(frozen=True)
+@valueclass
 class ToolResult:
     """What a tool call returns to the model, with any refusal and the files it wrote."""
 

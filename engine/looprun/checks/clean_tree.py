@@ -30,6 +30,7 @@ from looprun.checks import stacks
 from looprun.checks.seeded_cache import SeededCache
 from looprun.checks.stacks.base import Stack
 from looprun.data.globs import matcher
+from looprun.data.value import valueclass
 from looprun.system.cache_home import cache_home
 from looprun.system.proc import spawned
 from looprun.workspace.git import EMPTY_TREE, Git, GitError
@@ -42,7 +43,7 @@ class TreeError(Exception):
     """The check's tree could not be built (the check must not run elsewhere)."""
 
 
-@dataclass(frozen=True)
+@valueclass
 class Entry:
     mode: str  # git's: 100644, 100755, 120000
     blob: str

@@ -22,11 +22,11 @@ import dataclasses
 import os
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from looprun.data.freeze import freeze
+from looprun.data.value import valueclass
 from looprun.errors import LooprunError, UsageError
 from looprun.observe.base import Observation
 from looprun.observe.normalise import failure_signature
@@ -43,7 +43,7 @@ class HoldoutError(LooprunError):
     """The held-out tests could not be copied in (the destination exists, a link is there)."""
 
 
-@dataclass(frozen=True)
+@valueclass
 class Holdout:
     """One observer's held-out tests, resolved for a run."""
 

@@ -28,9 +28,9 @@ import os
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from looprun.data.value import valueclass
 from looprun.system.atomic import write_atomic
 from looprun.system.safefs import open_dir
 from looprun.workspace.git import Git, GitError
@@ -68,7 +68,7 @@ class PinError(Exception):
     """The base's configuration cannot be pinned (the check must not run unpinned)."""
 
 
-@dataclass(frozen=True)
+@valueclass
 class Located:
     """What pytest would use at the base: the winning file (its bytes) and the rootdir."""
 

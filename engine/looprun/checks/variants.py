@@ -16,9 +16,9 @@ import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from looprun.data.value import valueclass
 from looprun.system.cache_home import cache_home
 
 _KEPT = "kept.json"
@@ -34,7 +34,7 @@ def heldout_root(env: Mapping[str, str] | None = None) -> Path:
     return root / "heldout"
 
 
-@dataclass(frozen=True)
+@valueclass
 class VariantStore:
     """One run's variants, an observer each: ``ROOT/RUN/OBSERVER/tests/FILE``."""
 

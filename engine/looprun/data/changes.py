@@ -5,7 +5,8 @@ real change rather than on what a tool call said it did."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+
+from looprun.data.value import valueclass
 
 # Files whose text may hold doctest examples (docstrings, or text documents run by
 # ``python -m doctest`` / ``pytest --doctest-glob``).
@@ -19,7 +20,7 @@ def is_test_file(path: str) -> bool:
     return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
 
 
-@dataclass(frozen=True)
+@valueclass
 class FileChange:
     """One changed path: ``status`` is A (added), M (modified), D (deleted) or T (type
     changed); ``old``/``new`` hold the text when it was asked for and is text."""

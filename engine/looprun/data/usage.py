@@ -3,10 +3,10 @@ journal that reads it back and the loop's port that asks for it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from looprun.data.value import valueclass
 
 
-@dataclass(frozen=True)
+@valueclass
 class UnsavedUsage:
     """What model calls recorded after the last saved state cost, and how long they ran:
     a killed iteration was paid for, and a resume charges it."""

@@ -13,9 +13,9 @@ themselves are git's to collect (``git gc``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from looprun.data.value import valueclass
 from looprun.journal import sealed
 from looprun.journal.read import load_state
 from looprun.journal.runs import RUNS_DIR
@@ -26,7 +26,7 @@ PREFIX = "refs/looprun/"
 SYNC_PREFIX = "refs/looprun-sync/"
 
 
-@dataclass(frozen=True)
+@valueclass
 class Pruned:
     refs: tuple[str, ...]  # full ref names deleted (or that would be, with dry_run)
     runs: tuple[str, ...]  # the deleted runs they belonged to

@@ -19,10 +19,10 @@ import json
 import os
 import stat
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import UsageError
 from looprun.journal import sealed
 from looprun.system.resources import templates_dir
@@ -34,7 +34,7 @@ from looprun.template.valid_cache import file_digest
 STRENGTH = {"off": 0, "auto": 1, "required": 2}
 
 
-@dataclass(frozen=True)
+@valueclass
 class ResumeChoices:
     """What the resuming command line said; ``None``: it did not say."""
 

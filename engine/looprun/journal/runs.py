@@ -7,10 +7,10 @@ import os
 import re
 import secrets
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import UsageError
 from looprun.journal.read import load_json, load_state
 from looprun.system import safefs
@@ -57,7 +57,7 @@ def find_run(workdir: Path, run_id: str) -> Path:
     return path
 
 
-@dataclass(frozen=True)
+@valueclass
 class RunStatus:
     """Where a run stands and what ``looprun resume`` would do with it: the one reading
     of a run's files that both ``looprun runs`` and ``looprun resume`` use.
@@ -121,7 +121,7 @@ def run_status(run_dir: Path) -> RunStatus:
     return RunStatus(outcome, why, n, " and ".join(todo), state, missing, pending)
 
 
-@dataclass(frozen=True)
+@valueclass
 class RunInfoRow:
     """One row of ``looprun runs``: a run, how it ended, and what resume would do."""
 

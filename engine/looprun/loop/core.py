@@ -8,9 +8,9 @@ a strategy (the act step of an outer loop among them) needs no engine internals.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.loop import limits as caps
 from looprun.loop.exchanges import record_reply
 from looprun.loop.facts import loop_facts
@@ -21,7 +21,7 @@ from looprun.models.base import Reply
 from looprun.template.model import Limits, ScopedPattern, Template
 
 
-@dataclass(frozen=True)
+@valueclass
 class RunInfo:
     """Where a run lives; reachable in templates as ``run``."""
 
@@ -39,7 +39,7 @@ class RunInfo:
         }
 
 
-@dataclass(frozen=True)
+@valueclass
 class RunProtect:
     """What the whole run keeps read-only (``act.constraints.protect``), globs rendered once."""
 

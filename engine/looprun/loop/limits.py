@@ -8,10 +8,11 @@ budget cannot fund (judged by what the last one cost) is not started.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import LooprunError
 from looprun.loop.outcome import Stop
 from looprun.models.base import Message
@@ -58,7 +59,7 @@ def output_cap(limits: Limits, spent: Spent, prompt_estimate: int) -> int | None
     return room
 
 
-@dataclass(frozen=True)
+@valueclass
 class Spent:
     """What a run has used so far, and what its last iteration cost."""
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from looprun.data.value import valueclass
 from looprun.errors import (
     EXIT_ABORTED,
     EXIT_DONE,
@@ -30,7 +31,7 @@ EXIT_CODES: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True)
+@valueclass
 class Stop:
     """Why a run stops: an outcome, a short machine name (``max_iterations``) and words."""
 
@@ -42,7 +43,7 @@ class Stop:
         return {"outcome": self.outcome, "reason": self.reason, "code": self.code}
 
 
-@dataclass(frozen=True)
+@valueclass
 class TaskResult:
     """How one planned task ended (or that it never started)."""
 
@@ -60,7 +61,7 @@ class TaskResult:
         }
 
 
-@dataclass(frozen=True)
+@valueclass
 class UsageTotals:
     """Tokens and cost a run spent, reported in its summary."""
 
@@ -81,7 +82,7 @@ class UsageTotals:
         }
 
 
-@dataclass(frozen=True)
+@valueclass
 class RunResult:
     """Everything a caller (the CLI, an outer loop) needs to know about a finished run."""
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import Location, LooprunError, TemplateError
 from looprun.models.base import Message, Model, Reply
 from looprun.observe.base import COMMON_FACTS
@@ -61,7 +61,7 @@ class PlanError(LooprunError):
     """The planner's answer could not be used, even after one retry."""
 
 
-@dataclass(frozen=True)
+@valueclass
 class PlannedTask:
     """A task as the loop works on it: goal rendered, from the template or the planner."""
 

@@ -8,15 +8,15 @@ paths that need a person's approval. The result is the ``policy`` facts rules re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.loop.core import Loop
 from looprun.loop.plan import PlannedTask
 from looprun.loop.ports import ViolationLike
 
 
-@dataclass(frozen=True)
+@valueclass
 class PolicyFindings:
     """What the policy found in one iteration: the act step's refused calls and what the
     real diff breaks (``diff_violations`` of ``items``), and paths awaiting approval."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from looprun.data.changes import FileChange
 from looprun.data.usage import UnsavedUsage
+from looprun.data.value import valueclass
 from looprun.models.base import Message, Model, ToolCall, ToolSpec
 from looprun.observe.base import Observation
 from looprun.template.model import Constraints, ObserverSpec, ScopedPattern
@@ -114,7 +115,7 @@ class Observer(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@valueclass
 class Triage:
     """What held-out variants did on the tree the task that asked for them left: counts
     only, never their names or messages."""
@@ -182,7 +183,7 @@ class Approver(Protocol):
     def ask(self, paths: Sequence[str], diff: str) -> bool | None: ...
 
 
-@dataclass(frozen=True)
+@valueclass
 class AgentRequest:
     """What one act turn asks of the CLI."""
 
@@ -196,7 +197,7 @@ class AgentRequest:
     session_usage: Mapping[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@valueclass
 class AgentReport:
     """What the CLI reported about one turn; ``error`` is normalised ("" when none)."""
 
@@ -302,7 +303,7 @@ class NullJournal:
         return json.dumps(invocation, default=str)
 
 
-@dataclass(frozen=True)
+@valueclass
 class Ports:
     """Everything one loop needs from the outside world."""
 

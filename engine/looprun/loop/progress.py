@@ -13,9 +13,9 @@ import json
 import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.observe.base import Observation
 from looprun.observe.normalise import normalise
 
@@ -72,7 +72,7 @@ def fingerprint(
     return h.hexdigest()[:16]
 
 
-@dataclass(frozen=True)
+@valueclass
 class Progress:
     """The last iteration's fingerprint and how many times in a row it was seen."""
 

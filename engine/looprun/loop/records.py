@@ -9,9 +9,10 @@ one-line version a reader scans.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.loop.act.step import Turn
 from looprun.loop.feedback import observation_line
 from looprun.loop.outcome import Stop
@@ -24,7 +25,7 @@ from looprun.loop.state import LoopState
 from looprun.observe.base import Observation
 
 
-@dataclass(frozen=True)
+@valueclass
 class Step:
     """One iteration's findings, before its decision is applied."""
 

@@ -7,9 +7,9 @@ can declare success: only exit conditions on fresh observations do that.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.loop.feedback import with_unnamed
 from looprun.template.expressions import Condition
 from looprun.template.model import Action, Rule
@@ -18,7 +18,7 @@ DEFAULT_RULE = "(no rule matched: retry with the observers' feedback)"
 DIFF_POLICY = "policy: diff within the act constraints"
 
 
-@dataclass(frozen=True)
+@valueclass
 class Decision:
     """What the refine tree (or the exit check) decided for one iteration."""
 

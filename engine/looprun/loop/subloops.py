@@ -9,10 +9,10 @@ plan's order within the dependency order).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from looprun.data.taskgraph import find_cycle
+from looprun.data.value import valueclass
 from looprun.errors import LooprunError
 
 TOTAL_COUNTS = ("calls", "turns", "tool_calls", "denials", "tokens")  # agent totals
@@ -23,7 +23,7 @@ class ScheduleError(LooprunError):
     """A plan that cannot be scheduled: a dependency cycle, an unknown task, too deep."""
 
 
-@dataclass(frozen=True)
+@valueclass
 class Node:
     """A task in the sub-loop dependency graph."""
 

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from looprun.data.value import valueclass
 
 Role = Literal["system", "user", "assistant", "tool"]
 # Why a model turn ended, normalised across providers.
 Finish = Literal["stop", "tool_calls", "length", "refusal", "content_filter", "other"]
 
 
-@dataclass(frozen=True)
+@valueclass
 class ToolSpec:
     """A tool offered to the model: name, description, JSON Schema of its arguments."""
 
@@ -26,7 +28,7 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@valueclass
 class ToolCall:
     """A tool call the model asked for.
 
@@ -41,7 +43,7 @@ class ToolCall:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@valueclass
 class Message:
     """One chat message in the provider-neutral form every client translates."""
 
@@ -67,7 +69,7 @@ class Message:
         return size
 
 
-@dataclass(frozen=True)
+@valueclass
 class Usage:
     """Tokens one reply used, cache reads and writes apart because they are priced apart."""
 
@@ -89,7 +91,7 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-@dataclass(frozen=True)
+@valueclass
 class Reply:
     """One model turn: an assistant message, why it ended, and what it cost."""
 

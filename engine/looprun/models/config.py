@@ -22,13 +22,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import yaml
 
+from looprun.data.value import valueclass
 from looprun.errors import UsageError
 from looprun.models.pricing import Price
 from looprun.models.retry import RetryPolicy
@@ -42,7 +43,7 @@ _RETRY_KEYS = {"max_attempts", "timeout_s", "backoff_base_s", "backoff_max_s", "
 _PRICE_KEYS = {"input", "output", "cached_input", "cache_write"}
 
 
-@dataclass(frozen=True)
+@valueclass
 class Config:
     """The user's config file: model roles, endpoints, key variables, retries and prices."""
 

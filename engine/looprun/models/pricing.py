@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.models.base import Usage
 
 
-@dataclass(frozen=True)
+@valueclass
 class Price:
     """US dollars per million tokens. ``cached_input`` defaults to ``input`` and
     ``cache_write`` (Anthropic's cache creation) to 1.25 x ``input``."""

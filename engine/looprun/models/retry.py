@@ -4,10 +4,11 @@ client, so reading the config loads no HTTP code."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+
+from looprun.data.value import valueclass
 
 
-@dataclass(frozen=True)
+@valueclass
 class RetryPolicy:
     """How hard to try. Every number is configurable (config file ``retry:``)."""
 

@@ -8,12 +8,13 @@ The shape is specified in ``schemas/observation.schema.json``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
 
 from looprun.data.freeze import thaw
+from looprun.data.value import valueclass
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -23,7 +24,7 @@ COMMON_FACTS: frozenset[str] = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@valueclass
 class Item:
     """One finding: a failing test, a lint result, an uncovered file, a policy breach."""
 
@@ -37,7 +38,7 @@ class Item:
     detail: str = ""  # a few key lines (traceback tail, snippet), already bounded
 
 
-@dataclass(frozen=True)
+@valueclass
 class Observation:
     """One observer's parsed result: the facts conditions read and the feedback the model gets."""
 
@@ -73,7 +74,7 @@ class Observation:
         return out
 
 
-@dataclass(frozen=True)
+@valueclass
 class ParseInput:
     """Everything a parser may look at."""
 

@@ -12,12 +12,12 @@ denied, is ``outside``), ``forbidden_patterns`` (substrings, or regexes written 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from looprun.data.freeze import freeze
 from looprun.data.globs import matching
 from looprun.data.patchtext import shown, source_lines, walk
+from looprun.data.value import valueclass
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import clip, render
@@ -31,7 +31,7 @@ _MAX_FORBIDDEN = 200
 Matchers = list[tuple[str, re.Pattern[str] | None]]
 
 
-@dataclass(frozen=True)
+@valueclass
 class GitOutput:
     """What git said about the working tree against the base (all ``-z`` or ``-U0``)."""
 

@@ -23,6 +23,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from looprun.data.value import valueclass
 from looprun.observe import declared_facts
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import strip_ansi
@@ -241,7 +242,7 @@ def report_files(root: Path) -> list[Path]:
     return found
 
 
-@dataclass(frozen=True)
+@valueclass
 class Summary:
     """What Maven printed: each module's ``Tests run`` line after ``Results:``, summed."""
 

@@ -7,11 +7,11 @@ working tree: relative paths, or absolute paths under it, and never installed pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
 from looprun.data.lazy_re import LazyPattern
+from looprun.data.value import valueclass
 from looprun.observe.feedback import clip
 
 _PY_STD = LazyPattern(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -31,7 +31,7 @@ _HEAD_BYTES = 32_000
 _TAIL_BYTES = 32_000
 
 
-@dataclass(frozen=True)
+@valueclass
 class Frame:
     """A file:line a traceback passed through."""
 
@@ -218,7 +218,7 @@ _SIGNAL = LazyPattern(
 )
 
 
-@dataclass(frozen=True)
+@valueclass
 class Crash:
     """An interpreter that died mid-run: what killed it and where (project frame)."""
 

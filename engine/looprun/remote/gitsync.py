@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from looprun.data.value import valueclass
 from looprun.errors import LooprunError, UsageError
 from looprun.journal import gc
 from looprun.journal.handoff import (  # run directories as git trees, re-exported
@@ -38,7 +38,7 @@ class LeaseLost(LooprunError):
     """Another execution holds the sub-loop's lease: this one must stop, its work unsent."""
 
 
-@dataclass(frozen=True)
+@valueclass
 class Lease:
     """One lease commit: who may push, and when it was last moved (for the watchdog)."""
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
 from looprun import __version__
+from looprun.data.value import valueclass
 from looprun.errors import LooprunError
 from looprun.run.executor import SubloopJob
 from looprun.system.resources import templates_dir
@@ -30,7 +31,7 @@ class JobRefused(LooprunError):
     """A worker will not run this job (another looprun version, a changed template)."""
 
 
-@dataclass(frozen=True)
+@valueclass
 class RemoteJob:
     """Everything a worker needs besides the repository, which it fetches with git."""
 

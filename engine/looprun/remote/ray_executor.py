@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import LooprunError, UsageError
 from looprun.journal.handoff import local_seq, pushed_commit, pushed_seq
 from looprun.remote.gitsync import (
@@ -70,7 +71,7 @@ _LAUNCH_TRIES = 3  # launches of one sub-loop in a row that may fail before it e
 _LAUNCH_RETRY_S = 2.0  # the wait before launching again
 
 
-@dataclass(frozen=True)
+@valueclass
 class RaySettings:
     """Where and how: ``address`` of an existing cluster (None: a local one on
     127.0.0.1), ``remote`` git URL workers reach (None: the outer repository itself, for

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
+from looprun.data.value import valueclass
 
-@dataclass(frozen=True)
+
+@valueclass
 class FileChange:
     """One file an iteration (or the run) changed; ``None`` counts mean binary."""
 
@@ -16,7 +18,7 @@ class FileChange:
     removed: int | None
 
 
-@dataclass(frozen=True)
+@valueclass
 class Check:
     """One observer's result in one iteration, and its first failure if any."""
 
@@ -26,7 +28,7 @@ class Check:
     first_failure: str = ""
 
 
-@dataclass(frozen=True)
+@valueclass
 class ToolCall:
     """One tool call of an act turn: what it touched, and whether it was refused."""
 
@@ -36,7 +38,7 @@ class ToolCall:
     result: str = ""  # the first line of its result
 
 
-@dataclass(frozen=True)
+@valueclass
 class Iteration:
     """One act → observe → refine step."""
 
@@ -71,7 +73,7 @@ class Iteration:
         return ", ".join(f"{t}×{n}" for t, n in counts.items()) or "no tools"
 
 
-@dataclass(frozen=True)
+@valueclass
 class Task:
     id: str
     goal: str
@@ -80,14 +82,14 @@ class Task:
     iterations: int
 
 
-@dataclass(frozen=True)
+@valueclass
 class Limit:
     name: str
     current: float | int | None
     max: float | int | None
 
 
-@dataclass(frozen=True)
+@valueclass
 class Subloop:
     """One node of an outer run's sub-loop tree; ``report`` is the sub-run itself."""
 
@@ -102,7 +104,7 @@ class Subloop:
     report: RunReport | None = None
 
 
-@dataclass(frozen=True)
+@valueclass
 class RunReport:
     """Everything the report shows, in the order a reviewer asks for it."""
 

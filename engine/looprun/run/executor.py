@@ -13,13 +13,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
+from looprun.data.value import valueclass
 from looprun.system.proc import kill_groups
 
 
-@dataclass(frozen=True)
+@valueclass
 class SubloopJob:
     """Everything a worker needs to run one sub-loop; plain data only."""
 
@@ -51,7 +52,7 @@ class SubloopJob:
     stack: str | None = None
 
 
-@dataclass(frozen=True)
+@valueclass
 class SubloopResult:
     """How one sub-loop ended, with its usage and final checkpoint, for the outer loop."""
 

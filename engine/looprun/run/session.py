@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprun.act.agent_role import AgentActRole
 from looprun.act.mcp import McpStartError
@@ -24,6 +24,7 @@ from looprun.checks.clean_tree import CheckTrees, checks_home, tool_env
 from looprun.checks.holdout import denied_to_model, resolve
 from looprun.checks.seeded_cache import seed_home
 from looprun.checks.variants import VariantStore, heldout_root
+from looprun.data.value import valueclass
 from looprun.journal.writer import RunJournal
 from looprun.loop.context import ContextBudget
 from looprun.loop.core import Loop
@@ -40,18 +41,20 @@ from looprun.run.ports import (
     run_sandbox,
 )
 from looprun.run.stoppable import StoppableActor, StoppableObserver
-from looprun.run.subloops import SubLoops
 from looprun.run.timing import GUARD_CALLS, JOURNAL_CALLS, WORKSPACE_CALLS, RunTimer
 from looprun.system.proc import secret_values
 from looprun.system.redact import Redactor
 from looprun.template.model import Constraints, Limits, Template
 from looprun.workspace.tree import Workspace
 
+if TYPE_CHECKING:
+    from looprun.run.subloops import SubLoops
+
 Echo = Callable[[str], None]
 ExecutorFactory = Callable[[int, Echo], Executor]
 
 
-@dataclass(frozen=True)
+@valueclass
 class Wiring:
     """How a run is wired beyond its template: where it is, what it may see, who answers."""
 
@@ -71,7 +74,7 @@ class Wiring:
     holdout_model: Model | None = None  # writes held-out variants; None: the plan model
 
 
-@dataclass(frozen=True)
+@valueclass
 class Session:
     """One run's assembled parts: what the engine talks to and the tree it works in."""
 
@@ -291,6 +294,8 @@ def _subloops(
     executor = w.executor
     if executor is None:
         raise ValueError("an outer loop is assembled without an executor for its sub-loops")
+    # the sub-loop machinery (jobs, records, journal hand-off, tarfile): only for an outer loop
+    from looprun.run.subloops import SubLoops
 
     def subloops(loop: Loop) -> SubLoops:
         return SubLoops(

@@ -10,10 +10,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Literal, Protocol
 
+from looprun.data.value import valueclass
 from looprun.errors import EXIT_INVALID, LooprunError
 
 Mode = Literal["auto", "required", "off"]
@@ -27,7 +28,7 @@ class SandboxUnavailable(LooprunError):
     exit_code = EXIT_INVALID
 
 
-@dataclass(frozen=True)
+@valueclass
 class Way:
     """An agent CLI's one way out of a sandbox without network: the loopback ``port`` it
     connects to. Under bubblewrap a forwarder in the namespace listens there and relays
@@ -38,7 +39,7 @@ class Way:
     socket: Path | None = None
 
 
-@dataclass(frozen=True)
+@valueclass
 class Confinement:
     """What the commands of one run may touch.
 
@@ -61,7 +62,7 @@ def _nothing() -> None:
     return None
 
 
-@dataclass(frozen=True)
+@valueclass
 class Wrapped:
     """One command ready to start: its argv and environment, and what to undo after."""
 

@@ -19,9 +19,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from looprun.data.value import valueclass
 from looprun.sandbox.base import Confinement, Wrapped, private_tmp
 
 _NAMESPACES = (
@@ -71,7 +71,7 @@ def _resolver_binds() -> list[str]:
     return []
 
 
-@dataclass(frozen=True)
+@valueclass
 class BwrapSandbox:
     """bubblewrap bound to one run's confinement."""
 

@@ -17,9 +17,9 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from looprun.data.value import valueclass
 from looprun.sandbox.base import Confinement, Wrapped, private_tmp
 
 _EXEC = Path(__file__).with_name("landlock_exec.py")
@@ -27,7 +27,7 @@ _DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 _PROBE_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True)
+@valueclass
 class LandlockSandbox:
     """Landlock bound to one run's confinement."""
 

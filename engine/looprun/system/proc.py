@@ -21,11 +21,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 # credentials (by name or value): never passed to children, their values redacted everywhere
+from looprun.data.value import valueclass
 from looprun.system.redact import (
     is_secret,
     secret_values,  # noqa: F401 - re-exported for the callers here
@@ -79,7 +79,7 @@ class Confiner(Protocol):
     def wrap(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> WrappedCommand: ...
 
 
-@dataclass(frozen=True)
+@valueclass
 class ProcResult:
     """A finished (or timed-out) process: exit code and capped output."""
 

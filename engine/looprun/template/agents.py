@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+
+from looprun.data.value import valueclass
 
 SUPPORTED: tuple[str, ...] = ("claude-code", "codex", "aider", "opencode", "gemini")
 
@@ -40,7 +41,7 @@ EMPTY_FACTS: dict[str, object] = {
 }
 
 
-@dataclass(frozen=True)
+@valueclass
 class Refusal:
     """A template setting the CLI cannot enforce; ``where`` is the path under the document."""
 

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import Location, Problem, TemplateError
 from looprun.system.resources import builtin_names, builtin_template, templates_dir
 from looprun.template import deps, slots
 from looprun.template.refine_edits import RefineEditor
 from looprun.template.schema_check import schema_problems
-from looprun.template.sharing.refs import RemoteFile, is_remote
-from looprun.template.sharing.resolver import RefError, resolver_for
+from looprun.template.sharing.refs import RefError, RemoteFile, is_remote
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import Document, JsonPath, load_document
 
@@ -56,7 +56,7 @@ def display(path: Source) -> str:
         return str(path)
 
 
-@dataclass(frozen=True)
+@valueclass
 class _Confinement:
     root: Path  # resolved
     links: frozenset[str]  # repository-relative paths that are symbolic links
@@ -118,6 +118,9 @@ def resolve_source(ref: str, base: Source, at: Location) -> Source | None:
     if is_remote(ref):
         if isinstance(base, RemoteFile):
             return base.resolver.pin(ref)
+        # the lock and the git cache: only for a template that names a remote reference
+        from looprun.template.sharing.resolver import resolver_for
+
         return resolver_for(base).pin(ref, local=(at.file, at.line, at.col))
     if isinstance(base, RemoteFile):
         try:

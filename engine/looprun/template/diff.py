@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from looprun.data.freeze import thaw
+from looprun.data.value import valueclass
 from looprun.template.model import Action, Constraints, Protect, Rule, Template
 
 Kind = Literal["loosened", "tightened", "added", "removed", "changed", "reordered"]
 
 
-@dataclass(frozen=True)
+@valueclass
 class Change:
     """One difference: which section, what happened, to what, and the values either side."""
 
@@ -39,7 +39,7 @@ class Change:
         }
 
 
-@dataclass(frozen=True)
+@valueclass
 class CaseChange:
     """A case (``looprun test`` format) the two templates decide differently."""
 
@@ -49,7 +49,7 @@ class CaseChange:
     new: str
 
 
-@dataclass(frozen=True)
+@valueclass
 class TemplateDiff:
     """Every difference between two templates, named as the reviewer named them."""
 

@@ -13,7 +13,7 @@ import functools
 import itertools
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
@@ -22,6 +22,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from looprun.data.globs import matcher, matching
+from looprun.data.value import valueclass
 from looprun.errors import ExpressionError, Location, Problem, TemplateError
 from looprun.template.jinja_scan import undeclared_names
 
@@ -237,7 +238,7 @@ class _UntrustedEnvironment(_RecordEnvironment):
         return result
 
 
-@dataclass(frozen=True)
+@valueclass
 class NameUse:
     """Top-level names an expression reads, and the ``name.attr`` pairs it reads."""
 
@@ -295,7 +296,7 @@ def _syntax_problem(location: Location, kind: str, exc: TemplateSyntaxError) -> 
     return TemplateError([Problem(location, f"invalid {kind}: {exc.message}")])
 
 
-@dataclass(frozen=True)
+@valueclass
 class Condition:
     """A boolean expression such as ``tests.failed > 0 and iteration < 3``."""
 
@@ -325,7 +326,7 @@ class Condition:
         return self.source
 
 
-@dataclass(frozen=True)
+@valueclass
 class Text:
     """A message or prompt template. Values substituted into it stay data."""
 

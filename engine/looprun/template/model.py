@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from looprun.data.value import valueclass
 from looprun.errors import Location
 from looprun.template.expressions import Condition, Text
 
@@ -82,7 +83,7 @@ def _empty() -> Mapping[str, Any]:
     return _EMPTY
 
 
-@dataclass(frozen=True)
+@valueclass
 class InputSpec:
     """A declared input: its type, default and whether it must be given."""
 
@@ -94,7 +95,7 @@ class InputSpec:
     location: Location = UNKNOWN
 
 
-@dataclass(frozen=True)
+@valueclass
 class Protect:
     """Read-only paths: any change to them (since the task, or the run, started) is a
     violation, as are changed or removed doctest examples when ``doctests`` is set."""
@@ -109,7 +110,7 @@ class Protect:
         return bool(self.paths) or self.doctests
 
 
-@dataclass(frozen=True)
+@valueclass
 class TaskSpec:
     """A planned unit of work; ``done_when`` (if any) must hold, besides ``exit``."""
 
@@ -122,7 +123,7 @@ class TaskSpec:
     protect: Protect = Protect()
 
 
-@dataclass(frozen=True)
+@valueclass
 class PlanSpec:
     """How the intent becomes tasks: none, a static list, or a model planner."""
 
@@ -132,7 +133,7 @@ class PlanSpec:
     max_tasks: int = 8
 
 
-@dataclass(frozen=True)
+@valueclass
 class PathRules:
     """Which paths the act tools may write: allowed globs minus denied ones."""
 
@@ -140,7 +141,7 @@ class PathRules:
     deny: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@valueclass
 class ScopedPattern:
     """A forbidden pattern checked only in some files, its globs rendered for one run."""
 
@@ -151,7 +152,7 @@ class ScopedPattern:
     message: str = ""  # why it is forbidden, shown with the violation
 
 
-@dataclass(frozen=True)
+@valueclass
 class ForbiddenPattern:
     """``{pattern, paths, exclude, message}`` in ``act.constraints.forbidden_patterns``.
 
@@ -176,7 +177,7 @@ class ForbiddenPattern:
         )
 
 
-@dataclass(frozen=True)
+@valueclass
 class Constraints:
     """Boundaries the engine enforces on every tool call, whatever the model asks."""
 
@@ -191,7 +192,7 @@ class Constraints:
     protect: Protect = Protect()  # read-only for the whole run (against the run's base)
 
 
-@dataclass(frozen=True)
+@valueclass
 class McpServerSpec:
     """An MCP server declared in ``act.mcp``: a command run over stdio (inside the run's
     sandbox, like every command) or a streamable-HTTP ``url``. ``env`` and ``headers``
@@ -212,7 +213,7 @@ class McpServerSpec:
     location: Location = UNKNOWN
 
 
-@dataclass(frozen=True)
+@valueclass
 class AgentSpec:
     """An agent CLI run headless for each act turn (``act.agent``)."""
 
@@ -228,7 +229,7 @@ class AgentSpec:
     mcp: Mapping[str, McpServerSpec] = field(default_factory=_empty)
 
 
-@dataclass(frozen=True)
+@valueclass
 class ActSpec:
     """The act turn: prompts, enabled tools, step cap and constraints; or an agent CLI."""
 
@@ -241,7 +242,7 @@ class ActSpec:
     mcp: Mapping[str, McpServerSpec] = field(default_factory=_empty)
 
 
-@dataclass(frozen=True)
+@valueclass
 class VariantsSpec:
     """Held-out tests a model writes during the run: variants of the tests task ``of``
     made fail, with other inputs, asked for once that task is done.
@@ -265,7 +266,7 @@ class VariantsSpec:
     beside: bool = False
 
 
-@dataclass(frozen=True)
+@valueclass
 class HoldoutSpec:
     """Tests kept out of the model's reach, copied into the tree only while the observer runs.
 
@@ -284,7 +285,7 @@ class HoldoutSpec:
 NARROW_SHARE = 0.5
 
 
-@dataclass(frozen=True)
+@valueclass
 class ObserverSpec:
     """A check run after each act turn; ``run`` is trusted, reviewed template config."""
 
@@ -345,7 +346,7 @@ NARROW_SOURCES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@valueclass
 class Action:
     """What a refine rule decides. No action can declare success."""
 
@@ -355,7 +356,7 @@ class Action:
     location: Location = UNKNOWN
 
 
-@dataclass(frozen=True)
+@valueclass
 class Rule:
     """One node of the refine tree: ``if``/``then`` (action or sub-tree), or ``else``."""
 
@@ -376,7 +377,7 @@ class Rule:
         return f"{file}:{self.location.line}"
 
 
-@dataclass(frozen=True)
+@valueclass
 class Limits:
     """The hard caps that stop a run which has not reached its goal."""
 
@@ -389,7 +390,7 @@ class Limits:
     max_repeats: int | None = DEFAULT_MAX_REPEATS
 
 
-@dataclass(frozen=True)
+@valueclass
 class ContextSpec:
     """The context budget for each model call and how many rounds stay verbatim."""
 
@@ -397,7 +398,7 @@ class ContextSpec:
     recent_rounds: int = 3
 
 
-@dataclass(frozen=True)
+@valueclass
 class SandboxSpec:
     """Whether commands run in an OS sandbox (``--sandbox`` overrides ``mode``), whether
     they may use the network there, and which paths (absolute or ``~/``) they may not
@@ -408,7 +409,7 @@ class SandboxSpec:
     hide: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@valueclass
 class EachTask:
     """Run another template per planned task (nested loops as composition)."""
 
@@ -420,7 +421,7 @@ class EachTask:
     location: Location = UNKNOWN
 
 
-@dataclass(frozen=True)
+@valueclass
 class Template:
     """A validated, composed template: what the engine interprets."""
 

@@ -13,12 +13,13 @@ import contextlib
 import re
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+
+from looprun.data.value import valueclass
 
 SLOT = re.compile(r"\{\{\s*inputs\.stack\s*\}\}")
 
 
-@dataclass(frozen=True)
+@valueclass
 class StackChoice:
     """The stack a load composes in, or why none could be chosen (``name`` None)."""
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from looprun.data.value import valueclass
 from looprun.errors import Location, Problem, TemplateError
 from looprun.template import deps
 from looprun.template.sharing.refs import RemoteFile
@@ -44,7 +45,7 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-@dataclass(frozen=True)
+@valueclass
 class Document:
     """A loaded YAML file: plain data and the position of every value and key in it."""
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import UsageError
 
 DEFAULT_ENDPOINT = "http://localhost:4318"
@@ -22,7 +22,7 @@ NEEDED = (
 )
 
 
-@dataclass(frozen=True)
+@valueclass
 class TraceConfig:
     """Where the spans go and what they may hold; plain data, so a sub-loop job carries it."""
 

@@ -21,9 +21,9 @@ import secrets
 import stat
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
+from looprun.data.value import valueclass
 from looprun.system import safefs
 
 # in the repository's own git directory (a linked worktree's differs from the common one)
@@ -38,7 +38,7 @@ _REPLACE = b"refs/replace/"
 Stamp = tuple[int, int, int, int, int]
 
 
-@dataclass(frozen=True)
+@valueclass
 class Entry:
     """What one path held: a file (content), a link (target) or a directory, and its mode.
     For ``packed-refs`` only the replace refs count: git rewrites that file for other refs."""

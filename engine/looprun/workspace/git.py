@@ -20,11 +20,11 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from looprun.data.value import valueclass
 from looprun.errors import LooprunError, one_line
 from looprun.system.proc import scrubbed_env
 
@@ -87,7 +87,7 @@ class SnapshotFacts:
         return self._ignored[path]
 
 
-@dataclass(frozen=True)
+@valueclass
 class Git:
     """Runs git for one working tree, optionally against a private repository."""
 

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from looprun.data.value import valueclass
 from looprun.workspace.git import Git, GitError
 
 
-@dataclass(frozen=True)
+@valueclass
 class MergeResult:
     """The outcome of merging another snapshot into this working tree."""
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from looprun.data.patchtext import chunks
+from looprun.data.value import valueclass
 from looprun.workspace.git import EMPTY_TREE
 
 _ABSENT = ("000000", "0" * 40)
@@ -26,7 +26,7 @@ class Unmapped(Exception):
     """A diff whose parts cannot be told apart per path."""
 
 
-@dataclass(frozen=True)
+@valueclass
 class Part:
     """One path's part of a diff: its versions on both sides and its patch text."""
 

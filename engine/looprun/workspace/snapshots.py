@@ -21,17 +21,17 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
 
+from looprun.data.value import valueclass
 from looprun.system.proc import spawned
 from looprun.workspace.git import Git
 from looprun.workspace.objects import TreeModel, Unsupported, commit_body, write_object
 
 
-@dataclass(frozen=True)
+@valueclass
 class _Repo:
     objects: Path
     info_attributes: Path

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from looprun.data.value import valueclass
 from looprun.template.model import AgentSpec, Constraints
 
 
-@dataclass(frozen=True)
+@valueclass
 class Turn:
     """The adapter's view of one turn: what to run it with."""
 

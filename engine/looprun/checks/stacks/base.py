@@ -12,12 +12,14 @@ stack: the check runner asks the adapter named by an observer's ``stack:`` key.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 
+from looprun.data.value import valueclass
 
-@dataclass(frozen=True)
+
+@valueclass
 class Tool:
     """A program a stack's checks run, and how a user gets it."""
 
@@ -25,7 +27,7 @@ class Tool:
     install: str  # what to do when it is missing: "install Go (apt-get install golang-go)"
 
 
-@dataclass(frozen=True)
+@valueclass
 class SetupInput:
     """What a stack's setup may look at before a run starts: files as the run's base holds
     them (never the working tree a model writes to later), the directory of its installed
@@ -37,7 +39,7 @@ class SetupInput:
     declared: frozenset[str]  # the template's input names: only these may be set
 
 
-@dataclass(frozen=True)
+@valueclass
 class Setting:
     """An input a stack's setup chose, recorded with the run like a --set value (a resume
     and the sub-loops reuse it); ``value`` None sets nothing and only says ``why``."""
@@ -51,7 +53,7 @@ class Setting:
 Setup = Callable[[SetupInput], tuple[Setting, ...]]
 
 
-@dataclass(frozen=True)
+@valueclass
 class Stack:
     """One ecosystem's adapter: plain data, read by detection and the check runner."""
 

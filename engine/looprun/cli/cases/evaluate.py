@@ -4,10 +4,10 @@ how that differs from what the case expects."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from looprun.cli.cases.facts import facts_for
 from looprun.cli.cases.load import Case, rule_paths, wanted_rule
+from looprun.data.value import valueclass
 from looprun.errors import ExpressionError, TemplateError
 from looprun.loop.feedback import compose, observer_blocks
 from looprun.loop.refine import Decision, check_exit, judge
@@ -15,7 +15,7 @@ from looprun.observe.base import Observation
 from looprun.template.model import Template
 
 
-@dataclass(frozen=True)
+@valueclass
 class Outcome:
     """What the template decided for one case, and how it differs from the expectation."""
 

@@ -4,11 +4,11 @@ against the template they test, every mistake a Problem at file:line:col."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from looprun.data.freeze import thaw
+from looprun.data.value import valueclass
 from looprun.errors import Location, Problem, TemplateError
 from looprun.observe.base import COMMON_FACTS
 from looprun.observe.registry import parser_facts
@@ -35,7 +35,7 @@ FACT_NAMES = (
 )
 
 
-@dataclass(frozen=True)
+@valueclass
 class Case:
     """One ``looprun test`` case: given these facts, expect this decision."""
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from looprun.cli.scaffold.case_text import cases_path, render_cases
 from looprun.cli.scaffold.template_text import render_template
 from looprun.cli.scaffold.values import BASES, DEFAULT_BASE, NAME, SUFFIXES, parent_of
+from looprun.data.value import valueclass
 from looprun.errors import LooprunError, TemplateError, UsageError
 from looprun.system.resources import schema_path, schemas_dir
 from looprun.template import slots
@@ -24,7 +24,7 @@ from looprun.template.schema_check import template_schema
 from looprun.template.slots import StackChoice
 
 
-@dataclass(frozen=True)
+@valueclass
 class Scaffold:
     """What `init` wrote: the template and, with `--cases`, its case file."""
 

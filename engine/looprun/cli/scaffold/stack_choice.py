@@ -4,16 +4,16 @@ guessed at: the user chooses, as a run would make them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from looprun.checks import stacks
 from looprun.checks.stacks.detect import detect
+from looprun.data.value import valueclass
 from looprun.errors import UsageError
 from looprun.template.slots import StackChoice
 
 
-@dataclass(frozen=True)
+@valueclass
 class InitStack:
     choice: StackChoice
     note: str | None  # what to say first when nothing chose it (the python default)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from looprun.data.value import valueclass
 from looprun.loop.core import Loop
 from looprun.loop.facts import NO_SUBLOOPS
 from looprun.loop.feedback import attempts_summary
@@ -41,7 +42,7 @@ class Turn:
     stop: Stop | None = None
 
 
-@dataclass(frozen=True)
+@valueclass
 class Acted:
     """One act step's result: the turn, and the facts it adds (``agent``) if any."""
 

@@ -13,7 +13,7 @@ from looprun.template.compose import missing_ref_message, read_remote, resolve_s
 from looprun.template.expressions import Text
 from looprun.template.model import EachTask, PlanSpec, Template
 from looprun.template.semantic import WITH_NAMES
-from looprun.template.sharing.resolver import RefError, source_of
+from looprun.template.sharing.refs import RefError, source_of
 from looprun.template.suggest import did_you_mean
 from looprun.template.yamlpos import JsonPath
 

@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from looprun.data.value import valueclass
 
 PREFIX = "git+"
 SCHEMES = ("https", "http", "file", "ssh")
 _BAD_REF = re.compile(r"(^-)|\.\.|[\s~^:?*\[\\]|@\{|^/|/$|\.lock$")
+
+
+class RefError(Exception):
+    """A reference cannot be used; the message says why (the caller adds the location)."""
 
 
 def is_remote(ref: str) -> bool:
@@ -33,7 +40,7 @@ def shown_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-@dataclass(frozen=True)
+@valueclass
 class Reference:
     """``git+URL@REF#PATH`` split; ``key`` (without the path) is what the lock pins."""
 
@@ -75,7 +82,7 @@ def inside(path: str, text: str) -> str:
     return norm
 
 
-@dataclass(frozen=True)
+@valueclass
 class RemoteFile:
     """A template file at a commit of a remote repository: what a Document's path is for
     remote content. Shown as ``git+URL@REF#PATH``, so errors inside it name it."""
@@ -100,3 +107,17 @@ class RemoteFile:
 
     def __str__(self) -> str:
         return str(self.reference)
+
+
+_READ: dict[str, RemoteFile] = {}
+
+
+def remember(f: RemoteFile) -> None:
+    """Note a remote file read in this process, so a location naming it finds it again."""
+    _READ[str(f)] = f
+
+
+def source_of(file: str) -> Path | RemoteFile:
+    """The file a location names: a remote file read in this process, else a local path
+    (references are resolved relative to the file that wrote them)."""
+    return _READ.get(file) or Path(file)

@@ -19,11 +19,14 @@ from pathlib import Path
 from looprun.template import deps
 from looprun.template.sharing import lockfile
 from looprun.template.sharing.gitcache import Cache, GitError
-from looprun.template.sharing.refs import Reference, RemoteFile, parse, shown_url
-
-
-class RefError(Exception):
-    """A reference cannot be used; the message says why (the caller adds the location)."""
+from looprun.template.sharing.refs import (
+    Reference,
+    RefError,
+    RemoteFile,
+    parse,
+    remember,
+    shown_url,
+)
 
 
 @dataclass
@@ -203,16 +206,3 @@ def resolver_for(first: Path) -> Resolver:
     if root not in table:
         table[root] = Resolver(root)
     return table[root]
-
-
-_READ: dict[str, RemoteFile] = {}
-
-
-def remember(f: RemoteFile) -> None:
-    _READ[str(f)] = f
-
-
-def source_of(file: str) -> Path | RemoteFile:
-    """The file a location names: a remote file read in this process, else a local path
-    (references are resolved relative to the file that wrote them)."""
-    return _READ.get(file) or Path(file)
