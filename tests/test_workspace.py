@@ -4,6 +4,7 @@ and the promise that the user's HEAD, branch, index and stash are never touched.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -396,3 +397,36 @@ def test_file_changes_read_every_side_in_one_batch_whatever_the_path(tmp_path: P
         "link": ("A", None, "a b.py"),
     }
     assert {c.path for c in ws.file_changes(start)} == set(changes)
+
+
+def test_the_same_pair_of_trees_is_diffed_once(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two trees always differ the same way: an iteration's narrow selection, related
+    tests and policy ask git about the pair once; a later pair is asked anew."""
+    log, shim = tmp_path / "git.log", tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{shutil.which("git")}" "$@"\n'
+    )
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    ws = Workspace.open(repo, state_dir=repo / ".looprun", watched=True)
+    base = ws.base()
+    (repo / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    ws.touched()
+    now = ws.snapshot()
+
+    def diffs() -> list[str]:
+        return [c for c in log.read_text().splitlines() if " diff-tree " in f" {c} "]
+
+    first = ws.file_changes(base, now)
+    assert [(c.path, c.status) for c in first] == [("src/calc.py", "M")]
+    assert ws.file_changes(base, now) == first
+    assert ws.file_changes(base, now, contents=True)[0].new == (repo / "src/calc.py").read_text()
+    assert len(diffs()) == 1, diffs()
+    (repo / "notes.txt").write_text("changed\n")
+    ws.touched()
+    later = ws.snapshot()
+    assert {c.path for c in ws.file_changes(base, later)} == {"src/calc.py", "notes.txt"}
+    assert len(diffs()) == 2, diffs()

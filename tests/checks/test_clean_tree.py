@@ -4,6 +4,7 @@ repositories, real files, the real sync between checks."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,38 @@ def test_a_command_between_two_checks_of_the_same_tree_ends_the_baseline(
     run_process(["true"], cwd=repo, timeout_s=30)  # a command that is not a check
     check("after-a-command-d")
     assert _files(seed / "go" / "GOCACHE") == {"tests-d": "tests-d", "vet-d": "vet-d"}
+
+
+def test_a_check_on_an_unchanged_diff_lists_no_tree_and_still_undoes_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _repo(tmp_path)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    (repo / "pkg" / "code.py").write_text("VALUE = 2\n")
+    git("add", "-A", cwd=repo)
+    target = git("write-tree", cwd=repo)
+    real = shutil.which("git")
+    log, shim = tmp_path / "git.log", tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    trees = CheckTrees(tmp_path / "checks")
+
+    def prepare() -> Path:
+        root, _env, _ = trees.prepare(
+            "python", workdir=repo, git_dir=None, base=base, snapshot=lambda _: target
+        )
+        return root
+
+    root = prepare()
+    listed = sum(" ls-tree " in f" {c} " for c in log.read_text().splitlines())
+    assert listed == 2  # the snapshot's files, the base's pinned ones
+    (root / "pkg" / "code.py").write_text("VALUE = 3\n")  # a check wrote in its tree
+    (root / "pkg" / "planted.py").write_text("x = 1\n")
+    root = prepare()
+    calls = log.read_text().splitlines()
+    # tree ids name their content: the same pair is not listed again
+    assert sum(" ls-tree " in f" {c} " for c in calls) == listed, calls
+    assert (root / "pkg" / "code.py").read_text() == "VALUE = 2\n"
+    assert not (root / "pkg" / "planted.py").exists()

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from e2e_helpers import git_init, looprun
 
 TEMPLATE = """\
@@ -51,7 +52,9 @@ def write(n: int) -> dict[str, Any]:
     return {"tool_calls": [call]}
 
 
-def git_calls(tmp: Path, name: str, step: Any, iterations: int) -> list[str]:
+def git_calls(
+    tmp: Path, name: str, step: Any, iterations: int, template: str = TEMPLATE
+) -> list[str]:
     """The git command lines one CLI run of ``iterations`` iterations made."""
     root = tmp / f"{name}-{iterations}"
     repo = root / "repo"
@@ -59,7 +62,7 @@ def git_calls(tmp: Path, name: str, step: Any, iterations: int) -> list[str]:
     (repo / "status.json").write_text('{"done": false}\n')
     (repo / "a.txt").write_text("hello\n")
     git_init(repo)
-    (root / "steps.yaml").write_text(TEMPLATE)
+    (root / "steps.yaml").write_text(template)
     turns = [t for n in range(iterations) for t in (step(n), {"text": "that is all"})]
     (root / "script.json").write_text(json.dumps(turns))
     shim = root / "bin"
@@ -129,3 +132,16 @@ def test_a_run_starts_with_what_the_in_process_snapshot_cannot_answer(tmp_path: 
     assert not [line for line in run if subcommand(line) in ("hash-object", "update-ref")], run
     assert not [line for line in lines if "--git-path" in line or "^{tree}" in line], run
     assert len(run) <= 14, "\n".join(run)
+
+
+@pytest.mark.e2e  # four whole runs
+def test_a_check_that_did_not_apply_costs_no_git_call(tmp_path: Path) -> None:
+    """An observer with a command whose ``when`` is false started nothing, so the tree
+    is not looked at again after it: reading iterations still cost no git call."""
+    skipped = TEMPLATE.replace(
+        "exit: [status.ok]",
+        '  lint:\n    when: "false"\n    run: "true"\n    parser: exit_code\nexit: [status.ok]',
+    )
+    short = git_calls(tmp_path, "skip", read, 2, skipped)
+    long = git_calls(tmp_path, "skip", read, 5, skipped)
+    assert len(long) == len(short), sorted(set(long) - set(short))

@@ -8,7 +8,9 @@ base as it is (collected ids, conftest fixtures from the root, `testpaths`, `pyt
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -328,3 +330,26 @@ def test_a_pinned_observer_runs_pinned_and_without_the_user_site(tmp_path: Path)
     unpinned = observe(None)  # no directory to pin into: refused, not run unpinned
     assert (unpinned.ok, unpinned.exit_code) == (False, None)
     assert "no run directory to keep the pinned configuration in" in (unpinned.error or "")
+
+
+def test_each_check_after_the_first_pins_without_asking_git(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the base commit never changes: what configures pytest there is read once per
+    # command line, and each check still gets the copy written anew
+    work = tmp_path / "work"
+    work.mkdir()
+    base = _commit(work, {"pytest.ini": INI, "test_x.py": "def test_bug():\n    assert False\n"})
+    log, shim = tmp_path / "git.log", tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{shutil.which("git")}" "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    into = tmp_path / "pinned"
+    first = pin(PYTEST, workdir=work, git_dir=None, base=base, into=into)
+    asked = log.read_text().splitlines()
+    assert asked  # the base was read through git once
+    (into / "pytest.ini").write_text("[pytest]\naddopts = -k nothing\n")
+    assert pin(PYTEST, workdir=work, git_dir=None, base=base, into=into) == first
+    assert log.read_text().splitlines() == asked
+    assert (into / "pytest.ini").read_text() == INI

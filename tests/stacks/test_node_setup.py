@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from tests.support.git_repos import git, git_repo
 
 from looprun.checks import stacks
 from looprun.checks.stacks.base import SetupInput
-from looprun.checks.stacks.node_setup import runner_of, settings
+from looprun.checks.stacks.node_setup import SETUP_READS, runner_of, settings
 from looprun.errors import UsageError
 from looprun.loop.plan import PlannedTask
 from looprun.run.stack_setup import BaseFiles, with_stack_settings
@@ -263,3 +264,65 @@ def test_a_feature_s_sub_loops_get_the_runner_the_run_read() -> None:
     # a run recorded before the stack read anything: the pack's defaults
     outer.invocation = {}
     assert sub_inputs(outer, feature.each_task, task)["runner"] == "node"  # type: ignore[arg-type]
+
+
+def _counting_git(root: Path) -> Path:
+    """A ``git`` first on the PATH that writes down its arguments, then runs the real one."""
+    real = shutil.which("git")
+    assert real is not None
+    log = root / "git.log"
+    shim = root / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    shim.chmod(0o755)
+    return log
+
+
+def test_the_setup_s_files_are_read_together_as_each_alone_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "package.json").write_bytes(_package("jest"))
+    (repo / ".gitignore").write_text("tsconfig.json\n")
+    (repo / "eslint.config.js").write_text("committed")
+    (repo / ".eslintrc.json").write_text("{}")
+    (repo / "eslint.config.mjs").write_text("kept")
+    git_repo(repo)
+    (repo / "tsconfig.json").write_text("{}")  # ignored and untracked: not in the base
+    (repo / "eslint.config.js").write_text("edited")  # dirty: the disk's
+    (repo / "eslint.config.cjs").write_text("new")  # untracked: the disk's
+    git("rm", "-q", "--cached", ".eslintrc.json", cwd=repo)  # staged deletion, still on disk
+    git("mv", "eslint.config.mjs", "eslint.config.ts", cwd=repo)  # a staged rename
+    (repo / ".eslintrc").mkdir()  # a directory by a config's name: no file
+    (repo / ".eslintrc" / "x").write_text("x")
+    names = (*SETUP_READS, "missing.json")
+    one_by_one = {name: BaseFiles(repo).read(name) for name in names}
+    assert one_by_one["eslint.config.js"] == b"edited"
+    assert one_by_one["eslint.config.ts"] == b"kept" and one_by_one["eslint.config.mjs"] is None
+    log = _counting_git(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    together = BaseFiles(repo)
+    together.prefetch(names)
+    assert {name: together.read(name) for name in names} == one_by_one
+    calls = log.read_text().splitlines()
+    # where each file alone asks git three or four times: one status and one batch in all
+    assert sum(" status " in f" {c} " for c in calls) == 1, calls
+    assert len(calls) <= 5, calls
+
+
+def test_the_node_setup_asks_git_a_few_times_not_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "package.json").write_bytes(_package("node --test"))
+    git_repo(repo)
+    with slots.chosen(StackChoice("node", "test")):
+        template = load_template("bugfix")
+    log = _counting_git(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    sets, _ = with_stack_settings(template, repo, {}, lambda _: None)
+    assert sets["runner"] == "node"
+    calls = log.read_text().splitlines()
+    assert len(calls) <= 6, calls

@@ -66,11 +66,23 @@ class CheckTree:
     stack: Stack
     written: dict[str, _Written] = field(default_factory=dict)
     shared_prints: dict[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
+    # the files the last (base, target) pair of tree ids wants
+    wanted: tuple[tuple[str, str], dict[str, Entry]] | None = None
+    at_base: tuple[str, dict[str, Entry]] | None = None  # the base's files, listed once
 
     def sync(self, git: Git, base: str, target: str) -> None:
         """Make ``root`` hold ``target``'s files (a tree id: the working tree's snapshot)
         with the pinned files of ``base``, and nothing else."""
-        wanted = _wanted(git, base, target, self.stack)
+        if self.wanted is None or self.wanted[0] != (base, target):
+            # tree ids name their content: the same pair wants the same files, so the
+            # next check on an unchanged diff lists no tree again
+            if self.at_base is None or self.at_base[0] != base:
+                self.at_base = (base, _ls_tree(git, base) if self.stack.pinned else {})
+            same = target == base and bool(self.stack.pinned)  # the base's listing serves
+            files = self.at_base[1] if same else _ls_tree(git, target)
+            found = _wanted(files, self.at_base[1], self.stack)
+            self.wanted = ((base, target), found)
+        wanted = self.wanted[1]
         self.root.mkdir(parents=True, exist_ok=True)
         present = set(_walk(self.root, skip=set(self.stack.shared)))
         for path in sorted(present - set(wanted)):
@@ -109,12 +121,13 @@ class CheckTree:
         return changed
 
 
-def _wanted(git: Git, base: str, target: str, stack: Stack) -> dict[str, Entry]:
-    """Path -> entry: the target tree's files, the pinned ones from base, no untrusted."""
-    files = _ls_tree(git, target)
+def _wanted(
+    files: Mapping[str, Entry], at_base: Mapping[str, Entry], stack: Stack
+) -> dict[str, Entry]:
+    """Path -> entry: the target tree's ``files``, the pinned ones from the base's files
+    (``at_base``), no untrusted."""
     is_pinned, is_untrusted = matcher(stack.pinned), matcher(stack.untrusted)
     shared = set(stack.shared)
-    at_base = _ls_tree(git, base) if stack.pinned else {}
     out: dict[str, Entry] = {}
     for path, entry in files.items():
         if is_pinned(path):

@@ -411,6 +411,10 @@ def flags(
     return " ".join(shlex.quote(part) for part in out)
 
 
+_LOCATED: dict[tuple[str, str, str, tuple[str, ...], str | None], Located] = {}
+_LOCATED_MAX = 64
+
+
 def pin(
     command: str,
     *,
@@ -431,12 +435,19 @@ def pin(
     its directories are given as they are in the copy."""
     if not base:
         raise PinError("the run has no base commit to read pytest's configuration from")
-    git = Git(workdir, git_dir)
     args, config, rootdir = command_args(command)
-    try:
-        found = locate(BaseTree(workdir, git, base), workdir, args, config)
-    except (GitError, OSError) as exc:
-        raise PinError(f"cannot read the base's configuration: {exc}") from exc
+    # a base commit never changes: what it configures is looked up once per command line
+    # (every check of a run pins the same one)
+    key = (str(workdir), str(git_dir or ""), base, tuple(args), config)
+    found = _LOCATED.get(key)
+    if found is None:
+        try:
+            found = locate(BaseTree(workdir, Git(workdir, git_dir), base), workdir, args, config)
+        except (GitError, OSError) as exc:
+            raise PinError(f"cannot read the base's configuration: {exc}") from exc
+        if len(_LOCATED) >= _LOCATED_MAX:
+            _LOCATED.clear()
+        _LOCATED[key] = found
     if tree is not None and found.rootdir.is_relative_to(workdir):
         found = dataclasses.replace(found, rootdir=tree / found.rootdir.relative_to(workdir))
     os.close(open_dir(into, create=True))

@@ -137,7 +137,9 @@ class RealObserver:
         finally:
             if spec.stack is not None and ran and self.trees is not None:
                 self.trees.checked(spec.stack)
-            if spec.run is not None and self.on_command is not None:
+            # a check that did not apply (its `when` was false) started nothing: the
+            # workspace's snapshot of the tree still holds
+            if spec.run is not None and ran and self.on_command is not None:
                 self.on_command()
 
     def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from looprun.workspace.objects import loose_object_ok, path_tree
 from looprun.workspace.patches import PatchCache, split_diff
 from looprun.workspace.snapshots import QuickSnapshots
 
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 GITLINK = "160000"  # a submodule's entry: its own repository, never diffed into
 
 
@@ -42,9 +44,16 @@ class Differ:
         # tree's new side is then what differs from that one (plus what is checked already)
         self._checked_from: dict[str, str] = {}
         self._new_side: TreeDiffs | None = None
+        self._last_raw: tuple[tuple[str, str], list[tuple[str, str, str, str]]] | None = None
 
     def raw(self, a: str, b: str) -> Iterator[tuple[str, str, str, str]]:
-        """``(old mode, new mode, status letter, path)`` per path that differs."""
+        """``(old mode, new mode, status letter, path)`` per path that differs. Two object
+        ids always differ the same way: the last pair's rows are reused (an iteration's
+        selection, related tests and policy ask about the same pair)."""
+        if self._last_raw is not None and self._last_raw[0] == (a, b):
+            yield from self._last_raw[1]
+            return
+        rows: list[tuple[str, str, str, str]] = []
         out = self.git.run("diff-tree", "-r", "-z", "--no-renames", "--raw", a, b)
         fields = out.split("\0")
         i = 0
@@ -54,7 +63,10 @@ class Differ:
             if not meta.startswith(":"):
                 continue
             src_mode, dst_mode, _, _, status = meta[1:].split(" ")
-            yield src_mode, dst_mode, status[:1], path
+            rows.append((src_mode, dst_mode, status[:1], path))
+        if _OBJECT_ID.fullmatch(a) and _OBJECT_ID.fullmatch(b):  # never a ref, which moves
+            self._last_raw = ((a, b), rows)
+        yield from rows
 
     def patch(self, start: str, tree: str) -> tuple[str, list[str]]:
         """The patch from ``start`` to ``tree`` and the paths it changes."""

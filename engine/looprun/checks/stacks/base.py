@@ -84,6 +84,8 @@ class Stack:
     # inputs of the pack read from the repository at the run's base (which test runner the
     # scripts use), before any model call; None: the pack's defaults and --set only
     setup: Setup | None = None
+    # the root files that setup reads, read from the base together before it runs
+    setup_reads: tuple[str, ...] = ()
     # how the test command is narrowed to some test ids: the words appended to it; None:
     # the ids themselves, as pytest takes its node ids
     select: Callable[[Sequence[str]], tuple[str, ...]] | None = None

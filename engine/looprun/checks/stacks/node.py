@@ -15,7 +15,7 @@ from types import MappingProxyType
 import looprun.observe
 from looprun.checks.stacks.base import Stack, Tool
 from looprun.checks.stacks.node_select import select
-from looprun.checks.stacks.node_setup import settings
+from looprun.checks.stacks.node_setup import SETUP_READS, settings
 
 # the reporter ships in the engine package, never in the repository a check runs on
 _REPORTERS = Path(looprun.observe.__file__).resolve().parent / "node_reporter"
@@ -86,6 +86,7 @@ STACK = Stack(
         }
     ),
     setup=settings,
+    setup_reads=SETUP_READS,
     # the files and an anchored name pattern, which node's runner, vitest and jest all read
     # (the pack's held-out variants)
     select=select,

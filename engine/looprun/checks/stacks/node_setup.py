@@ -188,6 +188,7 @@ ESLINT_CONFIGS = (
     *(f".eslintrc.{ext}" for ext in ("js", "cjs", "yaml", "yml", "json")),
     ".eslintrc",
 )
+SETUP_READS = ("package.json", "tsconfig.json", *ESLINT_CONFIGS)  # what settings() reads
 
 
 def _checks(at: SetupInput) -> list[Setting]:
