@@ -44,8 +44,13 @@ _REPLACES_THE_JUDGE = (
 )
 
 
+# the held-out variants do not run: turned off, or asked for and never answered (the
+# script has no turn for the holdout role)
+@pytest.mark.parametrize(
+    "variants", [["--set", "holdout_variants=0"], []], ids=["off", "unanswered"]
+)
 def test_a_reproduction_that_replaces_the_judge_never_ends_done(
-    sdist: Path, tmp_path: Path
+    sdist: Path, tmp_path: Path, variants: list[str]
 ) -> None:
     turns = [
         {"tool_calls": [write_call(NEW_TEST, _REPLACES_THE_JUDGE)]},
@@ -55,9 +60,7 @@ def test_a_reproduction_that_replaces_the_judge_never_ends_done(
         {"text": "Fixed ordinalize."},
     ]
     work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(
-        work, tmp_path, turns, "--set", "holdout_variants=0", "--max-iterations", "2"
-    )
+    summary = run_bugfix(work, tmp_path, turns, *variants, "--max-iterations", "2")
 
     assert summary["outcome"] != "done", summary["stderr"]
     decision = run_events(summary, "iteration")[0]["decision"]
