@@ -195,7 +195,7 @@ def test_a_file_shadowing_a_built_in_fragment_is_refused(tmp_path: Path) -> None
     loop = LOOP.replace("include: [frag.yaml]", "include: [observers/python, frag.yaml]")
     loop += (
         "observe: {tests: null, lint: null, cov: null, holdout: null, plain: null, diff: null, "
-        "variants: null, suite_mutants: null}\n"
+        "variants: null, fresh: null, suite_mutants: null}\n"
     )
     shadow = "import pathlib\npathlib.Path('loops/observers').mkdir()\n" + (
         f"pathlib.Path('loops/observers/python').write_text({PLANTED!r})\n"

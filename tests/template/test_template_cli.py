@@ -72,7 +72,7 @@ def test_explain_text_shows_tree_and_limits() -> None:
     assert "refine (first matching rule decides):" in result.output
     # every rule carries its one name (its id, or else file:line) beside its position
     assert '\n  5. [reproduce] if task.id == "reproduce":' in result.output
-    assert "5.6. [reproduce_outside_tests] else -> retry" in result.output
+    assert "5.7. [reproduce_outside_tests] else -> retry" in result.output
     assert "limits: max_iterations 12" in result.output
 
 

@@ -114,8 +114,25 @@ def test_bugfix_is_reproduce_then_fix() -> None:
         "baseline": {"tests": {"errors": 0, "newly_failing": [new], "vanished": []}},
         "diff": {"files": ["tests/test_invoice.py"]},
         "inputs": {"tests_glob": "tests/**", "reproduce_exceptions": ["AssertionError"]},
+        "fresh": {"ran": True, "ok": False, "passing": [], "failing": [new], "self_raised": {}},
     }
     assert reproduce.done_when.evaluate(facts) is True
+    # the fresh run (no looprun module in the test's process) must find it the code's too
+    facts["fresh"] = {
+        "ran": True,
+        "ok": False,
+        "passing": [],
+        "failing": [new],
+        "self_raised": {new: "a `raise`"},
+    }
+    assert reproduce.done_when.evaluate(facts) is False
+    # and the test must fail there as well
+    facts["fresh"] = {"ran": True, "ok": True, "passing": [new], "failing": [], "self_raised": {}}
+    assert reproduce.done_when.evaluate(facts) is False
+    # or a run that broke without naming a failure
+    facts["fresh"] = {"ran": True, "ok": False, "passing": [], "failing": [], "self_raised": {}}
+    assert reproduce.done_when.evaluate(facts) is False
+    facts["fresh"] = {"ran": True, "ok": False, "passing": [], "failing": [new], "self_raised": {}}
     # a test that fails because it is broken (ImportError) is not a reproduction
     facts["tests"] = {**facts["tests"], "failure_types": {new: "ImportError"}}
     assert reproduce.done_when.evaluate(facts) is False

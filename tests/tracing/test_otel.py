@@ -119,20 +119,21 @@ def test_a_run_is_one_trace_under_the_callers_span(tmp_path: Path) -> None:
         s for s in got.named("execute_tool ") if attrs(s)["gen_ai.tool.type"] != "function"
     ]
     # the observers at the baseline (under the run) and each of them in every iteration
-    # (`plain` too, where the reproduction passes); a staged observer adds its narrow run,
-    # and a narrow result that would end a task reruns every check whole, so an iteration
-    # may hold more than one span of an observer
+    # (`plain` and `fresh` too, where the reproduction passes or newly fails); a staged
+    # observer adds its narrow run, and a narrow result that would end a task reruns every
+    # check whole, so an iteration may hold more than one span of an observer
     every = ["cov", "diff", "holdout", "lint", "suite_mutants", "tests", "variants"]
     for n in (1, 2, 3):
         ran = {
             attrs(o)["gen_ai.tool.name"] for o in observers if parent(o).name == f"iteration {n}"
-        } - {"plain"}
+        } - {"plain", "fresh"}
         assert sorted(ran) == every
     assert len(observers) > 20
     baseline = [o for o in observers if parent(o) is root]
     assert sorted(attrs(o)["gen_ai.tool.name"] for o in baseline) == [
         "cov",
         "diff",
+        "fresh",
         "holdout",
         "lint",
         "plain",
@@ -417,7 +418,7 @@ def test_an_interrupted_run_still_exports_its_spans_as_not_finished(tmp_path: Pa
     (root,) = got.named("invoke_workflow ")
     assert attrs(root)["error.type"] == "not_finished"
     assert root.status.code == root.status.STATUS_CODE_ERROR
-    assert len(got.named("execute_tool ")) == 8  # the baseline's observers
+    assert len(got.named("execute_tool ")) == 9  # the baseline's observers
 
 
 def test_two_levels_of_sub_loops_keep_one_trace(tmp_path: Path) -> None:

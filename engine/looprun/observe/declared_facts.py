@@ -78,7 +78,9 @@ DIAGNOSTIC_FORMATS: tuple[str, ...] = ("mypy", "pyright", "eslint")
 # a parser that cannot leaves `exercised` empty, which restricts nothing)
 COMMON_OPTIONS: frozenset[str] = frozenset({"max_feedback", "exercised"})
 OPTIONS: dict[str, frozenset[str]] = {
-    "junit": frozenset({"outcome_channel", "exercised"}),
+    # judge_raised: the engine judges where each failure was raised (`self_raised`) from
+    # the report's tracebacks and the tree's files
+    "junit": frozenset({"outcome_channel", "exercised", "judge_raised"}),
     # exercised: accepted for the templates that ask it of any runner; node cannot tell
     "node_test": frozenset({"exercised"}),
     "surefire": frozenset(),

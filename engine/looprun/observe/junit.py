@@ -23,7 +23,7 @@ from junitparser import Error, Failure
 from junitparser.xunit2 import FlakyError, FlakyFailure, RerunError, RerunFailure
 
 from looprun.data.freeze import freeze
-from looprun.observe import declared_facts
+from looprun.observe import declared_facts, raised_where
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render, strip_ansi, tail
 from looprun.observe.outcome_channel import disagreements
@@ -79,6 +79,9 @@ class _Tally:
     types: dict[str, str] = field(default_factory=dict)  # failing id -> exception name
     # failing id -> the project files its traceback runs through (workdir-relative)
     files: dict[str, list[str]] = field(default_factory=dict)
+    # failing id -> the project frames of a native traceback, innermost first (failures
+    # kept in full)
+    frames: dict[str, list[Frame]] = field(default_factory=dict)
     _module_files: dict[str, tuple[str, list[str]] | None] = field(default_factory=dict)
     _prefixes: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
 
@@ -202,6 +205,9 @@ def _result_item(
         detail = ""
     tally.types.setdefault(case_id, failure_type(result.type, message, text))
     tally.files.setdefault(case_id, traceback_files(found, file))
+    native = raised_where.native_frames(message, text, str(tally.workdir)) if text else None
+    if native is not None:
+        tally.frames.setdefault(case_id, native)
     return Item(
         id=case_id, message=headline, severity=severity, file=file, line=line, detail=detail
     )
@@ -444,11 +450,17 @@ def _exercised(data: ParseInput, tally: _Tally) -> dict[str, list[str]]:
 
 
 def _self_raised(data: ParseInput, tally: _Tally) -> dict[str, str]:
-    """Each failing id the outcome channel watched whose failure the test raised itself
-    (not the code under test, nor an assertion on what it returned) -> why."""
-    if data.outcomes is None:
-        return {}
-    return dict(_by_case(data, tally, data.outcomes.self_raised))
+    """Each failing id whose failure the test raised itself (not the code under test, nor
+    an assertion on what it returned) -> why: as the outcome channel said, and with the
+    ``judge_raised`` option as looprun judges it from the report's traceback and the
+    tree's files (a report from a process with no looprun module in it)."""
+    said = dict(_by_case(data, tally, data.outcomes.self_raised)) if data.outcomes else {}
+    if data.options.get("judge_raised") is True:
+        for case_id, found in tally.frames.items():
+            why = raised_where.self_raised(found, data.workdir) if case_id not in said else ""
+            if why:
+                said[case_id] = why
+    return said
 
 
 def _failure_files(

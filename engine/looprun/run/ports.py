@@ -32,6 +32,9 @@ from looprun.sandbox.hidden import hidden_paths
 from looprun.system import safefs
 from looprun.template.model import Constraints, ObserverSpec, Template
 
+# a variant failing on an assertion is kept whatever the reproducing test raised
+_ASSERTION = "AssertionError"
+
 Echo = Callable[[str], None]
 
 
@@ -188,9 +191,11 @@ class RealVariants:
         deadline: float | None,
         base: str,
     ) -> Triage:
-        """Keep the variants that fail on the tree now with an ``expected`` exception type:
-        a wrong variant (one the unfixed code passes, or that fails for another reason)
-        never runs again, so it cannot block an honest fix."""
+        """Keep the variants that fail on the tree now with an ``expected`` exception type,
+        or on an assertion whatever the reproducing test raised (a variant that asserts
+        on the code's value shows the same bug as one the code raises in): a wrong variant
+        (one the unfixed code passes, or that fails for another reason) never runs again,
+        so it cannot block an honest fix."""
         obs = self.observer.triage(spec, context, deadline=deadline, base=base)
         facts = obs.facts
         tests = int(facts.get("tests") or 0)
@@ -202,7 +207,8 @@ class RealVariants:
             return Triage(tests, 0, obs.error or "the check did not run")
         types = facts.get("failure_types") or {}
         failing = [i for i in facts.get("failing") or () if isinstance(i, str)]
-        kept = [i for i in failing if i in types and str(types[i] or "") in expected]
+        allowed = {*expected, _ASSERTION}
+        kept = [i for i in failing if i in types and str(types[i] or "") in allowed]
         self.store.keep(spec.name, kept)
         return Triage(tests, len(kept))
 
