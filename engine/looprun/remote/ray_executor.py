@@ -36,6 +36,7 @@ from typing import Any
 
 from looprun.errors import LooprunError, UsageError
 from looprun.journal.handoff import local_seq, pushed_commit, pushed_seq
+from looprun.remote.ahead import Ahead
 from looprun.remote.gitsync import (
     Remote,
     checkpoint_refs,
@@ -106,13 +107,29 @@ class RaySettings:
         given = {k: v for k, v in values.items() if v is not None}
         return cls(address=address or None, remote=remote, **given)
 
-    def factory(self) -> Any:
+    def factory(self) -> RayExecutors:
         """An ``ExecutorFactory``: (parallel, report) -> executor."""
+        return RayExecutors(self)
 
-        def make(parallel: int, report: Report) -> RayExecutor:
-            return RayExecutor(parallel, report, self)
 
-        return make
+class RayExecutors:
+    """One run's executors on the cluster. ``warm_up`` (a run whose template has
+    sub-loops) joins an existing cluster ahead of its first sub-loop (see ``ahead``);
+    the first executor takes over that join and its board."""
+
+    def __init__(self, settings: RaySettings) -> None:
+        self.settings = settings
+        self._ahead: Ahead | None = None
+
+    def warm_up(self) -> None:
+        """Start joining now. A local cluster is started when first needed, as before:
+        starting one is no work to overlap, and it belongs on the main thread."""
+        if self._ahead is None and self.settings.address is not None:
+            self._ahead = Ahead(self.settings.address, self.settings.join_timeout_s)
+
+    def __call__(self, parallel: int, report: Report) -> RayExecutor:
+        ahead, self._ahead = self._ahead, None
+        return RayExecutor(parallel, report, self.settings, ahead)
 
 
 def _seconds(name: str) -> float | None:
@@ -156,15 +173,25 @@ class _Attempt:
 class RayExecutor:
     """Runs sub-loop jobs as Ray tasks; one monitor thread turns them into futures."""
 
-    def __init__(self, parallel: int, report: Report, settings: RaySettings | None = None):
+    def __init__(
+        self,
+        parallel: int,
+        report: Report,
+        settings: RaySettings | None = None,
+        ahead: Ahead | None = None,
+    ):
+        """``ahead``: the join (and board) started before, taken over here."""
         self.settings = settings or RaySettings()
         self._report = report
         self._lost = ""  # why the cluster is lost, once it is
         self._head = self.settings.address or "127.0.0.1"
         try:
-            self._ray = connect(
-                self.settings.address, self.settings.num_cpus, self.settings.join_timeout_s
-            )
+            if ahead is not None:
+                self._ray = ahead.joined()
+            else:
+                self._ray = connect(
+                    self.settings.address, self.settings.num_cpus, self.settings.join_timeout_s
+                )
         except SilentHead as exc:  # frozen before this run first reached it
             raise ExecutorLost(self._given_up(str(exc))) from exc
         self._head = head_address(self._ray)
@@ -173,7 +200,7 @@ class RayExecutor:
         problem = self._answers_within(self.settings.head_timeout_s)
         if problem:  # lost while no sub-loop ran (between two outer iterations)
             raise ExecutorLost(self._given_up(problem))
-        self._board = new_board(self._ray)
+        self._board = new_board(self._ray) if ahead is None else ahead.board()
         self._board_probe: Any = None  # the board's answer asked for, not yet come
         self._last_board_check = 0.0
         self._pool = WarmPool(self._ray)
