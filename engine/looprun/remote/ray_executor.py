@@ -332,10 +332,12 @@ class RayExecutor:
         running = {a.ref: a for a in open_ if not a.held and not a.future.done()}
         abandoned = {r: a for a in open_ for r in a.abandoned}
         if not running and not abandoned:
-            time.sleep(_TICK_S)
+            self._closed.wait(_TICK_S)  # a shutdown ends the wait
             return
         refs = [*running, *abandoned]
-        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=_TICK_S)
+        # the first to end ends the wait, and every other one ended by then comes with it
+        self._ray.wait(refs, num_returns=1, timeout=_TICK_S)
+        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in ready:
             if ref in running:
                 self._finished(running[ref])
