@@ -22,7 +22,10 @@ per sub-loop (5 runs). Of the rest, per run: importing Ray and joining the clust
 the run sets up, and one board per cluster that each run finds again, took the cost per
 run to +1.96 s, against +2.81 s for the checkout before them measured with
 ``--against`` in the same invocation (5 runs, a load of about 9, local threads 1.3 s);
-per sub-loop +0.90 s against +1.05 s there (four sub-loops on two loaded cores).
+per sub-loop +0.90 s against +1.05 s there (four sub-loops on two loaded cores). With
+the monitor taking each sub-loop as it ends and no lease read back after its own push:
++2.34 s per run against +2.73 s, and +0.42 s per sub-loop against +1.08 s (a load of
+about 10; the figures move by half a second between invocations at such loads).
 """
 
 from __future__ import annotations
