@@ -37,6 +37,7 @@ from typing import Any
 from looprun.data.value import valueclass
 from looprun.errors import LooprunError, UsageError
 from looprun.journal.handoff import local_seq, pushed_commit, pushed_seq
+from looprun.remote.ahead import Ahead
 from looprun.remote.gitsync import (
     Remote,
     checkpoint_refs,
@@ -53,7 +54,7 @@ from looprun.remote.ray_cluster import (
     SilentHead,
     connect,
     head_address,
-    new_board,
+    open_board,
     silent_head,
 )
 from looprun.remote.warm import WarmPool
@@ -107,13 +108,29 @@ class RaySettings:
         given = {k: v for k, v in values.items() if v is not None}
         return cls(address=address or None, remote=remote, **given)
 
-    def factory(self) -> Any:
+    def factory(self) -> RayExecutors:
         """An ``ExecutorFactory``: (parallel, report) -> executor."""
+        return RayExecutors(self)
 
-        def make(parallel: int, report: Report) -> RayExecutor:
-            return RayExecutor(parallel, report, self)
 
-        return make
+class RayExecutors:
+    """One run's executors on the cluster. ``warm_up`` (a run whose template has
+    sub-loops) joins an existing cluster ahead of its first sub-loop (see ``ahead``);
+    the first executor takes over that join and its board."""
+
+    def __init__(self, settings: RaySettings) -> None:
+        self.settings = settings
+        self._ahead: Ahead | None = None
+
+    def warm_up(self) -> None:
+        """Start joining now. A local cluster is started when first needed, as before:
+        starting one is no work to overlap, and it belongs on the main thread."""
+        if self._ahead is None and self.settings.address is not None:
+            self._ahead = Ahead(self.settings.address, self.settings.join_timeout_s)
+
+    def __call__(self, parallel: int, report: Report) -> RayExecutor:
+        ahead, self._ahead = self._ahead, None
+        return RayExecutor(parallel, report, self.settings, ahead)
 
 
 def _seconds(name: str) -> float | None:
@@ -157,15 +174,25 @@ class _Attempt:
 class RayExecutor:
     """Runs sub-loop jobs as Ray tasks; one monitor thread turns them into futures."""
 
-    def __init__(self, parallel: int, report: Report, settings: RaySettings | None = None):
+    def __init__(
+        self,
+        parallel: int,
+        report: Report,
+        settings: RaySettings | None = None,
+        ahead: Ahead | None = None,
+    ):
+        """``ahead``: the join (and board) started before, taken over here."""
         self.settings = settings or RaySettings()
         self._report = report
         self._lost = ""  # why the cluster is lost, once it is
         self._head = self.settings.address or "127.0.0.1"
         try:
-            self._ray = connect(
-                self.settings.address, self.settings.num_cpus, self.settings.join_timeout_s
-            )
+            if ahead is not None:
+                self._ray = ahead.joined()
+            else:
+                self._ray = connect(
+                    self.settings.address, self.settings.num_cpus, self.settings.join_timeout_s
+                )
         except SilentHead as exc:  # frozen before this run first reached it
             raise ExecutorLost(self._given_up(str(exc))) from exc
         self._head = head_address(self._ray)
@@ -174,7 +201,11 @@ class RayExecutor:
         problem = self._answers_within(self.settings.head_timeout_s)
         if problem:  # lost while no sub-loop ran (between two outer iterations)
             raise ExecutorLost(self._given_up(problem))
-        self._board = new_board(self._ray)
+        if ahead is None:
+            self._board_key = uuid.uuid4().hex  # this executor's place on the board
+            self._board = open_board(self._ray, self._board_key)
+        else:
+            self._board, self._board_key = ahead.board()
         self._board_probe: Any = None  # the board's answer asked for, not yet come
         self._last_board_check = 0.0
         self._pool = WarmPool(self._ray)
@@ -232,7 +263,7 @@ class RayExecutor:
         if self._lost:  # nothing to ask: the cluster is gone, the futures already ended
             return
         try:  # the board tells workers at once; without it, the force-cancel still stops them
-            self._ray.get(self._board.stop.remote(), timeout=self.settings.grace_s)
+            self._ray.get(self._board.stop.remote(self._board_key), timeout=self.settings.grace_s)
         except Exception as exc:  # the actor is gone (its node lost) or slow: never fatal
             self._report(f"note: the stop flag could not be set ({type(exc).__name__})")
         deadline = time.monotonic() + self.settings.grace_s
@@ -251,8 +282,8 @@ class RayExecutor:
         for a in self._open():  # never leave a job running behind the outer loop
             self._kill(a)
             self._resolve(a, _interrupted(a.job, "stopped: the executor shut down"))
-        with contextlib.suppress(Exception):  # the actor may be gone with its node
-            self._ray.kill(self._board)
+        with contextlib.suppress(Exception):  # the board stays for the next run
+            self._board.close.remote(self._board_key)
         # The connection stays for the next outer iteration; Ray ends it at exit.
 
     # -- attempts -------------------------------------------------------------------------
@@ -267,7 +298,7 @@ class RayExecutor:
 
     def _start(self, a: _Attempt) -> None:
         a.worker, a.take = self._pool.acquire(), None
-        a.ref = a.worker[1].execute.remote(a.remote_job.to_json(), self._board)
+        a.ref = a.worker[1].execute.remote(a.remote_job.to_json(), self._board, self._board_key)
 
     def _kill(self, a: _Attempt) -> None:
         """Force-stop: the worker goes, with the job it runs (a new one replaces it)."""
@@ -302,10 +333,12 @@ class RayExecutor:
         running = {a.ref: a for a in open_ if not a.held and not a.future.done()}
         abandoned = {r: a for a in open_ for r in a.abandoned}
         if not running and not abandoned:
-            time.sleep(_TICK_S)
+            self._closed.wait(_TICK_S)  # a shutdown ends the wait
             return
         refs = [*running, *abandoned]
-        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=_TICK_S)
+        # the first to end ends the wait, and every other one ended by then comes with it
+        self._ray.wait(refs, num_returns=1, timeout=_TICK_S)
+        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in ready:
             if ref in running:
                 self._finished(running[ref])
@@ -323,7 +356,7 @@ class RayExecutor:
             return
         self._last_board_check = now
         if self._board_probe is None:
-            self._board_probe = self._board.is_stopped.remote()
+            self._board_probe = self._board.state.remote(self._board_key)
             return
         ready, _ = self._ray.wait([self._board_probe], timeout=0)
         if not ready:
@@ -336,9 +369,9 @@ class RayExecutor:
             pass
         except Exception:  # slow or unclear: asked again at the next check
             return
-        self._board = new_board(self._ray)
+        self._board = open_board(self._ray, self._board_key)
         if self._stopping.is_set():
-            self._board.stop.remote()
+            self._board.stop.remote(self._board_key)
         self._report("note: the run's board was lost; a new one took its place")
         for a in self._open():
             if a.worker is not None:

@@ -28,12 +28,18 @@ def executor_spec(option: str | None) -> str:
 
 
 def executor_factory(
-    invocation: Mapping[str, Any], remote: RemoteExecutors | None
+    invocation: Mapping[str, Any], remote: RemoteExecutors | None, *, warm: bool = False
 ) -> ExecutorFactory:
-    """The factory for the invocation's executor; a missing Ray stops the run here."""
+    """The factory for the invocation's executor; a missing Ray stops the run here.
+    ``warm``: the run has sub-loops, so a factory that can (``warm_up``: Ray's) starts
+    joining its cluster now, while the run sets up, rather than at its first sub-loop."""
     spec = invocation.get("executor") or "local"
     if spec == "local":
         return local_executor
     if remote is None:
         raise UsageError(f"--executor {spec}: this entry point runs sub-loops only locally")
-    return remote(spec, invocation.get("sync_remote"))
+    factory = remote(spec, invocation.get("sync_remote"))
+    start = getattr(factory, "warm_up", None)
+    if warm and start is not None:
+        start()
+    return factory

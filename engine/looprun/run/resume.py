@@ -162,7 +162,7 @@ def resume_from_cli(
                 timer=timer,
                 # sub-loops may resume elsewhere than they started; only an outer loop has any
                 executor=(
-                    executor_factory(invocation, remote)
+                    executor_factory(invocation, remote, warm=True)
                     if template.each_task is not None
                     else local_executor
                 ),

@@ -223,7 +223,7 @@ def run_from_cli(
         check_hidden(template, None if backend is None else backend.name)
     options = {**options, "executor": executor_spec(options.get("executor"))}
     # a bad --executor or a missing Ray stops here, before the run
-    executor = executor_factory(options, remote)
+    executor = executor_factory(options, remote, warm=template.each_task is not None)
 
     run_id = new_run_id()
     with RunLock(workdir / ".looprun", run_id), slots.chosen(choice):
