@@ -133,12 +133,13 @@ def test_classvar_is_not_a_field() -> None:
 
 def test_the_engine_defines_its_frozen_values_with_valueclass() -> None:
     """Each ``@dataclass(frozen=True)`` compiles three more methods as every run starts;
-    the error tree (below ``data/``, so it cannot import ``valueclass``) is the exception."""
+    the error tree (below ``data/``, so it cannot import ``valueclass``) and the runners
+    that run inside the tests' interpreter (no looprun there) are the exceptions."""
     engine = Path(__file__).resolve().parents[1] / "engine" / "looprun"
     found = [
         f"{path.relative_to(engine)}:{n}"
         for path in sorted(engine.rglob("*.py"))
-        if path.name != "errors.py"
+        if path.name != "errors.py" and path.parent.name != "pytest_plugin"
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if line.strip().startswith("@dataclass(frozen=True")
     ]

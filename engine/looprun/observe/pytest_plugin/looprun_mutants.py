@@ -27,10 +27,9 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TypeVar
-
-from looprun.data.value import valueclass
 
 T = TypeVar("T")
 
@@ -50,7 +49,7 @@ _SWAPPED: dict[type[ast.operator], type[ast.operator]] = {ast.Add: ast.Sub, ast.
 _SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "node_modules", ".tox"})
 
 
-@valueclass
+@dataclass(frozen=True)
 class Mutant:
     """One change to one file: the bytes ``start:end`` replaced by ``text``."""
 
