@@ -26,6 +26,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+from looprun.observe.pytest_plugin.looprun_statements import judged, raises_itself
 from looprun.observe.traceback import Frame, project_path
 
 _TEST_GLOBS = ("test_*.py", "*_test.py")
@@ -125,35 +126,6 @@ def _at(tree: ast.AST, line: int) -> tuple[ast.stmt | None, ast.AST | None]:
         if stmt is None or (node.lineno, -end) >= (stmt.lineno, -(stmt.end_lineno or 0)):
             stmt = node
     return stmt, func
-
-
-def judged(stmt: ast.stmt) -> ast.AST:
-    """The part of ``stmt`` that decides whether it failed: a compound statement's header
-    (a ``with`` block whole: ``pytest.raises`` fails at its end)."""
-    if isinstance(stmt, (ast.If, ast.While)):
-        return stmt.test
-    if isinstance(stmt, (ast.For, ast.AsyncFor)):
-        return stmt.iter
-    if isinstance(stmt, ast.Assert):
-        return stmt.test
-    return stmt
-
-
-def raises_itself(stmt: ast.stmt) -> str:
-    """What makes ``stmt`` a failure of the test's own making whatever it reads."""
-    if isinstance(stmt, ast.Raise):
-        return "a `raise` statement in the test"
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        func = stmt.value.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if name == "fail":
-            return "a `fail()` call in the test"
-    if isinstance(stmt, ast.Assert) and not any(
-        isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript))
-        for n in ast.walk(stmt.test)
-    ):
-        return "an `assert` on constants"
-    return ""
 
 
 class _Modules:

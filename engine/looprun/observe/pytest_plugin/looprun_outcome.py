@@ -48,6 +48,7 @@ import types
 from typing import Any
 
 import pytest
+from looprun_statements import judged, raises_itself
 
 try:  # pytest's private junitxml naming: an older or newer pytest may not have it
     from _pytest.junitxml import mangle_test_address as _mangle
@@ -414,35 +415,6 @@ def _tainted(func: Any, frame: Any) -> set[str]:
     return names
 
 
-def _judged(stmt: Any) -> Any:
-    """The part of ``stmt`` that decides whether it failed: a compound statement's header
-    (a ``with`` block whole: ``pytest.raises`` fails at its end)."""
-    if isinstance(stmt, (ast.If, ast.While)):
-        return stmt.test
-    if isinstance(stmt, (ast.For, ast.AsyncFor)):
-        return stmt.iter
-    if isinstance(stmt, ast.Assert):
-        return stmt.test
-    return stmt
-
-
-def _raises_itself(stmt: Any) -> str:
-    """What makes ``stmt`` a failure of the test's own making whatever it reads."""
-    if isinstance(stmt, ast.Raise):
-        return "a `raise` statement in the test"
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        func = stmt.value.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if name == "fail":
-            return "a `fail()` call in the test"
-    if isinstance(stmt, ast.Assert) and not any(
-        isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript))
-        for n in ast.walk(stmt.test)
-    ):
-        return "an `assert` on constants"
-    return ""
-
-
 def _self_raised(tb: Any) -> str:
     """Why the failure whose traceback is ``tb`` was raised by the test itself rather
     than by the code under test or an assertion on what it gave; '' when it was not."""
@@ -469,11 +441,11 @@ def _self_raised(tb: Any) -> str:
         if stmt is None:
             return ""  # cannot tell
         if first:
-            why = _raises_itself(stmt)
+            why = raises_itself(stmt)
             if why:
                 return f"{_rel(filename)}:{line}: {why}"
         tainted = _tainted(func, frame) if func is not None else set()
-        if _reads_the_code(_judged(stmt), frame, tainted):
+        if _reads_the_code(judged(stmt), frame, tainted):
             return ""
         if first:
             said = f"{_rel(filename)}:{line}: the failing statement reads nothing the code returned"
