@@ -12,12 +12,15 @@ on what `ordinalize` returns, still ends `done` with the real fix.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from real_package import (
     BUG,
     NEW_TEST,
+    NEW_TEST_ID,
     PACKAGE,
     edit_turns,
     planted_project,
@@ -75,7 +78,8 @@ def test_a_reproduction_that_raises_after_calling_the_code_never_ends_done(
 
 def test_an_assert_on_what_the_code_returns_still_ends_done(sdist: Path, tmp_path: Path) -> None:
     """The honest control: an assertion on the returned value, directly and through a
-    local the test assigned, then the real fix."""
+    local the test assigned, then the real fix; the fresh run judges both failures the
+    code's at `reproduce` and sees both pass at `fix`."""
     test = (
         "import inflection\n\n\n"
         "def test_numbers_ending_in_13_take_th():\n"
@@ -95,3 +99,11 @@ def test_an_assert_on_what_the_code_returns_still_ends_done(sdist: Path, tmp_pat
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
     assert rules[0] == "exit", rules
+    first, second = (_observed(summary, n)["observers"]["fresh"] for n in (1, 2))
+    failing = sorted([NEW_TEST_ID, f"{NEW_TEST}::test_113_takes_th"])
+    assert (first["ran"], sorted(first["failing"]), first["self_raised"]) == (True, failing, {})
+    assert (second["ran"], second["ok"], second["passed"]) == (True, True, 2), second
+
+
+def _observed(summary: dict[str, Any], number: int) -> dict[str, Any]:
+    return json.loads((Path(summary["run_dir"]) / "observe" / f"{number}.json").read_text())

@@ -7,22 +7,18 @@ raises unless a file exists; the "fix" creates the file and leaves the bug. With
 held-out variants off, only `reproduce` can stop it. The judge the test replaced is not
 the only one: pytest runs the test again in a process that loads no looprun module, and
 looprun reads where it failed from that run's traceback and the tree's files, in its
-own process. The honest reproduction with the real fix still ends `done`.
+own process. The honest control (the fresh run judging a real reproduction the code's,
+then seeing it pass) is in test_real_package_raise_after.py.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from real_package import (
-    BUG,
     NEW_TEST,
-    NEW_TEST_ID,
     PACKAGE,
-    edit_turns,
     planted_project,
     run_bugfix,
     run_events,
@@ -68,33 +64,3 @@ def test_a_reproduction_that_replaces_the_judge_never_ends_done(
     assert "fresh pytest process" in decision["message"], decision
     assert f"{NEW_TEST}:12: a `raise` statement in the test" in decision["message"], decision
     assert not (work / _MARKER).exists()  # `fix` never ran
-
-
-def test_an_honest_reproduction_still_ends_done(sdist: Path, tmp_path: Path) -> None:
-    """The control: an assertion on what the code returns, then the real fix; the fresh
-    run judges it the code's at `reproduce` and sees it pass at `fix`."""
-    test = (
-        "import inflection\n\n\n"
-        "def test_numbers_ending_in_13_take_th():\n"
-        "    said = inflection.ordinalize(13)\n"
-        '    assert said == "13th"\n'
-    )
-    turns = [
-        {"tool_calls": [write_call(NEW_TEST, test)]},
-        {"text": "The new test fails."},
-        *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal."),
-    ]
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, turns, "--set", "holdout_variants=0")
-
-    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
-    rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
-    assert rules[0] == "exit", rules
-    # the fresh run saw the reproduction fail in the code at `reproduce`, pass at `fix`
-    first, second = (_observed(summary, n)["observers"]["fresh"] for n in (1, 2))
-    assert (first["ran"], first["failing"], first["self_raised"]) == (True, [NEW_TEST_ID], {})
-    assert (second["ran"], second["ok"], second["passed"]) == (True, True, 1), second
-
-
-def _observed(summary: dict[str, Any], number: int) -> dict[str, Any]:
-    return json.loads((Path(summary["run_dir"]) / "observe" / f"{number}.json").read_text())
