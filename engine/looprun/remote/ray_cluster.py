@@ -233,9 +233,7 @@ class Board:
                 skip_is_running_tasks_field=True,
                 timeout=_JOB_CHECK_S,
             )
-        except Exception:  # the head is slow or away: nothing known, nothing ended, and
-            # not asked again at once (the calls behind this one, a stop among them, wait)
-            self._heard[job] = (now, False)
+        except Exception:  # the head is slow or away: nothing known, nothing ended
             return False
         ended = any(row.is_dead for row in rows.values())
         self._heard[job] = (now, ended)
