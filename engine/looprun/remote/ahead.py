@@ -1,6 +1,6 @@
 """Joining the cluster ahead of the first sub-loop.
 
-Importing Ray and joining the cluster take a second or more;
+Importing Ray, joining the cluster and making the run's board take a second or more;
 the driver has work of its own before it dispatches its first sub-loop (the run's
 setup, its baseline, its plan). ``Ahead`` does the first while the driver does the
 second, on a thread of its own, and hands over what it made, or what went wrong, at the
@@ -11,23 +11,21 @@ stops the run there, as before, and a Ctrl-C meanwhile stops the run as any othe
 from __future__ import annotations
 
 import threading
-import uuid
 from typing import Any
 
-from looprun.remote.ray_cluster import connect, open_board
+from looprun.remote.ray_cluster import connect, new_board
 
 
 class Ahead:
-    """The join (``connect``) of the cluster at ``address``, then its board opened for a
-    new key, started at once on a daemon thread. ``joined`` and ``board`` wait for each
-    and raise what it raised."""
+    """The join (``connect``) of the cluster at ``address``, then a board there, started
+    at once on a daemon thread. ``joined`` and ``board`` wait for each and raise what it
+    raised; each is handed over once."""
 
     def __init__(self, address: str, join_timeout_s: float) -> None:
         self._address, self._join_timeout_s = address, join_timeout_s
         self._joined, self._boarded = threading.Event(), threading.Event()
         self._ray: Any = None
         self._board: Any = None
-        self._key = uuid.uuid4().hex
         self._join_error: BaseException | None = None
         self._board_error: BaseException | None = None
         thread = threading.Thread(target=self._work, name="looprun-ray-ahead", daemon=True)
@@ -43,7 +41,7 @@ class Ahead:
             return
         self._joined.set()
         try:
-            self._board = open_board(self._ray, self._key)
+            self._board = new_board(self._ray)
         except BaseException as exc:  # handed over by ``board``
             self._board_error = exc
         self._boarded.set()
@@ -55,9 +53,9 @@ class Ahead:
             raise self._join_error
         return self._ray
 
-    def board(self) -> tuple[Any, str]:
-        """The board and the key opened on it: asked only once ``joined`` returned."""
+    def board(self) -> Any:
+        """The board made after joining: asked only once ``joined`` returned."""
         self._boarded.wait()
         if self._board_error is not None:
             raise self._board_error
-        return self._board, self._key
+        return self._board

@@ -14,10 +14,8 @@ import logging
 import os
 import socket
 import threading
-import time
 from typing import Any
 
-from looprun import __version__
 from looprun.errors import UsageError
 from looprun.system.abandon import probe_at_exit, skip_exit_handler
 
@@ -183,77 +181,21 @@ def head_address(ray: Any) -> str:
 
 
 _BOARDS: dict[int, Any] = {}
-BOARD_NAMESPACE = "looprun"
-BOARD_NAME = f"board-{__version__}"
-_JOB_CHECK_S = 2.0  # how long the board trusts what it last heard of a driver's job
-_GONE_KEPT_S = 600.0  # how long a run whose driver ended is still answered "gone"
 
 
 class Board:
-    """What each outer loop on the cluster shares with its workers while their jobs run:
-    its stop flag, under the key its executor opened. One board serves every run (a
-    named detached actor that the next run finds again, so no run waits for a process
-    of its own to start). It answers ``gone`` for a run whose driver's Ray job has
-    ended: that run's workers end, as a task ends with its owner."""
+    """What the outer loop and its workers share while jobs run: the stop flag workers
+    poll. It lives with the driver, so a worker that finds it gone knows its run died
+    (progress lines are kept by each warm worker, see ``warm``)."""
 
     def __init__(self) -> None:
-        self._jobs: dict[str, str] = {}  # run key -> its driver's Ray job id (hex)
-        self._stopped: set[str] = set()
-        self._heard: dict[str, tuple[float, bool]] = {}  # job -> (when, ended)
+        self.stopped = False
 
-    def open(self, key: str, job: str) -> None:
-        self._forget_ended()
-        self._jobs[key] = job
+    def stop(self) -> None:
+        self.stopped = True
 
-    def close(self, key: str) -> None:
-        self._jobs.pop(key, None)
-        self._stopped.discard(key)
-
-    def stop(self, key: str) -> None:
-        self._stopped.add(key)
-
-    def state(self, key: str) -> str:
-        """``stop`` once the run asked its workers to stop, ``gone`` once its driver
-        ended, else ``run`` (a key not opened yet, too: a new board is told later)."""
-        if key in self._stopped:
-            return "stop"
-        job = self._jobs.get(key)
-        return "gone" if job is not None and self._ended(job) else "run"
-
-    def _ended(self, job: str) -> bool:
-        now = time.monotonic()
-        when, ended = self._heard.get(job, (0.0, False))
-        if ended or now - when < _JOB_CHECK_S:
-            return ended
-        client = getattr(ray_worker(), "gcs_client", None)
-        try:
-            rows = client.get_all_job_info(  # type: ignore[union-attr]
-                job_or_submission_id=job,
-                skip_submission_job_info_field=True,
-                skip_is_running_tasks_field=True,
-                timeout=_JOB_CHECK_S,
-            )
-        except Exception:  # the head is slow or away: nothing known, nothing ended
-            return False
-        ended = any(row.is_dead for row in rows.values())
-        self._heard[job] = (now, ended)
-        return ended
-
-    def _forget_ended(self) -> None:
-        now = time.monotonic()
-        for job, (when, ended) in list(self._heard.items()):
-            if ended and now - when > _GONE_KEPT_S:
-                del self._heard[job]
-                for key in [k for k, j in self._jobs.items() if j == job]:
-                    self.close(key)
-
-
-def ray_worker() -> Any:
-    """This process's Ray worker (its GCS client): inside the board's actor, where Ray
-    is imported already."""
-    import ray
-
-    return ray._private.worker.global_worker
+    def is_stopped(self) -> bool:
+        return self.stopped
 
 
 def board_class(ray: Any) -> Any:
@@ -263,23 +205,10 @@ def board_class(ray: Any) -> Any:
     return _BOARDS[id(ray)]
 
 
-def open_board(ray: Any, key: str) -> Any:
-    """The cluster's board, with ``key`` opened on it for this driver's job. Made, the
-    first time, on the driver's own node, so losing a worker node never takes the stop
-    flag with it; a board that was lost is made again here."""
+def new_board(ray: Any) -> Any:
+    """A ``Board`` on the driver's own node: it shares the driver's fate, so losing a
+    worker node never takes the progress lines or the stop flag with it."""
     here = ray.get_runtime_context().get_node_id()
     strategies = ray.util.scheduling_strategies
     strategy = strategies.NodeAffinitySchedulingStrategy(node_id=here, soft=False)
-    board = (
-        board_class(ray)
-        .options(
-            name=BOARD_NAME,
-            namespace=BOARD_NAMESPACE,
-            lifetime="detached",
-            get_if_exists=True,
-            scheduling_strategy=strategy,
-        )
-        .remote()
-    )
-    board.open.remote(key, ray.get_runtime_context().get_job_id())
-    return board
+    return board_class(ray).options(scheduling_strategy=strategy).remote()

@@ -54,7 +54,7 @@ from looprun.remote.ray_cluster import (
     SilentHead,
     connect,
     head_address,
-    open_board,
+    new_board,
     silent_head,
 )
 from looprun.remote.warm import WarmPool
@@ -201,11 +201,7 @@ class RayExecutor:
         problem = self._answers_within(self.settings.head_timeout_s)
         if problem:  # lost while no sub-loop ran (between two outer iterations)
             raise ExecutorLost(self._given_up(problem))
-        if ahead is None:
-            self._board_key = uuid.uuid4().hex  # this executor's place on the board
-            self._board = open_board(self._ray, self._board_key)
-        else:
-            self._board, self._board_key = ahead.board()
+        self._board = new_board(self._ray) if ahead is None else ahead.board()
         self._board_probe: Any = None  # the board's answer asked for, not yet come
         self._last_board_check = 0.0
         self._pool = WarmPool(self._ray)
@@ -263,7 +259,7 @@ class RayExecutor:
         if self._lost:  # nothing to ask: the cluster is gone, the futures already ended
             return
         try:  # the board tells workers at once; without it, the force-cancel still stops them
-            self._ray.get(self._board.stop.remote(self._board_key), timeout=self.settings.grace_s)
+            self._ray.get(self._board.stop.remote(), timeout=self.settings.grace_s)
         except Exception as exc:  # the actor is gone (its node lost) or slow: never fatal
             self._report(f"note: the stop flag could not be set ({type(exc).__name__})")
         deadline = time.monotonic() + self.settings.grace_s
@@ -282,8 +278,8 @@ class RayExecutor:
         for a in self._open():  # never leave a job running behind the outer loop
             self._kill(a)
             self._resolve(a, _interrupted(a.job, "stopped: the executor shut down"))
-        with contextlib.suppress(Exception):  # the board stays for the next run
-            self._board.close.remote(self._board_key)
+        with contextlib.suppress(Exception):  # the actor may be gone with its node
+            self._ray.kill(self._board)
         # The connection stays for the next outer iteration; Ray ends it at exit.
 
     # -- attempts -------------------------------------------------------------------------
@@ -298,7 +294,7 @@ class RayExecutor:
 
     def _start(self, a: _Attempt) -> None:
         a.worker, a.take = self._pool.acquire(), None
-        a.ref = a.worker[1].execute.remote(a.remote_job.to_json(), self._board, self._board_key)
+        a.ref = a.worker[1].execute.remote(a.remote_job.to_json(), self._board)
 
     def _kill(self, a: _Attempt) -> None:
         """Force-stop: the worker goes, with the job it runs (a new one replaces it)."""
@@ -356,7 +352,7 @@ class RayExecutor:
             return
         self._last_board_check = now
         if self._board_probe is None:
-            self._board_probe = self._board.state.remote(self._board_key)
+            self._board_probe = self._board.is_stopped.remote()
             return
         ready, _ = self._ray.wait([self._board_probe], timeout=0)
         if not ready:
@@ -369,9 +365,9 @@ class RayExecutor:
             pass
         except Exception:  # slow or unclear: asked again at the next check
             return
-        self._board = open_board(self._ray, self._board_key)
+        self._board = new_board(self._ray)
         if self._stopping.is_set():
-            self._board.stop.remote(self._board_key)
+            self._board.stop.remote()
         self._report("note: the run's board was lost; a new one took its place")
         for a in self._open():
             if a.worker is not None:

@@ -9,10 +9,9 @@ directory and nothing else of earlier jobs. Everything a job decides from (its k
 allow-list, sandbox) is read again from the node's environment per job, as before.
 
 An idle worker ends itself after ``LOOPRUN_RAY_WARM_IDLE_S`` (default 600 s), giving its
-CPU back to the cluster. A worker whose run's driver died ends (the board says its run
-is ``gone``): a detached actor is not ended with its driver as a task is. A board lost
-(the process hosting it died) is replaced by a living driver, and its workers go on;
-one that stays gone means their driver died too.
+CPU back to the cluster. A worker whose run's board stays gone (the driver died) ends:
+a detached actor is not ended with its driver as a task is. A board lost alone (the
+process hosting it died) is replaced by its living driver, and its workers go on.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ _ACTORS: dict[int, Any] = {}
 class WarmWorker:
     """One long-lived worker: ``execute`` runs one job at a time; ``idle`` and ``take``
     (its progress lines) answer while it runs (the actor is threaded for them). The
-    board carries only the run's stop flag, and whether its driver lives."""
+    run's board carries only the stop flag, and its fate."""
 
     def __init__(self) -> None:
         self._scratch = Path(tempfile.mkdtemp(prefix="looprun-warm-"))
@@ -52,8 +51,7 @@ class WarmWorker:
         self._last = time.monotonic()
         self._lines: list[str] = []
         self._idle_s = float(os.environ.get(IDLE_S) or 600)
-        self._board: Any = None  # the cluster's board (replaced by ``rebind``)
-        self._key = ""  # the running job's run's key on it
+        self._board: Any = None  # the running job's run's board (replaced by ``rebind``)
         self._board_lost: float | None = None  # when it was first found gone
         threading.Thread(target=self._reaper, name="looprun-warm-idle", daemon=True).start()
 
@@ -79,7 +77,7 @@ class WarmWorker:
         with self._lock:
             self._lines.append(line)
 
-    def execute(self, job_json: str, board: Any, key: str) -> dict[str, Any]:
+    def execute(self, job_json: str, board: Any) -> dict[str, Any]:
         """Run one job (see ``worker.run_remote_job``), or answer ``busy`` at once when
         another run's job got here first."""
         with self._lock:
@@ -87,7 +85,7 @@ class WarmWorker:
                 return {"busy": True}
             self._busy = True
             self._lines = []
-            self._board, self._key, self._board_lost = board, key, None
+            self._board, self._board_lost = board, None
         try:
             return run_remote_job(
                 job_json,
@@ -102,14 +100,14 @@ class WarmWorker:
                 self._last = time.monotonic()
 
     def _stopped(self) -> bool:
-        """Whether the run asked its workers to stop. A run whose driver died (the board
-        says ``gone``), or a board that stays gone for ``BOARD_GRACE_S``: the worker
-        ends, with its job, as a task would with its owner (the job is resumed from its
-        last pushed step). A living driver replaces a lost board within that time
-        (``rebind``). A slow board is no stop."""
+        """Whether the run asked its workers to stop. A board that stays gone for
+        ``BOARD_GRACE_S`` means its driver died: the worker ends, with its job, as a
+        task would with its owner (the job is resumed from its last pushed step). A
+        living driver replaces a lost board within that time (``rebind``). A slow board
+        is no stop."""
         board = self._board
         try:
-            state = board.state.remote(self._key).future().result(timeout=30)
+            return bool(board.is_stopped.remote().future().result(timeout=30))
         except TimeoutError:
             return False
         except Exception:  # the board's actor died, with its run or alone
@@ -122,9 +120,6 @@ class WarmWorker:
                 if now - self._board_lost < BOARD_GRACE_S:
                     return False
             self._end(1)
-        if state == "gone":
-            self._end(1)
-        return bool(state == "stop")
 
     def _end(self, code: int) -> NoReturn:
         shutil.rmtree(self._scratch, ignore_errors=True)
