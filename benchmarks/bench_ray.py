@@ -18,14 +18,15 @@ local threads themselves took 1.4-1.9 s): with Ray's exit handler run at the end
 each run, +3.96 s per run and +0.50 s per sub-loop over local threads (3 runs); without
 it (a joined cluster, since the run is recorded by then), +2.44 s per run and +0.36 s
 per sub-loop (5 runs). Of the rest, per run: importing Ray and joining the cluster
-(about 1 s) and creating the run's board actor (about 0.5 s). Joining the cluster while
-the run sets up, and one board per cluster that each run finds again, took the cost per
-run to +1.96 s, against +2.81 s for the checkout before them measured with
-``--against`` in the same invocation (5 runs, a load of about 9, local threads 1.3 s);
-per sub-loop +0.90 s against +1.05 s there (four sub-loops on two loaded cores). With
-the monitor taking each sub-loop as it ends and no lease read back after its own push:
-+2.34 s per run against +2.73 s, and +0.42 s per sub-loop against +1.08 s (a load of
-about 10; the figures move by half a second between invocations at such loads).
+(about 1 s) and creating the run's board actor (about 0.5 s). Joining the cluster and
+making the board while the run sets up took the cost per run to +1.96 s, against
++2.81 s for the checkout before it measured with ``--against`` in the same invocation
+(5 runs, a load of about 9, local threads 1.3 s); per sub-loop +0.90 s against +1.05 s
+there (four sub-loops on two loaded cores). A board shared by every run on the cluster
+(reverted: a lost head then held the driver until Ray ended it) with the monitor taking
+each sub-loop as it ends and no lease read back after its own push measured +2.34 s per
+run against +2.73 s, and +0.42 s per sub-loop against +1.08 s (a load of about 10; the
+figures move by half a second between invocations at such loads).
 """
 
 from __future__ import annotations

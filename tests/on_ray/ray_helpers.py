@@ -88,3 +88,36 @@ def wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: fl
         if found:
             return found
     raise AssertionError(f"no line matching {pattern!r} in:\n{''.join(lines)}")
+
+
+HOLD = """\
+import sys, time
+from pathlib import Path
+
+here, holds = Path(sys.argv[1]), int(sys.argv[2])
+run = len(list(here.glob("check-*"))) + 1
+(here / f"check-{run}").write_text("")
+if run == holds:  # the test acts (freezes the head, looks) while this run waits
+    (here / "ready").write_text("")
+    deadline = time.monotonic() + 300
+    while not (here / "frozen").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+"""
+
+
+def held_project(tmp_path: Path, holds: int) -> tuple[Path, Path, Path]:
+    """ONE with a check of the outer loop's own, whose ``holds``-th run waits for the
+    test (1: the baseline, before the sub-loop; 2: after it)."""
+    work, script = one_task_project(tmp_path)
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    (tmp_path / "hold.py").write_text(HOLD)
+    checked = ONE.replace(
+        'exit: ["subloops.all_done"]',
+        f"sandbox: off\nobserve:\n  held:\n"
+        f"    run: python3 {tmp_path / 'hold.py'} {signals} {holds}\n"
+        '    parser: exit_code\nexit: ["subloops.all_done", "held.ok"]',
+    )
+    (work / "one.yaml").write_text(checked)
+    subprocess.run(["git", "commit", "-qam", "a check of the outer loop"], cwd=work, check=True)
+    return work, script, signals
