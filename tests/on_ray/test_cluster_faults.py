@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cluster_helpers import LocalCluster, finish, run_dir_of, start_run
-from ray_helpers import ONE, one_task_project, wait_for
+from ray_helpers import held_project, one_task_project, wait_for
 from tests.remote.remote_helpers import step_turns
 from tests.support.cli import looprun
 
@@ -264,39 +264,6 @@ def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
     _resumes_to_done(work, run_dir, script, cluster.address)
 
 
-HOLD = """\
-import sys, time
-from pathlib import Path
-
-here, holds = Path(sys.argv[1]), int(sys.argv[2])
-run = len(list(here.glob("check-*"))) + 1
-(here / f"check-{run}").write_text("")
-if run == holds:  # the test freezes the head while this run of the check waits
-    (here / "ready").write_text("")
-    deadline = time.monotonic() + 300
-    while not (here / "frozen").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-"""
-
-
-def _held_project(tmp_path: Path, holds: int) -> tuple[Path, Path, Path]:
-    """ONE with a check of the outer loop's own, whose ``holds``-th run waits for the
-    test (1: the baseline, before the sub-loop; 2: after it)."""
-    work, script = one_task_project(tmp_path)
-    signals = tmp_path / "signals"
-    signals.mkdir()
-    (tmp_path / "hold.py").write_text(HOLD)
-    checked = ONE.replace(
-        'exit: ["subloops.all_done"]',
-        f"sandbox: off\nobserve:\n  held:\n"
-        f"    run: python3 {tmp_path / 'hold.py'} {signals} {holds}\n"
-        '    parser: exit_code\nexit: ["subloops.all_done", "held.ok"]',
-    )
-    (work / "one.yaml").write_text(checked)
-    subprocess.run(["git", "commit", "-qam", "a check of the outer loop"], cwd=work, check=True)
-    return work, script, signals
-
-
 def _freeze_while_held(
     proc: subprocess.Popen, cluster: LocalCluster, signals: Path
 ) -> tuple[str, str, float]:
@@ -327,7 +294,7 @@ def test_a_head_frozen_after_the_last_sub_loop_does_not_hold_the_exit(
     """The head freezes while the outer loop's own check runs, after its sub-loop. The
     run ends done at once: Ray's exit handler would wait on the head."""
     cluster.add_nodes(1)
-    work, script, signals = _held_project(tmp_path, holds=2)
+    work, script, signals = held_project(tmp_path, holds=2)
     out, err, took = _freeze_while_held(_start(work, script, cluster.address), cluster, signals)
     assert json.loads(out)["outcome"] == "done", err
     assert f"the Ray cluster's head {cluster.address} does not answer" in err
@@ -342,7 +309,7 @@ def test_a_head_frozen_before_the_first_sub_loop_stops_the_run_and_it_resumes(
     cluster: joining gives up (Ray would wait for many minutes) and the run stops as a
     Ctrl-C stops it; thawed, the cluster takes the run back."""
     cluster.add_nodes(1)
-    work, script, signals = _held_project(tmp_path, holds=1)
+    work, script, signals = held_project(tmp_path, holds=1)
     proc = _start(work, script, cluster.address, {"LOOPRUN_RAY_JOIN_TIMEOUT_S": "10"})
     out, err, took = _freeze_while_held(proc, cluster, signals)
     assert proc.returncode == 130, err
