@@ -170,10 +170,7 @@ class _Scope:
 
     def _top(self, node: ast.stmt, values: list[tuple[set[str], ast.AST]]) -> None:
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                top = alias.name.split(".")[0]
-                name = alias.asname or top
-                (self.stdlib if top in _STDLIB else self.modules).add(name)
+            self._import(node)
         elif isinstance(node, ast.ImportFrom):
             self._import_from(node, self.bound)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
@@ -183,6 +180,13 @@ class _Scope:
         for name in _targets(node) if not isinstance(node, (ast.Import, ast.ImportFrom)) else ():
             self.stdlib.discard(name)
             self.modules.discard(name)
+
+    def _import(self, node: ast.Import) -> None:
+        """``import a.b as c``: the name is a module, the standard library's or another."""
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            name = alias.asname or top
+            (self.stdlib if top in _STDLIB else self.modules).add(name)
 
     def _import_from(self, node: ast.ImportFrom, other: set[str]) -> None:
         package = node.module or ""
@@ -219,10 +223,7 @@ class _Scope:
                 given = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                 handed.append((node.func, [*given, *node.args, *(k.value for k in node.keywords)]))
             elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    top = alias.name.split(".")[0]
-                    name = alias.asname or top
-                    (self.stdlib if top in _STDLIB else self.modules).add(name)
+                self._import(node)
             elif isinstance(node, ast.ImportFrom):
                 self._import_from(node, self.tainted)
             elif (
