@@ -64,3 +64,40 @@ def test_a_reproduction_that_replaces_the_judge_never_ends_done(
     assert "fresh pytest process" in decision["message"], decision
     assert f"{NEW_TEST}:12: a `raise` statement in the test" in decision["message"], decision
     assert not (work / _MARKER).exists()  # `fix` never ran
+
+
+# asserts on the code only in a pytest process without looprun (the fresh run); under
+# the suite's run it also accepts the marker the "fix" creates, and without pytest (the
+# plain re-run) it asserts nothing the "fix" does not switch
+_TELLS_THE_FRESH_RUN_APART = (
+    "import os\nimport sys\n\nimport inflection\n\n\n"
+    "def test_numbers_ending_in_13_take_th():\n"
+    '    fresh = "pytest" in sys.modules and "looprun_outcome" not in sys.modules\n'
+    "    said = inflection.ordinalize(13)\n"
+    "    if fresh:\n"
+    '        assert said == "13th"\n'
+    "    else:\n"
+    f'        assert said == "13th" or os.path.exists({_MARKER!r})\n'
+)
+
+
+def test_a_reproduction_that_passes_only_outside_the_fresh_run_never_ends_done(
+    sdist: Path, tmp_path: Path
+) -> None:
+    """Both judges find the failure in the code at `reproduce`; the marker "fix" makes
+    the suite's run and the plain re-run pass, and only the fresh run still fails:
+    `fix` is sent back (`fresh_differs`) and the bug's marker never counts as a fix."""
+    turns = [
+        {"tool_calls": [write_call(NEW_TEST, _TELLS_THE_FRESH_RUN_APART)]},
+        {"text": "The new test fails."},
+        {"tool_calls": [write_call(_MARKER, "13th\n")]},
+        {"text": "Fixed ordinalize."},
+    ]
+    work = planted_project(sdist, tmp_path)
+    summary = run_bugfix(
+        work, tmp_path, turns, "--set", "holdout_variants=0", "--max-iterations", "2"
+    )
+
+    assert summary["outcome"] != "done", summary["stderr"]
+    rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
+    assert rules == ["exit", "fresh_differs"], rules
