@@ -159,6 +159,27 @@ _SELF_RAISED = (
     "    core.double(2)\n    assert fractions.Fraction(1, 2) == 1\n"
 )
 
+# what both judges (the plugin's, and looprun's own) say of _SELF_RAISED's failures
+SELF_RAISED_VERDICTS = {
+    "test_raises_after_the_call": "tests/test_x.py:32: a `raise` statement in the test",
+    "test_value_error_if_a_file_is_missing": (
+        "tests/test_x.py:38: a `raise` statement in the test"
+    ),
+    "test_assert_on_constants": "tests/test_x.py:43: an `assert` on constants",
+    "test_assert_on_a_marker": (
+        "tests/test_x.py:48: the failing statement reads nothing the code returned"
+    ),
+    "test_fails_through_pytest": "tests/test_x.py:53: a `fail()` call in the test",
+    "test_a_helper_that_raises": "tests/helpers.py:6: a `raise` statement in the test",
+    "test_a_builtin_raises_on_its_own": (
+        "tests/test_x.py:62: the failing statement reads nothing the code returned"
+    ),
+    # a standard-library call reads nothing of the code
+    "test_through_a_library_object": (
+        "tests/test_x.py:85: the failing statement reads nothing the code returned"
+    ),
+}
+
 
 def test_self_raised_names_the_failures_the_test_raised_itself(tmp_path: Path) -> None:
     """A reproduction must fail in the code or on an assertion on what it returned."""
@@ -177,22 +198,4 @@ def test_self_raised_names_the_failures_the_test_raised_itself(tmp_path: Path) -
     facts = _observe(work, exercised=True)
     assert facts["consistent"] and facts["failed"] == 16, facts
     said = {k.split("::")[1]: v for k, v in facts["self_raised"].items()}
-    assert said == {
-        "test_raises_after_the_call": "tests/test_x.py:32: a `raise` statement in the test",
-        "test_value_error_if_a_file_is_missing": (
-            "tests/test_x.py:38: a `raise` statement in the test"
-        ),
-        "test_assert_on_constants": "tests/test_x.py:43: an `assert` on constants",
-        "test_assert_on_a_marker": (
-            "tests/test_x.py:48: the failing statement reads nothing the code returned"
-        ),
-        "test_fails_through_pytest": "tests/test_x.py:53: a `fail()` call in the test",
-        "test_a_helper_that_raises": "tests/helpers.py:6: a `raise` statement in the test",
-        "test_a_builtin_raises_on_its_own": (
-            "tests/test_x.py:62: the failing statement reads nothing the code returned"
-        ),
-        # a standard-library call reads nothing of the code
-        "test_through_a_library_object": (
-            "tests/test_x.py:85: the failing statement reads nothing the code returned"
-        ),
-    }
+    assert said == SELF_RAISED_VERDICTS

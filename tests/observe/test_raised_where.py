@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_outcome_channel import _SELF_RAISED, _exercise_project
+from test_outcome_channel import _SELF_RAISED, SELF_RAISED_VERDICTS, _exercise_project
 
 from looprun.checks.runner import observe_command
 from looprun.observe.raised_where import native_frames, self_raised
@@ -58,24 +58,7 @@ def test_the_engine_names_the_failures_the_test_raised_itself(tmp_path: Path) ->
     facts = _fresh(_project(tmp_path))
     assert facts["failed"] == 16, facts
     said = {k.split("::")[1]: v for k, v in facts["self_raised"].items()}
-    assert said == {
-        "test_raises_after_the_call": "tests/test_x.py:32: a `raise` statement in the test",
-        "test_value_error_if_a_file_is_missing": (
-            "tests/test_x.py:38: a `raise` statement in the test"
-        ),
-        "test_assert_on_constants": "tests/test_x.py:43: an `assert` on constants",
-        "test_assert_on_a_marker": (
-            "tests/test_x.py:48: the failing statement reads nothing the code returned"
-        ),
-        "test_fails_through_pytest": "tests/test_x.py:53: a `fail()` call in the test",
-        "test_a_helper_that_raises": "tests/helpers.py:6: a `raise` statement in the test",
-        "test_a_builtin_raises_on_its_own": (
-            "tests/test_x.py:62: the failing statement reads nothing the code returned"
-        ),
-        "test_through_a_library_object": (
-            "tests/test_x.py:85: the failing statement reads nothing the code returned"
-        ),
-    }
+    assert said == SELF_RAISED_VERDICTS
 
 
 def test_a_judge_replaced_in_the_tests_process_changes_nothing(tmp_path: Path) -> None:
