@@ -1,10 +1,14 @@
 """Session-wide environment for the suite.
 
 Templates are remembered (`looprun validate`'s and runs' valid-cache) in a directory of the
-suite's own, never the user's. The pytest runs that tests start as checks skip the
-hypothesis plugin: they run in this virtualenv, where it is installed and autoloaded, and
-importing it costs each of those runs most of its start-up; no project under test uses it.
-Runs started by tests, in this process or as subprocesses, inherit both.
+suite's own, never the user's. Python's bytecode is cached, as it is for an installed
+package: where the machine forbids writing it, every `looprun` process the suite starts
+would compile the engine again (checks still run without it: looprun asks that of them).
+The pytest runs that tests start as checks load none of the plugins this virtualenv
+installs for the suite itself (hypothesis, xdist, anyio): pytest would autoload them, and
+importing them costs each of those runs much of its start-up; no project under test uses
+them (a test that needs one names it with `-p`). Runs started by tests, in this process or
+as subprocesses, inherit all three.
 
 tests/on_ray is a tier of its own (it starts a Ray cluster and needs the `ray` extra): it
 is collected only when named, `pytest tests/on_ray`."""
@@ -18,6 +22,8 @@ from pathlib import Path
 import pytest
 
 _RAY_TIER = Path(__file__).parent / "on_ray"
+# the suite's own pytest plugins, by entry-point name, kept out of the pytest runs it starts
+SUITE_ONLY_PLUGINS = "-p no:hypothesispytest -p no:xdist -p no:xdist.looponfail -p no:anyio"
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -30,7 +36,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.fixture(scope="session", autouse=True)
 def _suite_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         mp.setenv("LOOPRUN_CACHE_DIR", str(tmp_path_factory.mktemp("looprun-cache")))
         addopts = os.environ.get("PYTEST_ADDOPTS", "")
-        mp.setenv("PYTEST_ADDOPTS", f"{addopts} -p no:hypothesispytest".strip())
+        mp.setenv("PYTEST_ADDOPTS", f"{addopts} {SUITE_ONLY_PLUGINS}".strip())
         yield

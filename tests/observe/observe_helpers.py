@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from looprun.observe.outcome_channel import PLUGIN_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
@@ -56,6 +59,16 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def runner_env() -> dict[str, str]:
+    """The environment of looprun's in-test runners started by hand: their own folder on
+    the path, a bare PATH, and the suite's pytest options (its own plugins left out)."""
+    return {
+        "PYTHONPATH": str(PLUGIN_DIR),
+        "PATH": "/usr/bin:/bin",
+        "PYTEST_ADDOPTS": os.environ.get("PYTEST_ADDOPTS", ""),
+    }
 
 
 def pytest_argv(*extra: str) -> list[str]:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from observe_helpers import runner_env
 
 from looprun.observe.outcome_channel import PLUGIN_DIR
 
@@ -88,7 +89,7 @@ def _judge(root: Path) -> dict[str, object]:
     subprocess.run(
         [sys.executable, "-m", "looprun_mutants", f"--report={report}", '--targets=["calc.py"]',
          f"--changed={changed}", "--max=20", "-o", f"pythonpath={root}"],
-        cwd=root, check=True, env={"PYTHONPATH": str(PLUGIN_DIR), "PATH": "/usr/bin:/bin"},
+        cwd=root, check=True, env=runner_env(),
     )  # fmt: skip
     return json.loads(report.read_text())
 
@@ -146,7 +147,7 @@ def test_a_mutant_that_never_ends_is_killed_by_the_timeout(tmp_path: Path) -> No
          '--changed={"tests/test_count.py": [[1, 5]]}', "--timeout=5", "-o",
          f"pythonpath={tmp_path}"],
         cwd=tmp_path, check=True, timeout=120,
-        env={"PYTHONPATH": str(PLUGIN_DIR), "PATH": "/usr/bin:/bin"},
+        env=runner_env(),
     )  # fmt: skip
     result = json.loads(report.read_text())
     # `i += 1` -> `i += 2` never reaches 3: killed by the timeout, not left running

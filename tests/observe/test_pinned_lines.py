@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from looprun.observe.outcome_channel import PLUGIN_DIR
+from observe_helpers import runner_env
 
 pytestmark = pytest.mark.e2e  # a few real pytest runs each: seconds on a busy machine
 
@@ -35,7 +34,7 @@ def _judge(root: Path, changed: dict[str, list[list[int]]], *extra: str) -> dict
         [sys.executable, "-m", "looprun_pinned", f"--report={report}",
          f"--changed={json.dumps(changed)}", "-o", f"pythonpath={root}", *extra],
         cwd=root, check=True, timeout=300,
-        env={"PYTHONPATH": str(PLUGIN_DIR), "PATH": "/usr/bin:/bin"},
+        env=runner_env(),
     )  # fmt: skip
     return json.loads(report.read_text())
 

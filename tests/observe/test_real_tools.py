@@ -191,20 +191,24 @@ def test_n(n, tmp_path):
 """
 
 
+# xdist named: the suite keeps its own plugins out of the pytest runs it starts
+_XDIST = ("-p", "xdist", "-n", "2", "-p", "no:randomly", "--junitxml=r.xml")
+
+
 def test_signature_ignores_decimal_addresses_and_xdist_workers(tmp_path: Path):
     pytest.importorskip("xdist")
     signatures = set()
     for name in ("one", "two"):
         root = tmp_path / name
         write(root, {"test_noise.py": NOISY})
-        run(pytest_argv("-n", "2", "-p", "no:randomly", "--junitxml=r.xml"), root)
+        run(pytest_argv(*_XDIST), root)
         obs = JUnitParser().parse(ParseInput(workdir=root, file=root / "r.xml"))
         assert (obs.counts["failed"], obs.counts["errors"]) == (4, 1)
         signatures.add(obs.signature)
     assert len(signatures) == 1
     changed = tmp_path / "two" / "test_noise.py"
     changed.write_text(NOISY.replace("cannot open", "cannot close"))
-    run(pytest_argv("-n", "2", "-p", "no:randomly", "--junitxml=r.xml"), tmp_path / "two")
+    run(pytest_argv(*_XDIST), tmp_path / "two")
     again = JUnitParser().parse(ParseInput(workdir=tmp_path / "two", file=tmp_path / "two/r.xml"))
     assert again.signature not in signatures
 
