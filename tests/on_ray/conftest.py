@@ -1,4 +1,5 @@
-"""A local Ray cluster for the whole session, on 127.0.0.1 only, shut down at the end.
+"""A local Ray cluster for the whole session, on 127.0.0.1 only, shut down at the end
+(with xdist, one per worker: each starts its own on ports of its own).
 
 Ray is an optional extra (``looprun[ray]``): without it these tests are skipped (in CI,
 which installs it, they fail). Its
