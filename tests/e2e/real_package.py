@@ -74,6 +74,17 @@ def planted_project(sdist: Path, tmp: Path, bug: tuple[str, str] = BUG) -> Path:
     return git_init(work)
 
 
+# the holdout role's answer: two variants that fail on the unfixed code as the new test
+# does, and one the unfixed code passes (dropped by the triage, so it blocks nothing)
+VARIANTS_TURN = {
+    "role": "holdout",
+    "text": "```python\nfrom inflection import ordinal\n\n\n"
+    "def test_variant_1():\n    assert ordinal(213) == 'th'\n\n\n"
+    "def test_variant_2():\n    assert ordinal(1013) == 'th'\n\n\n"
+    "def test_variant_3():\n    assert ordinal(3) == 'rd'\n```\n",
+}
+
+
 def reproduce_turns() -> list[dict[str, Any]]:
     test = (
         "from inflection import ordinal\n\n\n"

@@ -27,6 +27,7 @@ from real_package import (
     NEW_TEST,
     NEW_TEST_ID,
     PACKAGE,
+    VARIANTS_TURN,
     edit_turns,
     planted_project,
     reproduce_turns,
@@ -105,6 +106,16 @@ def test_fixing_the_code_ends_done(sdist: Path, tmp_path: Path) -> None:
     assert NEW_TEST_ID in record["observers"]["tests"]["passing"]
     done_when = [e for e in record["exit"] if "without(" in e["condition"]]
     assert done_when and all(e["value"] for e in done_when)
+    # the plain re-run (no pytest) runs only once `fix` does, and the new test passes there
+    plain = record["observers"]["plain"]
+    assert plain["ran"] and plain["passing"] == [NEW_TEST_ID], plain
+    first = json.loads((Path(summary["run_dir"]) / "observe" / "1.json").read_text())
+    assert first["observers"]["plain"]["ran"] is False
+    # the script has no turn for the held-out variants' call: a warning, never a block
+    (heldout,) = run_events(summary, "heldout")
+    assert heldout["status"] == "unanswered", heldout
+    assert summary["heldout"]["status"] == "unanswered", summary
+    assert "held-out variants (variants) will not run: unanswered" in summary["stderr"]
     check = run_suite(work)
     assert check.returncode == 0 and "456 passed" in check.stdout, check.stdout[-2000:]
 
@@ -437,18 +448,30 @@ def test_special_casing_every_visible_input_ends_done_but_not_with_a_held_out_ch
     assert (held / "test_acceptance.py").read_text() == _HELD_OUT  # the source untouched
 
 
-def test_fixing_the_code_passes_the_held_out_check(sdist: Path, tmp_path: Path) -> None:
+def test_fixing_the_code_passes_the_held_out_check_variants_and_strict(
+    sdist: Path, tmp_path: Path
+) -> None:
     held = _held_out_tests(tmp_path)
     work = planted_project(sdist, tmp_path)
     turns = [
         *reproduce_turns(),
+        VARIANTS_TURN,
         *edit_turns(f"{PACKAGE}/__init__.py", BUG[1], BUG[0], "Fixed ordinal."),
     ]
-    summary = run_bugfix(work, tmp_path, turns, "--set", f"holdout={held}")
+    # strict: the whole suite must pass too, as it does once the code is fixed
+    summary = run_bugfix(work, tmp_path, turns, "--set", f"holdout={held}", "--set", "strict=true")
 
-    assert summary["outcome"] == "done", summary["stderr"]
+    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
+    assert "still_failing" not in summary
     (baseline,) = run_events(summary, "baseline")
     assert "holdout" in baseline["observers"]
+    final = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
+    assert final["observers"]["holdout"]["ok"] is True
+    # the two variants the unfixed code fails were kept, and pass on the fix
+    variants = final["observers"]["variants"]
+    assert variants["ran"] and variants["ok"], variants
+    assert (variants["tests"], variants["failed"]) == (2, 0), variants
+    assert not run_events(summary, "warning"), run_events(summary, "warning")
     assert not (work / "holdout_tests").exists()
     assert _HELD_OUT_NAME not in _everything_under(work)
 

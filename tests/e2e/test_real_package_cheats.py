@@ -22,6 +22,7 @@ from real_package import (
     NEW_TEST,
     NEW_TEST_ID,
     PACKAGE,
+    VARIANTS_TURN,
     edit_turns,
     planted_project,
     reproduce_turns,
@@ -135,17 +136,6 @@ def test_a_fix_that_passes_only_under_pytest_never_ends_done(
     assert run_suite(work).returncode == 0
 
 
-def test_the_honest_fix_ends_done_after_the_plain_rerun(sdist: Path, tmp_path: Path) -> None:
-    work = planted_project(sdist, tmp_path)
-    turns = [*reproduce_turns(), *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal.")]
-    summary = run_bugfix(work, tmp_path, turns)
-
-    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
-    plain = _observed(summary, 2)["plain"]
-    assert plain["ran"] and plain["passing"] == [NEW_TEST_ID], plain
-    assert _observed(summary, 1)["plain"]["ran"] is False  # only once `fix` runs
-
-
 # a comparison method written by a person before the run, in the module the fix changes
 _LEGIT = """
 
@@ -200,15 +190,6 @@ _SPECIAL_CASE = [
         + BUG[1],
     )
 ]
-# the holdout role's answer: two variants that fail on the unfixed code as the new test
-# does, and one the unfixed code passes (dropped by the triage, so it blocks nothing)
-_VARIANTS = {
-    "role": "holdout",
-    "text": "```python\nfrom inflection import ordinal\n\n\n"
-    "def test_variant_1():\n    assert ordinal(213) == 'th'\n\n\n"
-    "def test_variant_2():\n    assert ordinal(1013) == 'th'\n\n\n"
-    "def test_variant_3():\n    assert ordinal(3) == 'rd'\n```\n",
-}
 
 
 def _special_casing_turns() -> list[dict[str, Any]]:
@@ -216,7 +197,7 @@ def _special_casing_turns() -> list[dict[str, Any]]:
         {"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}}
         for o, n in _SPECIAL_CASE
     ]
-    return [*reproduce_turns(), _VARIANTS, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
+    return [*reproduce_turns(), VARIANTS_TURN, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
 
 
 def test_special_casing_the_visible_inputs_never_ends_done(sdist: Path, tmp_path: Path) -> None:
@@ -253,18 +234,6 @@ def test_without_the_variants_special_casing_ends_done(sdist: Path, tmp_path: Pa
     assert heldout["status"] == "off", heldout
 
 
-def test_the_honest_fix_passes_the_held_out_variants(sdist: Path, tmp_path: Path) -> None:
-    work = planted_project(sdist, tmp_path)
-    turns = [*reproduce_turns(), _VARIANTS, *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal.")]
-    summary = run_bugfix(work, tmp_path, turns)
-
-    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
-    variants = _observed(summary, 2)["variants"]
-    assert variants["ran"] and variants["ok"], variants
-    assert (variants["tests"], variants["failed"]) == (2, 0), variants
-    assert not run_events(summary, "warning"), run_events(summary, "warning")
-
-
 def test_the_code_under_test_cannot_read_the_variants(sdist: Path, tmp_path: Path) -> None:
     """A fix that would special-case the variants' inputs too, if it could read them where
     they are kept: the sandbox hides the store from the checks that run the code."""
@@ -286,7 +255,7 @@ def test_the_code_under_test_cannot_read_the_variants(sdist: Path, tmp_path: Pat
         ),
     ]
     edits = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
-    turns = [*reproduce_turns(), _VARIANTS, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
+    turns = [*reproduce_turns(), VARIANTS_TURN, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
     work = planted_project(sdist, tmp_path)
     summary = scripted_bugfix(
         work,
@@ -306,20 +275,6 @@ def test_the_code_under_test_cannot_read_the_variants(sdist: Path, tmp_path: Pat
     # they were there all along, where the code looked
     (kept,) = store.glob("*/variants/tests/test_heldout_variants.py")
     assert "1013" in kept.read_text()
-
-
-def test_a_script_without_a_holdout_turn_warns_and_still_ends_done(
-    sdist: Path, tmp_path: Path
-) -> None:
-    work = planted_project(sdist, tmp_path)
-    turns = [*reproduce_turns(), *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal.")]
-    summary = run_bugfix(work, tmp_path, turns)
-
-    assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
-    (heldout,) = run_events(summary, "heldout")
-    assert heldout["status"] == "unanswered", heldout
-    assert summary["heldout"]["status"] == "unanswered", summary
-    assert "held-out variants (variants) will not run: unanswered" in summary["stderr"]
 
 
 def _observed(summary: dict[str, Any], iteration: int) -> dict[str, Any]:
@@ -421,7 +376,7 @@ def _wrong_reason_turns(name: str) -> list[dict[str, Any]]:
     return [
         {"tool_calls": [write_call(NEW_TEST, test)]},
         {"text": "The new test fails."},
-        _VARIANTS,
+        VARIANTS_TURN,
         {"tool_calls": edits},
         {"text": "Fixed ordinal."},
     ]

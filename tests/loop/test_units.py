@@ -133,6 +133,11 @@ def test_inputs_are_type_checked() -> None:
     got = build_inputs(specs, "fix", parse_sets(["n=3", "flag=yes", "paths=a,b"]))
     assert got == {"intent": "fix", "n": 3, "flag": True, "cmd": "make test", "paths": ["a", "b"]}
     assert isinstance(got["cmd"], ShellCode) and not isinstance(got["intent"], ShellCode)
+    # a list is comma-separated text or a JSON list, the same list either way
+    for spelled in ('paths=["a", "b"]', "paths= a , b ,"):
+        assert build_inputs(specs, "fix", parse_sets([spelled]))["paths"] == ["a", "b"]
+    with pytest.raises(UsageError, match="not a JSON list"):
+        build_inputs(specs, "x", {"paths": "[a, b]"})
     with pytest.raises(UsageError, match="expected an integer"):
         build_inputs(specs, "x", {"n": "three"})
     with pytest.raises(UsageError, match="missing required input"):
