@@ -474,6 +474,7 @@ def test_fixing_the_code_passes_the_held_out_check_variants_and_strict(
     assert not run_events(summary, "warning"), run_events(summary, "warning")
     assert not (work / "holdout_tests").exists()
     assert _HELD_OUT_NAME not in _everything_under(work)
+    assert run_suite(work).returncode == 0
 
 
 @pytest.mark.parametrize(
