@@ -8,7 +8,9 @@ The pytest runs that tests start as checks load none of the plugins this virtual
 installs for the suite itself (hypothesis, xdist, anyio): pytest would autoload them, and
 importing them costs each of those runs much of its start-up; no project under test uses
 them (a test that needs one names it with `-p`). Runs started by tests, in this process or
-as subprocesses, inherit all three.
+as subprocesses, inherit all three. A suite started as a background job of a shell without
+job control ignores SIGINT, and so would every process it starts: Ctrl-C is given back its
+usual meaning, so the tests that send it test the run, not how the suite was started.
 
 tests/on_ray is a tier of its own (it starts a Ray cluster and needs the `ray` extra): it
 is collected only when named, `pytest tests/on_ray`."""
@@ -16,6 +18,7 @@ is collected only when named, `pytest tests/on_ray`."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +38,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 @pytest.fixture(scope="session", autouse=True)
 def _suite_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         mp.setenv("LOOPRUN_CACHE_DIR", str(tmp_path_factory.mktemp("looprun-cache")))
