@@ -11,6 +11,9 @@ them (a test that needs one names it with `-p`). Runs started by tests, in this 
 as subprocesses, inherit all three. A suite started as a background job of a shell without
 job control ignores SIGINT, and so would every process it starts: Ctrl-C is given back its
 usual meaning, so the tests that send it test the run, not how the suite was started.
+Maven's JVM compiles with its quick compiler only and the serial collector, unless the
+environment already says how: the suite's Maven runs are short, where the optimising
+compiler costs more than it saves.
 
 tests/on_ray is a tier of its own (it starts a Ray cluster and needs the `ray` extra): it
 is collected only when named, `pytest tests/on_ray`."""
@@ -27,6 +30,7 @@ import pytest
 _RAY_TIER = Path(__file__).parent / "on_ray"
 # the suite's own pytest plugins, by entry-point name, kept out of the pytest runs it starts
 SUITE_ONLY_PLUGINS = "-p no:hypothesispytest -p no:xdist -p no:xdist.looponfail -p no:anyio"
+SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -45,4 +49,6 @@ def _suite_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         mp.setenv("LOOPRUN_CACHE_DIR", str(tmp_path_factory.mktemp("looprun-cache")))
         addopts = os.environ.get("PYTEST_ADDOPTS", "")
         mp.setenv("PYTEST_ADDOPTS", f"{addopts} {SUITE_ONLY_PLUGINS}".strip())
+        if not os.environ.get("MAVEN_OPTS"):
+            mp.setenv("MAVEN_OPTS", SHORT_JVM)
         yield

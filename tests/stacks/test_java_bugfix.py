@@ -27,9 +27,6 @@ from tests.support.git_repos import git
 
 pytestmark = pytest.mark.e2e
 
-# Maven's JVM starts faster without its optimising compiler: every check of a run is a
-# fresh Maven on a two-class project (the environment reaches the checks as it is)
-FAST = {"MAVEN_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "java_money"
 INTENT = (SAMPLE / "intent.txt").read_text().strip()
 NEW_TEST = "src/test/java/com/acme/money/MoneySplitTest.java"
@@ -89,7 +86,7 @@ def bugfix(work: Path, turns: list[Any], *extra: str) -> tuple[int, dict[str, An
         capture_output=True,
         text=True,
         timeout=600,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("LOOPRUN_")}, **FAST},
+        env={k: v for k, v in os.environ.items() if not k.startswith("LOOPRUN_")},
     )
     assert proc.stdout.strip(), proc.stderr
     return proc.returncode, json.loads(proc.stdout), proc.stderr
@@ -118,8 +115,7 @@ def edit(path: str, old: str, new: str, said: str) -> list[dict[str, Any]]:
 
 
 def maven(work: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **FAST}
-    return subprocess.run(MVN, cwd=work, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(MVN, cwd=work, capture_output=True, text=True, timeout=300)
 
 
 def test_the_honest_fix_ends_done_and_holds_for_held_out_tests(tmp_path: Path) -> None:
