@@ -1,9 +1,11 @@
 """Session-wide environment for the suite.
 
 Templates are remembered (`looprun validate`'s and runs' valid-cache) in a directory of the
-suite's own, never the user's. Python's bytecode is cached, as it is for an installed
-package: where the machine forbids writing it, every `looprun` process the suite starts
-would compile the engine again (checks still run without it: looprun asks that of them).
+suite's own, never the user's. The engine's bytecode is compiled once, as it is for an
+installed package: where the machine forbids writing bytecode, every `looprun` process the
+suite starts would otherwise compile the engine again. Nothing else is cached: a test that
+edits a module and runs it again within the same second, at the same size, must not
+import a stale compiled copy.
 The pytest runs that tests start as checks load none of the plugins this virtualenv
 installs for the suite itself (hypothesis, xdist, anyio): pytest would autoload them, and
 importing them costs each of those runs much of its start-up; no project under test uses
@@ -20,12 +22,15 @@ is collected only when named, `pytest tests/on_ray`."""
 
 from __future__ import annotations
 
+import compileall
 import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import looprun
 
 _RAY_TIER = Path(__file__).parent / "on_ray"
 # the suite's own pytest plugins, by entry-point name, kept out of the pytest runs it starts
@@ -44,8 +49,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def _suite_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    compileall.compile_dir(Path(looprun.__file__).parent, quiet=1)
     with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         mp.setenv("LOOPRUN_CACHE_DIR", str(tmp_path_factory.mktemp("looprun-cache")))
         addopts = os.environ.get("PYTEST_ADDOPTS", "")
         mp.setenv("PYTEST_ADDOPTS", f"{addopts} {SUITE_ONLY_PLUGINS}".strip())
