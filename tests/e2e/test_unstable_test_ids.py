@@ -97,3 +97,58 @@ def test_a_case_dropped_from_the_data_still_vanishes(tmp_path: Path) -> None:
     assert iterations[1]["decision"]["rule"] == "vanished", iterations[1]["decision"]
     said = iterations[1]["decision"]["message"]
     assert said.count("test_words_differ[") == 7, said
+
+
+# every pytest session the checks start, with its time and the paths it was given
+_SESSIONS = (
+    "import time\n\n\ndef pytest_sessionstart(session):\n"
+    "    with open({log!r}, 'a') as fh:\n"
+    "        fh.write(f'{{time.time()}} {{\" \".join(session.config.args)}}\\n')\n"
+)
+_LITERAL = (
+    "import pytest\n\nfrom words import vowels\n\n"
+    "COUNTS = (('apple', 2), ('fig', 1), ('kiwi', 2))\n\n\n"
+    '@pytest.mark.parametrize("word,count", COUNTS)\n'
+    "def test_counts(word, count):\n    assert vowels(word) == count\n"
+)
+
+
+def _baseline_sessions(tmp_path: Path, with_set: bool) -> list[list[str]]:
+    """The pytest sessions the baseline started, each as the paths it was given."""
+    work = _project(tmp_path)
+    log = tmp_path / "sessions.log"
+    (work / "conftest.py").write_text(_SESSIONS.format(log=str(log)))
+    (work / "tests" / "test_literal.py").write_text(_LITERAL)
+    if not with_set:
+        (work / "tests" / "test_words.py").unlink()
+    git_init(work)
+    turns = [
+        _call("write_file", path="tests/test_fruit.py", content=_REPRO),
+        {"text": "The new test fails."},
+        _call("edit_file", path="words.py", old=_BUG[0], new=_BUG[1]),
+        {"text": "Fixed."},
+    ]
+    summary = scripted_bugfix(
+        work,
+        turns,
+        "vowels() does not count 'u'.",
+        "--sandbox",
+        "off",  # the sessions' log is outside the tree
+        env={"PYTHONHASHSEED": "random"},
+        timeout=600,
+    )
+    assert summary["outcome"] == "done", summary["stderr"]
+    (baseline,) = _events(summary, "baseline")
+    seen = [line.split(" ")[1:] for line in log.read_text().splitlines()]
+    stamps = [float(line.split(" ")[0]) for line in log.read_text().splitlines()]
+    return [s for s, t in zip(seen, stamps, strict=True) if t < baseline["ts"]]
+
+
+def test_the_baseline_runs_again_only_the_files_whose_parameters_may_vary(
+    tmp_path: Path,
+) -> None:
+    # the literal file's cases are named the same on every run: only the set's file again
+    _, *again = _baseline_sessions(tmp_path / "mixed", with_set=True)
+    assert again == [["tests/test_words.py"]], again
+    # literals only: the baseline runs the suite once
+    assert len(_baseline_sessions(tmp_path / "literal", with_set=False)) == 1

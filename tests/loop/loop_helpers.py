@@ -126,6 +126,9 @@ class CommandObserver:
     def related_items(self, changes: Sequence[FileChange]) -> tuple[str, ...] | None:
         return related_items(self.workdir, changes)
 
+    def varying_params(self, spec: ObserverSpec, files: Sequence[str]) -> tuple[str, ...] | None:
+        return None  # no stack: a second run tells, as it does for a check of no stack
+
 
 @dataclass
 class Rig:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from looprun.data.changes import is_test_file
 
-_MAX_FILE_BYTES = 2_000_000  # a test file larger than this is not parsed: unsure
+MAX_FILE_BYTES = 2_000_000  # a test file larger than this is not parsed: unsure
 _MAX_TEST_FILES = 2_000  # more test files than this: not worth reading, run whole
 _MAX_CACHED = 10_000
 # what a test file imports, by (path, inode, mtime, size): a run's later iterations parse
@@ -109,7 +109,7 @@ def imported_modules(root: Path, rel: str) -> set[str] | None:
     if key in _PARSED:
         known = _PARSED[key]
         return None if known is None else set(known)
-    names = None if st.st_size > _MAX_FILE_BYTES else _parsed_imports(path, rel)
+    names = None if st.st_size > MAX_FILE_BYTES else _parsed_imports(path, rel)
     if len(_PARSED) >= _MAX_CACHED:
         _PARSED.clear()
     _PARSED[key] = None if names is None else frozenset(names)

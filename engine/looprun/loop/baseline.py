@@ -68,16 +68,25 @@ def unstable_ids(
     return sorted(one ^ two)
 
 
-def rerun_files(facts: Mapping[str, Any]) -> tuple[str, ...]:
-    """The test files a second run of the baseline needs: those holding a parametrized id
-    (only those ids can be renamed by a rerun). Empty, for the whole command, when they
-    are every file the run saw or an id names no file (a collection error)."""
+def param_files(facts: Mapping[str, Any]) -> tuple[str, ...]:
+    """The test files holding a parametrized id; empty when an id names no file (a
+    collection error)."""
     ids = _ids(facts, "failing") + _ids(facts, "passing")
-    if not ids or any("::" not in i for i in ids):
+    if any("::" not in i for i in ids):
         return ()
-    every = {i.split("::", 1)[0] for i in ids}
-    wanted = sorted({i.split("::", 1)[0] for i in ids if i != function_of(i)})
-    return tuple(wanted) if len(wanted) < len(every) else ()
+    return tuple(sorted({i.split("::", 1)[0] for i in ids if i != function_of(i)}))
+
+
+def rerun_files(facts: Mapping[str, Any], among: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The test files a second run of the baseline needs: those holding a parametrized id
+    (only those ids can be renamed by a rerun), or ``among`` them, those whose parameters
+    may vary. Empty, for the whole command, when they are every file the run saw or an
+    id names no file (a collection error)."""
+    wanted = param_files(facts) if among is None else tuple(sorted(among))
+    if not wanted:
+        return ()
+    every = {i.split("::", 1)[0] for i in _ids(facts, "failing") + _ids(facts, "passing")}
+    return wanted if len(wanted) < len(every) else ()
 
 
 def parametrized(facts: Mapping[str, Any]) -> bool:

@@ -114,6 +114,12 @@ class Observer(Protocol):
         None when unsure."""
         ...
 
+    def varying_params(self, spec: ObserverSpec, files: Sequence[str]) -> tuple[str, ...] | None:
+        """Of the test ``files`` holding parametrized ids, those whose ids may differ on
+        another run of the same tree, read from their text by ``spec``'s stack; None when
+        it cannot tell (a second run does)."""
+        ...
+
 
 @valueclass
 class Triage:

@@ -14,7 +14,14 @@ from typing import Any
 
 from looprun.loop import limits as caps
 from looprun.loop.act.step import ActStep
-from looprun.loop.baseline import parametrized, rerun_files, slim, unstable_ids, unusable
+from looprun.loop.baseline import (
+    param_files,
+    parametrized,
+    rerun_files,
+    slim,
+    unstable_ids,
+    unusable,
+)
 from looprun.loop.core import Loop
 from looprun.loop.feedback import observation_line
 from looprun.loop.observe_step import ObserveStep, node_id
@@ -145,7 +152,9 @@ def _unstable(
     """Run each observer whose baseline has parametrized test ids once more: the ids
     the two runs of the same tree disagree on are unstable (parameters drawn from a
     set follow its hash order), so a later run not showing them is no vanished test.
-    A staged observer runs only the files that hold such ids the second time."""
+    The check's stack reads the files that hold such ids first: where every parameter is
+    a literal, nothing runs again; a staged observer runs only the files it cannot vouch
+    for the second time."""
     ctx = {
         **loop.context(task, {}, act.facts()),
         **{n: o.to_facts() for n, o in observations.items()},
@@ -155,7 +164,11 @@ def _unstable(
         facts = ctx[name]
         if spec.run is None or not observations[name].ran or not parametrized(facts):
             continue
-        files = rerun_files(facts) if spec.narrow else ()
+        held = param_files(facts)
+        varying = loop.ports.observer.varying_params(spec, held) if held else None
+        if varying == ():
+            continue  # literals only: every id is the same on every run
+        files = rerun_files(facts, varying) if spec.narrow else ()
         if not all(node_id(f) for f in files):
             files = ()  # a file the command may not be given: the whole command again
         again = observing.again(name, spec, ctx, select=files)

@@ -16,7 +16,7 @@ from looprun.checks import stacks
 from looprun.checks.clean_tree import CheckTrees
 from looprun.checks.git_diff import Snapshot
 from looprun.checks.holdout import Holdout
-from looprun.checks.related import related_tests
+from looprun.checks.related import MAX_FILE_BYTES, inside, related_tests
 from looprun.checks.related_items import related_items
 from looprun.checks.runner import run_observer
 from looprun.checks.variants import VariantStore
@@ -152,6 +152,22 @@ class RealObserver:
     def related_items(self, changes: Sequence[FileChange]) -> tuple[str, ...] | None:
         """Tests naming a definition the turn changed, read with ``ast``; None: unsure."""
         return related_items(self.workdir, changes)
+
+    def varying_params(self, spec: ObserverSpec, files: Sequence[str]) -> tuple[str, ...] | None:
+        """The stack's reading of the test files, from the working tree (the run's base,
+        at the baseline); None for a check of no stack or a stack that cannot tell."""
+        find = stacks.get(spec.stack).varying if spec.stack is not None else None
+        return find(self._text, files) if find is not None else None
+
+    def _text(self, path: str) -> str | None:
+        """A root-relative file's text; None when there is none; OSError when it cannot
+        be read as the tree's own (a link out of it, too large)."""
+        full = self.workdir / path
+        if not full.exists() and not full.is_symlink():
+            return None
+        if not inside(self.workdir, path) or full.stat().st_size > MAX_FILE_BYTES:
+            raise OSError(f"{path}: not a file of the tree this reading vouches for")
+        return full.read_bytes().decode("utf-8", "replace")
 
 
 def _no_variants(spec: ObserverSpec) -> Observation:

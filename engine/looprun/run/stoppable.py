@@ -65,6 +65,9 @@ class StoppableObserver:
     def related_items(self, changes: Any) -> Any:
         return self.inner.related_items(changes)
 
+    def varying_params(self, spec: Any, files: Any) -> Any:
+        return self.inner.varying_params(spec, files)
+
 
 class StoppableActor:
     """Wraps the actor port (act.agent) like the observer: once stopped, no CLI turn

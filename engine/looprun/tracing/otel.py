@@ -403,3 +403,6 @@ class TracedObserver:
 
     def related_items(self, changes: Any) -> Any:
         return self._inner.related_items(changes)
+
+    def varying_params(self, spec: Any, files: Any) -> Any:
+        return self._inner.varying_params(spec, files)

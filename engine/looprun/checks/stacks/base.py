@@ -92,6 +92,12 @@ class Stack:
     # the test ids a test file placed at a root-relative path defines, read from its text
     # (never run); None: the file's path selects its tests, as it does for pytest
     tests_in: Callable[[str, str], tuple[str, ...]] | None = None
+    # of the test files holding parametrized ids, those whose ids may differ on another
+    # run of the same tree, read (never run) through a reader of root-relative files; None
+    # from it, or no such function: only a second run of the baseline can tell
+    varying: (
+        Callable[[Callable[[str], str | None], Sequence[str]], tuple[str, ...] | None] | None
+    ) = None
 
     def describe(self) -> str:
         return f"{self.name} ({', '.join(self.markers)})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from looprun.checks.stacks.base import Stack, Tool
+from looprun.checks.stacks.python_params import varying
 
 STACK = Stack(
     name="python",
@@ -22,4 +23,5 @@ STACK = Stack(
         "**/*.pth",
     ),
     untrusted=("__pycache__/", "*.pyc", "*.pyo", "*.egg-info/", "*.dist-info/", ".pytest_cache/"),
+    varying=varying,
 )
