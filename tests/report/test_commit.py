@@ -70,6 +70,9 @@ def test_a_failing_hook_refuses_the_commit_and_no_verify_skips_it(tmp_path: Path
     assert "return a + b" in (repo / "src" / "calc.py").read_text()  # the work stays
     # the same run again from the start, with the hooks skipped
     _git(repo, "checkout", "-q", "--", "src/calc.py")
+    # restored from the user's index, as the refused commit left it: HEAD's entry
+    assert "return a - b" in (repo / "src" / "calc.py").read_text()
+    assert _git(repo, "status", "--porcelain") == ""
     skipped = looprun(*args, "--no-verify", "--json", cwd=repo)
     assert skipped.returncode == 0, skipped.stderr
     assert "committed" in skipped.stderr, skipped.stderr
