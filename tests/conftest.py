@@ -49,7 +49,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def _suite_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    compileall.compile_dir(Path(looprun.__file__).parent, quiet=1)
+    compileall.compile_dir(Path(looprun.__file__).parent, quiet=2)  # read-only: no matter
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LOOPRUN_CACHE_DIR", str(tmp_path_factory.mktemp("looprun-cache")))
         addopts = os.environ.get("PYTEST_ADDOPTS", "")

@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from looprun.checks.related import tree_text
 from looprun.checks.stacks.python_params import literal_module, varying
 
 HEAD = "import pytest\n\n"
@@ -178,3 +180,30 @@ def test_the_reading_agrees_with_pytest(tmp_path: Path, body: str, same: bool) -
     assert all(seen), seen
     assert (len(seen) == 1) is same
     assert literal_module((tmp_path / "test_p.py").read_text()) is same
+
+
+def test_a_file_nested_past_the_parser_is_not_vouched_for_and_raises_nothing() -> None:
+    # about 1 MB: under the size read, past what ast builds (RecursionError)
+    deep = "CASES = " + "+".join(["(1,)"] * 200_000) + "\n"
+    assert literal_module(HEAD + deep + VOUCHED["a literal list"]) is False
+
+
+def test_the_tree_is_read_as_its_own_files_only(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_a.py").write_text(HEAD + VOUCHED["tuples bound to a name"])
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text(HEAD + VOUCHED["a literal list"])
+    read = partial(tree_text, root)
+    assert varying(read, ["tests/test_a.py"]) == ()
+    assert read("tests/missing.py") is None
+    # a conftest linked out of the tree: not read, so nothing is vouched for
+    (root / "conftest.py").symlink_to(outside)
+    assert varying(read, ["tests/test_a.py"]) is None
+    (root / "conftest.py").unlink()
+    (root / "conftest.py").mkdir()  # not a file
+    assert varying(read, ["tests/test_a.py"]) is None
+    (root / "conftest.py").rmdir()
+    # a test file larger than test files are read
+    (root / "tests" / "test_a.py").write_text(HEAD + "X = 1\n" * 400_000)
+    assert varying(read, ["tests/test_a.py"]) is None

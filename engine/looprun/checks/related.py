@@ -20,7 +20,7 @@ from pathlib import Path
 
 from looprun.data.changes import is_test_file
 
-MAX_FILE_BYTES = 2_000_000  # a test file larger than this is not parsed: unsure
+_MAX_FILE_BYTES = 2_000_000  # a test file larger than this is not parsed: unsure
 _MAX_TEST_FILES = 2_000  # more test files than this: not worth reading, run whole
 _MAX_CACHED = 10_000
 # what a test file imports, by (path, inode, mtime, size): a run's later iterations parse
@@ -95,6 +95,17 @@ def inside(root: Path, rel: str) -> bool:
     return real.is_file() and (real == root or root in real.parents)
 
 
+def tree_text(root: Path, rel: str) -> str | None:
+    """A root-relative file's text; None when there is none; OSError when it is not one
+    the tree's own reading may trust (a link out of it, not a regular file, too large)."""
+    full = root / rel
+    if not full.exists() and not full.is_symlink():
+        return None
+    if not inside(root, rel) or full.stat().st_size > _MAX_FILE_BYTES:
+        raise OSError(f"{rel}: not a file of the tree, or larger than a test file is read")
+    return full.read_bytes().decode("utf-8", "replace")
+
+
 def imported_modules(root: Path, rel: str) -> set[str] | None:
     """The module names a test file imports, packages on the way included; None when
     it cannot be read as Python (unsure)."""
@@ -109,7 +120,7 @@ def imported_modules(root: Path, rel: str) -> set[str] | None:
     if key in _PARSED:
         known = _PARSED[key]
         return None if known is None else set(known)
-    names = None if st.st_size > MAX_FILE_BYTES else _parsed_imports(path, rel)
+    names = None if st.st_size > _MAX_FILE_BYTES else _parsed_imports(path, rel)
     if len(_PARSED) >= _MAX_CACHED:
         _PARSED.clear()
     _PARSED[key] = None if names is None else frozenset(names)

@@ -4,6 +4,7 @@ observer port over the check runner, the terminal approver, the run's sandbox.""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from looprun.checks import stacks
 from looprun.checks.clean_tree import CheckTrees
 from looprun.checks.git_diff import Snapshot
 from looprun.checks.holdout import Holdout
-from looprun.checks.related import MAX_FILE_BYTES, inside, related_tests
+from looprun.checks.related import related_tests, tree_text
 from looprun.checks.related_items import related_items
 from looprun.checks.runner import run_observer
 from looprun.checks.variants import VariantStore
@@ -157,17 +158,7 @@ class RealObserver:
         """The stack's reading of the test files, from the working tree (the run's base,
         at the baseline); None for a check of no stack or a stack that cannot tell."""
         find = stacks.get(spec.stack).varying if spec.stack is not None else None
-        return find(self._text, files) if find is not None else None
-
-    def _text(self, path: str) -> str | None:
-        """A root-relative file's text; None when there is none; OSError when it cannot
-        be read as the tree's own (a link out of it, too large)."""
-        full = self.workdir / path
-        if not full.exists() and not full.is_symlink():
-            return None
-        if not inside(self.workdir, path) or full.stat().st_size > MAX_FILE_BYTES:
-            raise OSError(f"{path}: not a file of the tree this reading vouches for")
-        return full.read_bytes().decode("utf-8", "replace")
+        return find(functools.partial(tree_text, self.workdir), files) if find else None
 
 
 def _no_variants(spec: ObserverSpec) -> Observation:

@@ -61,8 +61,8 @@ def literal_module(text: str) -> bool:
     """Whether every parametrization in a module's ``text`` is made of literals."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return False
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # not Python, or nested past what the parser builds: not vouched for
     names = _bindings(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == _HOOK:
