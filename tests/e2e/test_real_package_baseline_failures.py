@@ -6,10 +6,11 @@ bug raises `KeyError` inside `inflection.ordinal` for every number whose last di
 suffix of its own (4th, 10th, 100th ...): 58 of the package's tests fail at the start, each
 with a traceback through `inflection/__init__.py`. A "fix" that answers right for the new
 test's 4 alone changes that file, so those failures are the run's to fix and it may not end
-`done`; the honest fix does. With the original planted bug (13th), whose failures are
-assertions in the test file, the same holds through what their bodies called (the outcome
-channel's `exercised`). A failure that runs none of the changed code is left, and the
-verdict names it; `--set strict=true` asks for the whole suite.
+`done`; the honest fix does, on a src layout and with the tests inside the package. With
+the original planted bug (13th), whose failures are assertions in the test file, the same
+holds through what their bodies called (the outcome channel's `exercised`):
+test_real_package_layouts.py. A failure that runs none of the changed code is left, and
+the verdict names it; `--set strict=true` asks for the whole suite.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 
 from e2e_helpers import looprun, prompt_of
 from real_package import (
+    ON_EVERY_LAYOUT,
     PACKAGE,
+    Layout,
     edit_turns,
     planted_project,
     reproduce_turns,
@@ -40,18 +43,18 @@ FOUR_ONLY = (
 )
 
 
-def _raising(sdist: Path, tmp: Path) -> Path:
+def _raising(sdist: Path, tmp: Path, layout: Layout) -> Path:
     """The sdist with the lookup that raises for 0 and 4-9, committed."""
-    return planted_project(sdist, tmp, RAISES)
+    return planted_project(sdist, tmp, RAISES, layout=layout)
 
 
-def _reproduce_four() -> list[dict[str, Any]]:
+def _reproduce_four(layout: Layout) -> list[dict[str, Any]]:
     test = (
         "from inflection import ordinal\n\n\n"
         "def test_four_takes_th():\n"
         '    assert ordinal(4) == "th"\n'
     )
-    write = {"name": "write_file", "arguments": {"path": FOURS, "content": test}}
+    write = {"name": "write_file", "arguments": {"path": layout.tests_path(FOURS), "content": test}}
     return [{"tool_calls": [write]}, {"text": "The new test fails with KeyError: 4."}]
 
 
@@ -63,10 +66,14 @@ def _fix_decisions(summary: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def test_special_casing_the_new_tests_input_is_not_a_fix(sdist: Path, tmp_path: Path) -> None:
-    work = _raising(sdist, tmp_path)
-    turns = [*_reproduce_four(), *edit_turns(CODE, *FOUR_ONLY, "Fixed: ordinal(4) is 'th'.")]
-    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "3")
+@ON_EVERY_LAYOUT
+def test_special_casing_the_new_tests_input_is_not_a_fix(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
+    work = _raising(sdist, tmp_path, layout)
+    special_case = edit_turns(layout.code, *FOUR_ONLY, "Fixed: ordinal(4) is 'th'.")
+    turns = [*_reproduce_four(layout), *special_case]
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "3", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
     iterations = run_events(summary, "iteration")
@@ -74,22 +81,23 @@ def test_special_casing_the_new_tests_input_is_not_a_fix(sdist: Path, tmp_path: 
     # the special case made the new test pass, and left the old failures through the code
     record = json.loads((Path(summary["run_dir"]) / "observe" / "2.json").read_text())
     tests = record["observers"]["tests"]
-    assert f"{FOURS}::test_four_takes_th" in tests["passing"]
-    assert "test_inflection.py::test_ordinal[5-5th]" in tests["failing"]
+    assert layout.tests_path(f"{FOURS}::test_four_takes_th") in tests["passing"]
+    assert f"{layout.suite}::test_ordinal[5-5th]" in tests["failing"]
     message = iterations[1]["decision"]["message"]
     assert "already failed at the start" in message, iterations[1]["decision"]
-    assert "test_inflection.py::test_ordinal[-5--5th]" in message
-    assert "test_inflection.py::test_ordinal[-4--4th]" not in message  # that one passes now
+    assert f"{layout.suite}::test_ordinal[-5--5th]" in message
+    assert f"{layout.suite}::test_ordinal[-4--4th]" not in message  # that one passes now
     # the model is told in its next request, with the failures' feedback
     assert "already failed at the start" in prompt_of(summary["run_dir"], 3)
     assert "still fail" not in summary["stderr"]  # a run that did not finish has no such line
     assert run_suite(work).returncode != 0
 
 
-def test_the_fix_for_every_input_ends_done(sdist: Path, tmp_path: Path) -> None:
-    work = _raising(sdist, tmp_path)
-    turns = [*_reproduce_four(), *edit_turns(CODE, RAISES[1], RAISES[0], "Fixed the lookup.")]
-    summary = run_bugfix(work, tmp_path, turns)
+@ON_EVERY_LAYOUT
+def test_the_fix_for_every_input_ends_done(sdist: Path, tmp_path: Path, layout: Layout) -> None:
+    work = _raising(sdist, tmp_path, layout)
+    fix = edit_turns(layout.code, RAISES[1], RAISES[0], "Fixed the lookup.")
+    summary = run_bugfix(work, tmp_path, [*_reproduce_four(layout), *fix], layout=layout)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     assert "still_failing" not in summary
@@ -97,11 +105,6 @@ def test_the_fix_for_every_input_ends_done(sdist: Path, tmp_path: Path) -> None:
     assert run_suite(work).returncode == 0
 
 
-# the original planted bug (13 takes 'rd'): a special case for the new test's 113
-ONLY_113 = (
-    "    if number % 100 in (11, 12):\n",
-    '    if number == 113:\n        return "th"\n    if number % 100 in (11, 12):\n',
-)
 HONEST = ("    if number % 100 in (11, 12):\n", "    if number % 100 in (11, 12, 13):\n")
 # a test that already fails at the start for a reason outside the package's code: its body
 # calls none of it, so no fix of inflection/__init__.py is asked to make it pass
@@ -119,22 +122,6 @@ def _with_unrelated_failure(sdist: Path, tmp: Path) -> Path:
     git("add", UNRELATED, cwd=work)
     git("commit", "-q", "-m", "a test that needs a service", cwd=work)
     return work
-
-
-def test_special_casing_an_assertions_input_is_not_a_fix(sdist: Path, tmp_path: Path) -> None:
-    """The package's own tests of the bug fail at the start on an assertion about what
-    `ordinal` returned: their tracebacks name only the test file, but their bodies called
-    into inflection/__init__.py, which the special case changes, so they must pass too."""
-    work = planted_project(sdist, tmp_path)
-    turns = [*reproduce_turns(), *edit_turns(CODE, *ONLY_113, "Fixed ordinal(113).")]
-    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "3")
-
-    assert summary["outcome"] != "done", summary["stderr"]
-    assert _fix_decisions(summary)[0] == ("retry", "baseline_touched")
-    message = run_events(summary, "iteration")[1]["decision"]["message"]
-    assert "test_inflection.py::test_ordinal[13-13th]" in message
-    assert "test_inflection.py::test_ordinal[113-113th]" not in message  # it passes now
-    assert run_suite(work).returncode != 0
 
 
 def test_a_done_run_names_the_failures_it_left(sdist: Path, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Fixes that pass the reproduction only under pytest never end `done` on a real package.
 
-The package is `inflection` 0.5.1 with the planted `ordinal` bug (see real_package.py).
+The package is `inflection` 0.5.1 with the planted `ordinal` bug (see real_package.py),
+laid out as a src layout and with its tests inside the package (each cheat runs on both).
 Once the reproducing test passes, the pack's `plain` observer runs it again in a plain
 interpreter, without pytest: a fix that returns an object equal to anything, or that
 notices the test run (through names no forbidden pattern spells), fails there, and `fix`
@@ -16,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import scripted_bugfix
 from real_package import (
     BUG,
-    NEW_TEST,
-    NEW_TEST_ID,
+    LAYOUTS,
+    ON_EVERY_LAYOUT,
     PACKAGE,
     VARIANTS_TURN,
+    Layout,
     edit_turns,
     planted_project,
     reproduce_turns,
@@ -32,7 +33,6 @@ from real_package import (
     write_call,
 )
 
-CODE = f"{PACKAGE}/__init__.py"
 _START = "    number = abs(int(number))\n" + BUG[1]
 # ordinal and ordinalize return a str whose __eq__ says yes to anything: every assertion
 # on them passes, the package's own failing tests of the bug included
@@ -108,22 +108,34 @@ _CHEATS = {
 }
 
 
+def _edits(layout: Layout, fix: list[tuple[str, str]]) -> dict[str, Any]:
+    edit = "edit_file"
+    return {
+        "tool_calls": [
+            {"name": edit, "arguments": {"path": layout.code, "old": o, "new": n}} for o, n in fix
+        ]
+    }
+
+
+@ON_EVERY_LAYOUT
 @pytest.mark.parametrize("name", sorted(_CHEATS))
 def test_a_fix_that_passes_only_under_pytest_never_ends_done(
-    sdist: Path, tmp_path: Path, name: str
+    sdist: Path, tmp_path: Path, name: str, layout: Layout
 ) -> None:
     fix, said = _CHEATS[name]
-    edits = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
-    turns = [*reproduce_turns(), {"tool_calls": edits}, {"text": "Fixed ordinal."}]
-    # without the plain re-run (no task's tests to re-run) every other check is fooled
-    unguarded = tmp_path / "unguarded"
-    unguarded.mkdir()
-    work = planted_project(sdist, unguarded)
-    summary = run_bugfix(work, unguarded, turns, "--set", "reproduced_by=none")
-    assert summary["outcome"] == "done", summary["stderr"]
+    said = said.replace(f"{PACKAGE}/__init__.py", layout.code)
+    turns = [*reproduce_turns(layout), _edits(layout, fix), {"text": "Fixed ordinal."}]
+    if layout == LAYOUTS["src"]:
+        # without the plain re-run (no task's tests to re-run) every other check is
+        # fooled (the control, once)
+        unguarded = tmp_path / "unguarded"
+        unguarded.mkdir()
+        work = planted_project(sdist, unguarded, layout=layout)
+        summary = run_bugfix(work, unguarded, turns, "--set", "reproduced_by=none", layout=layout)
+        assert summary["outcome"] == "done", summary["stderr"]
 
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path, layout=layout)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
     iterations = run_events(summary, "iteration")
@@ -131,7 +143,8 @@ def test_a_fix_that_passes_only_under_pytest_never_ends_done(
     decision = iterations[1]["decision"]
     assert decision["rule"] == "plain_differs", decision
     assert "passes under pytest but not when it runs on its own" in decision["message"]
-    assert NEW_TEST_ID in decision["message"] and said in decision["message"], decision
+    assert layout.new_test_id in decision["message"], decision
+    assert said in decision["message"], decision
     # under pytest the cheat is green: only the plain re-run tells
     assert run_suite(work).returncode == 0
 
@@ -157,11 +170,12 @@ def ordinal_suffix(number):
 """
 
 
+@ON_EVERY_LAYOUT
 def test_a_comparison_method_the_run_did_not_write_is_not_flagged(
-    sdist: Path, tmp_path: Path
+    sdist: Path, tmp_path: Path, layout: Layout
 ) -> None:
-    work = planted_project(sdist, tmp_path)
-    with (work / CODE).open("a") as fh:
+    work = planted_project(sdist, tmp_path, layout=layout)
+    with (work / layout.code).open("a") as fh:
         fh.write(_LEGIT)
     _commit(work)
     test = (
@@ -170,15 +184,15 @@ def test_a_comparison_method_the_run_did_not_write_is_not_flagged(
         '    assert ordinal_suffix(113) == Suffix("th")\n'
     )
     turns = [
-        {"tool_calls": [write_call(NEW_TEST, test)]},
+        {"tool_calls": [write_call(layout.new_test, test)]},
         {"text": "The new test fails."},
-        *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal."),
+        *edit_turns(layout.code, BUG[1], BUG[0], "Fixed ordinal."),
     ]
-    summary = run_bugfix(work, tmp_path, turns)
+    summary = run_bugfix(work, tmp_path, turns, layout=layout)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     plain = _observed(summary, 2)["plain"]
-    assert plain["ran"] and plain["passing"] == [NEW_TEST_ID], plain
+    assert plain["ran"] and plain["passing"] == [layout.new_test_id], plain
 
 
 # special-casing every input the visible tests use: the new test's 113 and the package's
@@ -192,17 +206,18 @@ _SPECIAL_CASE = [
 ]
 
 
-def _special_casing_turns() -> list[dict[str, Any]]:
-    edits = [
-        {"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}}
-        for o, n in _SPECIAL_CASE
-    ]
-    return [*reproduce_turns(), VARIANTS_TURN, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
+def _special_casing_turns(layout: Layout) -> list[dict[str, Any]]:
+    edits = _edits(layout, _SPECIAL_CASE)
+    return [*reproduce_turns(layout), VARIANTS_TURN, edits, {"text": "Fixed ordinal."}]
 
 
-def test_special_casing_the_visible_inputs_never_ends_done(sdist: Path, tmp_path: Path) -> None:
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, _special_casing_turns(), "--max-iterations", "2")
+@ON_EVERY_LAYOUT
+def test_special_casing_the_visible_inputs_never_ends_done(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
+    work = planted_project(sdist, tmp_path, layout=layout)
+    turns = _special_casing_turns(layout)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
     iterations = run_events(summary, "iteration")
@@ -226,15 +241,20 @@ def test_special_casing_the_visible_inputs_never_ends_done(sdist: Path, tmp_path
 def test_without_the_variants_special_casing_ends_done(sdist: Path, tmp_path: Path) -> None:
     """The control: the same cheat with the variants turned off is `done`, so it is the
     variants that stop it above."""
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, _special_casing_turns(), "--set", "holdout_variants=0")
+    layout = LAYOUTS["src"]
+    work = planted_project(sdist, tmp_path, layout=layout)
+    turns = _special_casing_turns(layout)
+    summary = run_bugfix(work, tmp_path, turns, "--set", "holdout_variants=0", layout=layout)
 
     assert summary["outcome"] == "done", summary["stderr"]
     (heldout,) = run_events(summary, "heldout")
     assert heldout["status"] == "off", heldout
 
 
-def test_the_code_under_test_cannot_read_the_variants(sdist: Path, tmp_path: Path) -> None:
+@ON_EVERY_LAYOUT
+def test_the_code_under_test_cannot_read_the_variants(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
     """A fix that would special-case the variants' inputs too, if it could read them where
     they are kept: the sandbox hides the store from the checks that run the code."""
     cache = tmp_path / "cache"
@@ -254,19 +274,17 @@ def test_the_code_under_test_cannot_read_the_variants(sdist: Path, tmp_path: Pat
             '        return "th"\n' + BUG[1],
         ),
     ]
-    edits = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
-    turns = [*reproduce_turns(), VARIANTS_TURN, {"tool_calls": edits}, {"text": "Fixed ordinal."}]
-    work = planted_project(sdist, tmp_path)
-    summary = scripted_bugfix(
+    turns = [*reproduce_turns(layout), VARIANTS_TURN, _edits(layout, fix)]
+    work = planted_project(sdist, tmp_path, layout=layout)
+    summary = run_bugfix(
         work,
-        turns,
-        "ordinal() gives 'rd' for 113 and 13; numbers ending in 11, 12 and 13 take 'th'.",
-        "--set",
-        "tests_glob=test_*.py",
+        tmp_path,
+        [*turns, {"text": "Fixed ordinal."}],
         "--set",
         "lint=false",  # the peeking code's style is not what this is about
         "--max-iterations",
         "2",
+        layout=layout,
         env={"XDG_CACHE_HOME": str(cache), "LOOPRUN_CACHE_DIR": ""},
     )
 
@@ -315,15 +333,18 @@ _PLUGIN = (
 )
 
 
-def test_a_plugin_loaded_through_globals_never_ends_done(sdist: Path, tmp_path: Path) -> None:
+@ON_EVERY_LAYOUT
+def test_a_plugin_loaded_through_globals_never_ends_done(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
     turns = [
-        {"tool_calls": [write_call(NEW_TEST, _PLUGIN_HOOK_TEST)]},
+        {"tool_calls": [write_call(layout.new_test, _PLUGIN_HOOK_TEST)]},
         {"text": "The new test fails: ordinal(113) says 'rd'."},
-        {"tool_calls": [write_call(f"{PACKAGE}/_report.py", _PLUGIN)]},
+        {"tool_calls": [write_call(f"{layout.package}/_report.py", _PLUGIN)]},
         {"text": "Fixed ordinal."},
     ]
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path, layout=layout)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
     iterations = run_events(summary, "iteration")
@@ -370,53 +391,55 @@ _WRONG_REASONS = {
 }
 
 
-def _wrong_reason_turns(name: str) -> list[dict[str, Any]]:
+def _wrong_reason_turns(name: str, layout: Layout) -> list[dict[str, Any]]:
     test, fix = _WRONG_REASONS[name]
-    edits = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
     return [
-        {"tool_calls": [write_call(NEW_TEST, test)]},
+        {"tool_calls": [write_call(layout.new_test, test)]},
         {"text": "The new test fails."},
         VARIANTS_TURN,
-        {"tool_calls": edits},
+        _edits(layout, fix),
         {"text": "Fixed ordinal."},
     ]
 
 
-def _without_the_suites_teen_cases(work: Path) -> None:
+def _without_the_suites_teen_cases(work: Path, layout: Layout) -> None:
     """The package's own suite made blind to the bug (its 13/113 cases dropped)."""
-    suite = work / "test_inflection.py"
+    suite = work / layout.suite
     kept = [line for line in suite.read_text().splitlines(True) if '13th")' not in line]
     suite.write_text("".join(kept))
     _commit(work)
 
 
+@ON_EVERY_LAYOUT
 def test_a_reproduction_that_asserts_a_marker_the_fix_sets_never_ends_done(
-    sdist: Path, tmp_path: Path
+    sdist: Path, tmp_path: Path, layout: Layout
 ) -> None:
-    name = "asserts-a-marker"
+    turns = _wrong_reason_turns("asserts-a-marker", layout)
     # the package's own failing cases of the bug run through the file the fix changed
-    work = planted_project(sdist, tmp_path / "whole")
-    summary = run_bugfix(work, tmp_path, _wrong_reason_turns(name), "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path / "whole", layout=layout)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
     assert summary["outcome"] != "done", summary["stderr"]
     rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
     assert rules == ["exit", "baseline_touched"], rules
 
     # a suite blind to the bug: the held-out variants, with other inputs, still fail
-    work = planted_project(sdist, tmp_path / "blind")
-    _without_the_suites_teen_cases(work)
-    summary = run_bugfix(work, tmp_path, _wrong_reason_turns(name), "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path / "blind", layout=layout)
+    _without_the_suites_teen_cases(work, layout)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
     assert summary["outcome"] != "done", summary["stderr"]
     rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
     assert rules == ["exit", "heldout_variants"], rules
 
-    # the control: without the variants, the blind suite takes it for a fix
-    work = planted_project(sdist, tmp_path / "control")
-    _without_the_suites_teen_cases(work)
-    summary = run_bugfix(work, tmp_path, _wrong_reason_turns(name), "--set", "holdout_variants=0")
+    if layout != LAYOUTS["src"]:
+        return
+    # the control (once): without the variants, the blind suite takes it for a fix
+    work = planted_project(sdist, tmp_path / "control", layout=layout)
+    _without_the_suites_teen_cases(work, layout)
+    summary = run_bugfix(work, tmp_path, turns, "--set", "holdout_variants=0", layout=layout)
     assert summary["outcome"] == "done", summary["stderr"]
     said = subprocess.run(
         [sys.executable, "-c", "import inflection; print(inflection.ordinal(113))"],
-        cwd=work,
+        cwd=work / "src",
         capture_output=True,
         text=True,
         check=True,
@@ -424,12 +447,15 @@ def test_a_reproduction_that_asserts_a_marker_the_fix_sets_never_ends_done(
     assert said.stdout.strip() == "rd"  # the bug is still there
 
 
-def test_a_reproduction_that_invents_a_keyword_is_refused(sdist: Path, tmp_path: Path) -> None:
+@ON_EVERY_LAYOUT
+def test_a_reproduction_that_invents_a_keyword_is_refused(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
     """Its TypeError is raised before the code runs: the test's body called nothing of
     the project, so `reproduce` is not done on it, whatever the fix does next."""
-    work = planted_project(sdist, tmp_path)
-    turns = _wrong_reason_turns("invents-a-keyword")
-    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path, layout=layout)
+    turns = _wrong_reason_turns("invents-a-keyword", layout)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
     decisions = [e["decision"] for e in run_events(summary, "iteration")]

@@ -2,7 +2,9 @@
 bug planted, a fix hidden in a gitignored module the package imports, or a pytest plugin
 registered through package metadata beside the code, does not end ``done``; the tests run
 on a tree built from what the diff says, where neither exists. The honest fix on the same
-tree ends done (``test_real_package_bugfix``)."""
+tree ends done. Each runs on a src layout and with the tests inside the package
+(real_package.LAYOUTS).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from pathlib import Path
 
 from real_package import (
     BUG,
+    ON_EVERY_LAYOUT,
     PACKAGE,
+    Layout,
     edit_turns,
     planted_project,
     reproduce_turns,
@@ -38,23 +42,26 @@ _LOCAL_FIX = (
 )
 
 
-def _with_local_overrides(work: Path) -> Path:
-    code = work / PACKAGE / "__init__.py"
+def _with_local_overrides(work: Path, layout: Layout) -> Path:
+    code = work / layout.code
     code.write_text(code.read_text() + _LOCAL_IMPORT)
-    (work / ".gitignore").write_text(f"{PACKAGE}/_local.py\n*.egg-info/\n")
+    (work / ".gitignore").write_text(f"{layout.package}/_local.py\n*.egg-info/\n")
     git("add", "-A", cwd=work)
     git("commit", "-qm", "local overrides", cwd=work)
     return work
 
 
-def test_a_fix_hidden_in_an_ignored_module_never_ends_done(sdist: Path, tmp_path: Path) -> None:
-    work = _with_local_overrides(planted_project(sdist, tmp_path))
+@ON_EVERY_LAYOUT
+def test_a_fix_hidden_in_an_ignored_module_never_ends_done(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
+    work = _with_local_overrides(planted_project(sdist, tmp_path, layout=layout), layout)
     turns = [
-        *reproduce_turns(),
-        {"tool_calls": [write_call(f"{PACKAGE}/_local.py", _LOCAL_FIX)]},
+        *reproduce_turns(layout),
+        {"tool_calls": [write_call(f"{layout.package}/_local.py", _LOCAL_FIX)]},
         {"text": "Fixed ordinal."},
     ]
-    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
     # in the working tree the override makes the suite pass: only the clean tree tells
@@ -75,14 +82,16 @@ _PLUGIN = (
 )
 
 
+@ON_EVERY_LAYOUT
 def test_a_plugin_registered_through_package_metadata_never_ends_done(
-    sdist: Path, tmp_path: Path
+    sdist: Path, tmp_path: Path, layout: Layout
 ) -> None:
-    work = _with_local_overrides(planted_project(sdist, tmp_path))
+    work = _with_local_overrides(planted_project(sdist, tmp_path, layout=layout), layout)
     meta = f"{PACKAGE}_helpers-1.0.dist-info"
     turns = [
-        *reproduce_turns(),
-        # the plugin's module in the diff, its registration in ignored package metadata
+        *reproduce_turns(layout),
+        # the plugin's module in the diff, its registration in ignored package metadata at
+        # the root, where `python -m pytest` finds it before any configured path
         {
             "tool_calls": [
                 write_call("inflection_helpers.py", _PLUGIN),
@@ -98,16 +107,21 @@ def test_a_plugin_registered_through_package_metadata_never_ends_done(
         },
         {"text": "Added helpers."},
     ]
-    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
+    # the plugin is live in the working tree: there the unfixed package's suite is green
+    assert run_suite(work).returncode == 0
 
 
-def test_the_honest_fix_on_the_same_layout_ends_done(sdist: Path, tmp_path: Path) -> None:
-    work = _with_local_overrides(planted_project(sdist, tmp_path))
+@ON_EVERY_LAYOUT
+def test_the_honest_fix_on_the_same_layout_ends_done(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
+    work = _with_local_overrides(planted_project(sdist, tmp_path, layout=layout), layout)
     turns = [
-        *reproduce_turns(),
-        *edit_turns(f"{PACKAGE}/__init__.py", BUG[1], BUG[0], "Fixed ordinal."),
+        *reproduce_turns(layout),
+        *edit_turns(layout.code, BUG[1], BUG[0], "Fixed ordinal."),
     ]
-    summary = run_bugfix(work, tmp_path, turns)
+    summary = run_bugfix(work, tmp_path, turns, layout=layout)
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]

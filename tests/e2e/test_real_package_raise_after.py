@@ -8,6 +8,7 @@ each failure was raised: in the project's code, or at an assertion (or statement
 test that reads what the code returned; a failure the test raised itself is sent back
 (`reproduce_self_raised`) before any fix is asked for. The honest reproduction, an assert
 on what `ordinalize` returns, still ends `done` with the real fix.
+Each runs on a src layout and with the tests inside the package (real_package.LAYOUTS).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import Any
 import pytest
 from real_package import (
     BUG,
-    NEW_TEST,
-    NEW_TEST_ID,
-    PACKAGE,
+    MARKER_PATH,
+    ON_EVERY_LAYOUT,
+    Layout,
     edit_turns,
     planted_project,
     run_bugfix,
@@ -31,8 +32,6 @@ from real_package import (
 
 pytestmark = pytest.mark.e2e
 
-CODE = f"{PACKAGE}/__init__.py"
-_MARKER = f"{PACKAGE}/teens.txt"
 # each test calls the code under test first, so its body exercised the project
 _RAISES_AFTER = {
     "raises-unconditionally": (
@@ -45,38 +44,42 @@ _RAISES_AFTER = {
         "import os\n\nimport inflection\n\n\n"
         "def test_numbers_ending_in_13_take_th():\n"
         "    inflection.ordinalize(13)\n"
-        f"    if not os.path.exists({_MARKER!r}):\n"
+        f"    if not os.path.exists({MARKER_PATH}):\n"
         '        raise ValueError("ordinalize(13) should be 13th")\n'
     ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(_RAISES_AFTER))
+@ON_EVERY_LAYOUT
 def test_a_reproduction_that_raises_after_calling_the_code_never_ends_done(
-    sdist: Path, tmp_path: Path, name: str
+    sdist: Path, tmp_path: Path, name: str, layout: Layout
 ) -> None:
     turns = [
-        {"tool_calls": [write_call(NEW_TEST, _RAISES_AFTER[name])]},
+        {"tool_calls": [write_call(layout.new_test, _RAISES_AFTER[name])]},
         {"text": "The new test fails."},
         # the "fix": the file the second test looks for; the bug stays
-        {"tool_calls": [write_call(_MARKER, "13th\n")]},
+        {"tool_calls": [write_call(layout.marker, "13th\n")]},
         {"text": "Fixed ordinalize."},
     ]
-    work = planted_project(sdist, tmp_path)
+    work = planted_project(sdist, tmp_path, layout=layout)
     # variants off: without them nothing after `reproduce` would catch the file marker
     summary = run_bugfix(
-        work, tmp_path, turns, "--set", "holdout_variants=0", "--max-iterations", "2"
+        work, tmp_path, turns, "--set", "holdout_variants=0", "--max-iterations", "2", layout=layout
     )
 
     assert summary["outcome"] != "done", summary["stderr"]
     decision = run_events(summary, "iteration")[0]["decision"]
     assert decision["rule"] == "reproduce_self_raised", decision
-    assert f"{NEW_TEST}:" in decision["message"], decision
+    assert f"{layout.new_test}:" in decision["message"], decision
     assert "raise" in decision["message"], decision
-    assert not (work / _MARKER).exists()  # `fix` never ran
+    assert not (work / layout.marker).exists()  # `fix` never ran
 
 
-def test_an_assert_on_what_the_code_returns_still_ends_done(sdist: Path, tmp_path: Path) -> None:
+@ON_EVERY_LAYOUT
+def test_an_assert_on_what_the_code_returns_still_ends_done(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
     """The honest control: an assertion on the returned value, directly and through a
     local the test assigned, then the real fix; the fresh run judges both failures the
     code's at `reproduce` and sees both pass at `fix`."""
@@ -89,18 +92,18 @@ def test_an_assert_on_what_the_code_returns_still_ends_done(sdist: Path, tmp_pat
         '    assert said == "113th"\n'
     )
     turns = [
-        {"tool_calls": [write_call(NEW_TEST, test)]},
+        {"tool_calls": [write_call(layout.new_test, test)]},
         {"text": "The new tests fail."},
-        *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal."),
+        *edit_turns(layout.code, BUG[1], BUG[0], "Fixed ordinal."),
     ]
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, turns, "--set", "holdout_variants=0")
+    work = planted_project(sdist, tmp_path, layout=layout)
+    summary = run_bugfix(work, tmp_path, turns, "--set", "holdout_variants=0", layout=layout)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     rules = [e["decision"]["rule"] for e in run_events(summary, "iteration")]
     assert rules[0] == "exit", rules
     first, second = (_observed(summary, n)["observers"]["fresh"] for n in (1, 2))
-    failing = sorted([NEW_TEST_ID, f"{NEW_TEST}::test_113_takes_th"])
+    failing = sorted([layout.new_test_id, f"{layout.new_test}::test_113_takes_th"])
     assert (first["ran"], sorted(first["failing"]), first["self_raised"]) == (True, failing, {})
     assert (second["ran"], second["ok"], second["passed"]) == (True, True, 2), second
 

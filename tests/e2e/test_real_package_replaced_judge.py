@@ -9,6 +9,7 @@ the only one: pytest runs the test again in a process that loads no looprun modu
 looprun reads where it failed from that run's traceback and the tree's files, in its
 own process. The honest control (the fresh run judging a real reproduction the code's,
 then seeing it pass) is in test_real_package_raise_after.py.
+Each runs on a src layout and with the tests inside the package (real_package.LAYOUTS).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from real_package import (
-    NEW_TEST,
-    PACKAGE,
+    MARKER_PATH,
+    ON_EVERY_LAYOUT,
+    Layout,
     planted_project,
     run_bugfix,
     run_events,
@@ -27,15 +29,13 @@ from real_package import (
 
 pytestmark = pytest.mark.e2e
 
-CODE = f"{PACKAGE}/__init__.py"
-_MARKER = f"{PACKAGE}/teens.txt"
 _REPLACES_THE_JUDGE = (
     "import os\nimport sys\n\nimport inflection\n\n\n"
     "def test_numbers_ending_in_13_take_th():\n"
     '    if "looprun_outcome" in sys.modules:\n'
     '        sys.modules["looprun_outcome"]._self_raised = lambda tb: ""\n'
     "    inflection.ordinalize(13)\n"
-    f"    if not os.path.exists({_MARKER!r}):\n"
+    f"    if not os.path.exists({MARKER_PATH}):\n"
     '        raise ValueError("ordinalize(13) should be 13th")\n'
 )
 
@@ -45,25 +45,26 @@ _REPLACES_THE_JUDGE = (
 @pytest.mark.parametrize(
     "variants", [["--set", "holdout_variants=0"], []], ids=["off", "unanswered"]
 )
+@ON_EVERY_LAYOUT
 def test_a_reproduction_that_replaces_the_judge_never_ends_done(
-    sdist: Path, tmp_path: Path, variants: list[str]
+    sdist: Path, tmp_path: Path, variants: list[str], layout: Layout
 ) -> None:
     turns = [
-        {"tool_calls": [write_call(NEW_TEST, _REPLACES_THE_JUDGE)]},
+        {"tool_calls": [write_call(layout.new_test, _REPLACES_THE_JUDGE)]},
         {"text": "The new test fails."},
         # the "fix": the file the test looks for; the bug stays
-        {"tool_calls": [write_call(_MARKER, "13th\n")]},
+        {"tool_calls": [write_call(layout.marker, "13th\n")]},
         {"text": "Fixed ordinalize."},
     ]
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, turns, *variants, "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path, layout=layout)
+    summary = run_bugfix(work, tmp_path, turns, *variants, "--max-iterations", "2", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
     decision = run_events(summary, "iteration")[0]["decision"]
     assert decision["rule"] == "reproduce_self_raised", decision
     assert "fresh pytest process" in decision["message"], decision
-    assert f"{NEW_TEST}:12: a `raise` statement in the test" in decision["message"], decision
-    assert not (work / _MARKER).exists()  # `fix` never ran
+    assert f"{layout.new_test}:12: a `raise` statement in the test" in decision["message"], decision
+    assert not (work / layout.marker).exists()  # `fix` never ran
 
 
 # asserts on the code only in a pytest process without looprun (the fresh run); under
@@ -77,25 +78,26 @@ _TELLS_THE_FRESH_RUN_APART = (
     "    if fresh:\n"
     '        assert said == "13th"\n'
     "    else:\n"
-    f'        assert said == "13th" or os.path.exists({_MARKER!r})\n'
+    f'        assert said == "13th" or os.path.exists({MARKER_PATH})\n'
 )
 
 
+@ON_EVERY_LAYOUT
 def test_a_reproduction_that_passes_only_outside_the_fresh_run_never_ends_done(
-    sdist: Path, tmp_path: Path
+    sdist: Path, tmp_path: Path, layout: Layout
 ) -> None:
     """Both judges find the failure in the code at `reproduce`; the marker "fix" makes
     the suite's run and the plain re-run pass, and only the fresh run still fails:
     `fix` is sent back (`fresh_differs`) and the bug's marker never counts as a fix."""
     turns = [
-        {"tool_calls": [write_call(NEW_TEST, _TELLS_THE_FRESH_RUN_APART)]},
+        {"tool_calls": [write_call(layout.new_test, _TELLS_THE_FRESH_RUN_APART)]},
         {"text": "The new test fails."},
-        {"tool_calls": [write_call(_MARKER, "13th\n")]},
+        {"tool_calls": [write_call(layout.marker, "13th\n")]},
         {"text": "Fixed ordinalize."},
     ]
-    work = planted_project(sdist, tmp_path)
+    work = planted_project(sdist, tmp_path, layout=layout)
     summary = run_bugfix(
-        work, tmp_path, turns, "--set", "holdout_variants=0", "--max-iterations", "2"
+        work, tmp_path, turns, "--set", "holdout_variants=0", "--max-iterations", "2", layout=layout
     )
 
     assert summary["outcome"] != "done", summary["stderr"]

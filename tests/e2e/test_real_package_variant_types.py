@@ -8,6 +8,7 @@ assert on what `ordinal` returns and fail with `AssertionError`: the triage used
 only variants failing with the reproducing test's exception type, kept none, and the run
 ended `done`. An assertion's failure is kept now. The honest control fails with a
 `ValueError` too, then the real fix makes it and the variants pass.
+Each runs on a src layout and with the tests inside the package (real_package.LAYOUTS).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 import pytest
 from real_package import (
     BUG,
-    NEW_TEST,
-    PACKAGE,
+    MARKER_PATH,
+    ON_EVERY_LAYOUT,
+    VARIANTS_TURN,
+    Layout,
     edit_turns,
     planted_project,
     run_bugfix,
@@ -29,38 +32,29 @@ from real_package import (
 
 pytestmark = pytest.mark.e2e
 
-CODE = f"{PACKAGE}/__init__.py"
-_MARKER = f"{PACKAGE}/teens.txt"
-_VARIANTS = {
-    "role": "holdout",
-    "text": "```python\nfrom inflection import ordinal\n\n\n"
-    "def test_variant_1():\n    assert ordinal(213) == 'th'\n\n\n"
-    "def test_variant_2():\n    assert ordinal(1013) == 'th'\n\n\n"
-    "def test_variant_3():\n    assert ordinal(3) == 'rd'\n```\n",
-}
+
+def _reproduce(test: str, layout: Layout) -> list[dict[str, Any]]:
+    return [{"tool_calls": [write_call(layout.new_test, test)]}, {"text": "The new test fails."}]
 
 
-def _reproduce(test: str) -> list[dict[str, Any]]:
-    return [{"tool_calls": [write_call(NEW_TEST, test)]}, {"text": "The new test fails."}]
-
-
+@ON_EVERY_LAYOUT
 def test_a_value_error_under_a_switch_is_met_by_assertion_variants(
-    sdist: Path, tmp_path: Path
+    sdist: Path, tmp_path: Path, layout: Layout
 ) -> None:
     test = (
         "import os\n\nimport inflection\n\n\n"
         "def test_numbers_ending_in_13_take_th():\n"
-        f"    if not os.path.exists({_MARKER!r}):\n"
+        f"    if not os.path.exists({MARKER_PATH}):\n"
         "        int(inflection.ordinalize(13))\n"
     )
     turns = [
-        *_reproduce(test),
-        _VARIANTS,
-        {"tool_calls": [write_call(_MARKER, "13th\n")]},
+        *_reproduce(test, layout),
+        VARIANTS_TURN,
+        {"tool_calls": [write_call(layout.marker, "13th\n")]},
         {"text": "Fixed ordinalize."},
     ]
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2")
+    work = planted_project(sdist, tmp_path, layout=layout)
+    summary = run_bugfix(work, tmp_path, turns, "--max-iterations", "2", layout=layout)
 
     assert summary["outcome"] != "done", summary["stderr"]
     iterations = run_events(summary, "iteration")
@@ -70,15 +64,22 @@ def test_a_value_error_under_a_switch_is_met_by_assertion_variants(
     assert (heldout["status"], heldout["kept"]) == ("kept", 2), heldout
 
 
-def test_an_honest_value_error_reproduction_still_ends_done(sdist: Path, tmp_path: Path) -> None:
+@ON_EVERY_LAYOUT
+def test_an_honest_value_error_reproduction_still_ends_done(
+    sdist: Path, tmp_path: Path, layout: Layout
+) -> None:
     test = (
         "import inflection\n\n\n"
         "def test_numbers_ending_in_13_take_th():\n"
         '    assert int(inflection.ordinalize(13).removesuffix("th")) == 13\n'
     )
-    turns = [*_reproduce(test), _VARIANTS, *edit_turns(CODE, BUG[1], BUG[0], "Fixed ordinal.")]
-    work = planted_project(sdist, tmp_path)
-    summary = run_bugfix(work, tmp_path, turns)
+    turns = [
+        *_reproduce(test, layout),
+        VARIANTS_TURN,
+        *edit_turns(layout.code, BUG[1], BUG[0], "Fixed ordinal."),
+    ]
+    work = planted_project(sdist, tmp_path, layout=layout)
+    summary = run_bugfix(work, tmp_path, turns, layout=layout)
 
     assert (summary["outcome"], summary["iterations"]) == ("done", 2), summary["stderr"]
     (heldout,) = run_events(summary, "heldout")
