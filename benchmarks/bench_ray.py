@@ -26,7 +26,10 @@ there (four sub-loops on two loaded cores). A board shared by every run on the c
 (reverted: a lost head then held the driver until Ray ended it) with the monitor taking
 each sub-loop as it ends and no lease read back after its own push measured +2.34 s per
 run against +2.73 s, and +0.42 s per sub-loop against +1.08 s (a load of about 10; the
-figures move by half a second between invocations at such loads).
+figures move by half a second between invocations at such loads). On a quiet host (load
+about 1, local threads 0.55-0.65 s with one sub-loop), the board again the run's own:
++1.34 s and +1.06 s per run, +0.25 s and +0.32 s per sub-loop (``--tasks 4``, 5 and 7
+runs, two invocations).
 """
 
 from __future__ import annotations
