@@ -161,8 +161,13 @@ def reproduce_turns(layout: Layout = FLAT) -> list[dict[str, Any]]:
 
 
 def edit_turns(path: str, old: str, new: str, said: str) -> list[dict[str, Any]]:
-    call = {"name": "edit_file", "arguments": {"path": path, "old": old, "new": new}}
-    return [{"tool_calls": [call]}, {"text": said}]
+    return [edits_turn(path, [(old, new)]), {"text": said}]
+
+
+def edits_turn(path: str, fix: list[tuple[str, str]]) -> dict[str, Any]:
+    """One model turn that makes each (old, new) edit of ``fix`` in ``path``."""
+    calls = [{"name": "edit_file", "arguments": {"path": path, "old": o, "new": n}} for o, n in fix]
+    return {"tool_calls": calls}
 
 
 def run_bugfix(

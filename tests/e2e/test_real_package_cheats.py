@@ -25,6 +25,7 @@ from real_package import (
     VARIANTS_TURN,
     Layout,
     edit_turns,
+    edits_turn,
     planted_project,
     reproduce_turns,
     run_bugfix,
@@ -108,15 +109,6 @@ _CHEATS = {
 }
 
 
-def _edits(layout: Layout, fix: list[tuple[str, str]]) -> dict[str, Any]:
-    edit = "edit_file"
-    return {
-        "tool_calls": [
-            {"name": edit, "arguments": {"path": layout.code, "old": o, "new": n}} for o, n in fix
-        ]
-    }
-
-
 @ON_EVERY_LAYOUT
 @pytest.mark.parametrize("name", sorted(_CHEATS))
 def test_a_fix_that_passes_only_under_pytest_never_ends_done(
@@ -124,7 +116,7 @@ def test_a_fix_that_passes_only_under_pytest_never_ends_done(
 ) -> None:
     fix, said = _CHEATS[name]
     said = said.replace(f"{PACKAGE}/__init__.py", layout.code)
-    turns = [*reproduce_turns(layout), _edits(layout, fix), {"text": "Fixed ordinal."}]
+    turns = [*reproduce_turns(layout), edits_turn(layout.code, fix), {"text": "Fixed ordinal."}]
     if layout == LAYOUTS["src"]:
         # without the plain re-run (no task's tests to re-run) every other check is
         # fooled (the control, once)
@@ -207,7 +199,7 @@ _SPECIAL_CASE = [
 
 
 def _special_casing_turns(layout: Layout) -> list[dict[str, Any]]:
-    edits = _edits(layout, _SPECIAL_CASE)
+    edits = edits_turn(layout.code, _SPECIAL_CASE)
     return [*reproduce_turns(layout), VARIANTS_TURN, edits, {"text": "Fixed ordinal."}]
 
 
@@ -274,7 +266,7 @@ def test_the_code_under_test_cannot_read_the_variants(
             '        return "th"\n' + BUG[1],
         ),
     ]
-    turns = [*reproduce_turns(layout), VARIANTS_TURN, _edits(layout, fix)]
+    turns = [*reproduce_turns(layout), VARIANTS_TURN, edits_turn(layout.code, fix)]
     work = planted_project(sdist, tmp_path, layout=layout)
     summary = run_bugfix(
         work,
@@ -397,7 +389,7 @@ def _wrong_reason_turns(name: str, layout: Layout) -> list[dict[str, Any]]:
         {"tool_calls": [write_call(layout.new_test, test)]},
         {"text": "The new test fails."},
         VARIANTS_TURN,
-        _edits(layout, fix),
+        edits_turn(layout.code, fix),
         {"text": "Fixed ordinal."},
     ]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from e2e_helpers import git_init, scripted_bugfix
-from real_package import fetch_sdist, run_events, run_suite, write_call
+from real_package import edits_turn, fetch_sdist, run_events, run_suite, write_call
 
 PACKAGE, VERSION = "toolz", "1.0.0"
 CODE = f"{PACKAGE}/itertoolz.py"
@@ -65,8 +65,7 @@ def _reproduce(test: str | None = None) -> list[dict[str, Any]]:
 
 
 def _edits(fix: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    calls = [{"name": "edit_file", "arguments": {"path": CODE, "old": o, "new": n}} for o, n in fix]
-    return [{"tool_calls": calls}, {"text": "Fixed frequencies."}]
+    return [edits_turn(CODE, fix), {"text": "Fixed frequencies."}]
 
 
 def _run(work: Path, turns: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
