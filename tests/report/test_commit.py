@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from tests.report.runs import make_project
 from tests.support.cli import looprun
+
+from looprun.workspace.commit import CommitRefused, commit_paths
 
 INTENT = "add() subtracts instead of adding\n\nSeen in the invoice totals since v2; keep the API."
 
@@ -78,6 +82,34 @@ def test_a_failing_hook_refuses_the_commit_and_no_verify_skips_it(tmp_path: Path
     assert "committed" in skipped.stderr, skipped.stderr
     assert _git(repo, "rev-parse", "HEAD^").strip() == head.strip()
     assert _git(repo, "log", "-1", "--format=%s").startswith("looprun mini: add()")
+
+
+def test_a_refused_commit_leaves_a_same_second_edit_showing_as_changed(tmp_path: Path) -> None:
+    """The user's index is put back with its own time: an entry git could trust only by
+    reading the file (the file changed in the second the index was written, same size)
+    stays that way, so `git status` still shows the run's change after the refusal."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    code = repo / "src" / "calc.py"
+    code.write_text("def add(a, b):\n    return a - b\n")
+    for args in (["init", "-q", "-b", "main"], ["config", "core.trustctime", "false"]):
+        _git(repo, *args)
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "calc")
+    _hook(repo, "pre-commit", "exit 1\n")
+    was = code.stat()
+    # what a quick run does: the file rewritten in place within the second git recorded
+    os.utime(repo / ".git" / "index", ns=(was.st_atime_ns, was.st_mtime_ns))
+    with code.open("r+") as fh:
+        fh.write("def add(a, b):\n    return a + b\n")
+    os.utime(code, ns=(was.st_atime_ns, was.st_mtime_ns))
+    assert _git(repo, "diff-files", "--name-only").split() == ["src/calc.py"]
+
+    with pytest.raises(CommitRefused, match="a hook failed"):
+        commit_paths(repo, "add() adds", ["src/calc.py"], verify=True)
+
+    assert _git(repo, "diff-files", "--name-only").split() == ["src/calc.py"]
+    assert _git(repo, "status", "--porcelain") == " M src/calc.py\n"
 
 
 def test_detached_head_is_refused_before_the_run(tmp_path: Path) -> None:

@@ -111,12 +111,17 @@ def commit_paths(workdir: Path, message: str, paths: Sequence[str], *, verify: b
     literal = {"GIT_LITERAL_PATHSPECS": "1", **_identity(workdir)}
     index = workdir / _git(workdir, "rev-parse", "--git-path", "index").stdout.decode().strip()
     saved = index.read_bytes() if index.is_file() else None
+    stamp = index.stat() if saved is not None else None
     try:
         return _commit(workdir, message, spec, literal, verify)
     except CommitRefused:
-        # a refused commit leaves the user's index as it was, not half staged
-        if saved is not None:
+        # a refused commit leaves the user's index as it was, not half staged, its time
+        # included: git trusts an entry's recorded stat data only when the index file is
+        # newer than it, so an index put back with a new time would say that a file
+        # changed in the second it was checked out (same size) is unchanged
+        if saved is not None and stamp is not None:
             write_atomic(index, saved)
+            os.utime(index, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
         raise
 
 
