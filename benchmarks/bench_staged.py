@@ -1,8 +1,16 @@
 """Time to done with staged checks against the whole suite every iteration.
 
-The package is ``more-itertools`` 10.5.0, fetched as its source distribution (pure
-Python; 663 pytest tests that run offline with plain pytest), with a bug planted in
-``ilen``. A scripted model writes a reproducing test, errs twice, then fixes the code.
+A real package (``--package``, one record each in ``PACKAGES``) is fetched as its source
+distribution, pure Python, and gets a one-line bug planted that a few of its own tests
+catch. A scripted model writes a reproducing test, errs twice (each wrong fix makes that
+test pass and breaks others), then fixes the code:
+
+- ``more-itertools`` 10.5.0 (the default): 664 tests, a whole run about 1 s; ``ilen``
+  counts one item too few.
+- ``tomlkit`` 0.13.2: 859 tests, a whole run about 6 s on 2 cores (most of it the
+  parametrized TOML spec cases); ``Array.__delitem__`` looks a negative index up
+  unconverted, which two tests in ``test_items.py`` catch.
+
 The same ``bugfix`` template runs three times per round, interleaved, each in a fresh
 process on a fresh git repository: as shipped (the Python pack's ``tests`` observer is
 staged, with the related-tests tier), staged without ``related_tests``, and with
@@ -10,13 +18,39 @@ staged, with the related-tests tier), staged without ``related_tests``, and with
 to done of each and the ratios to the whole-suite one (goal: staged <= 0.5x whole).
 
 The tests run with the package's own test environment: a fresh virtual environment
-holding pytest only (``--python venv``, the default), as a project's CI would have it.
+holding pytest and the test dependencies the package declares that its suite imports,
+pinned (``--python venv``, the default), as a project's CI would have it.
 ``--python host`` runs them with whatever ``python`` is first on PATH instead, with every
 pytest plugin installed there (each one loaded, and rewritten when no bytecode is
 cached, by every pytest process: a fixed cost per check that narrow runs pay as often
 as whole ones).
 
-    python benchmarks/bench_staged.py [--rounds 5] [--python venv|host]
+    python benchmarks/bench_staged.py [--package more-itertools|tomlkit] [--rounds 5]
+        [--python venv|host]
+
+Measured on 2 cores (load about 1), medians of 3, one session,
+``python benchmarks/bench_staged.py --package tomlkit --rounds 3`` then
+``python benchmarks/bench_staged.py --rounds 3``:
+
+    tomlkit:        staged + related 27.81 s, narrow only 37.27 s, whole 47.87 s:
+                    0.58x, narrow only 0.78x; floor 21.37 s = 0.45x
+    more-itertools: staged + related 12.88 s, narrow only 14.02 s, whole 19.71 s:
+                    0.65x, narrow only 0.71x; floor 9.06 s = 0.46x
+
+(Earlier the same session, with other work loading the cores to 2-4: tomlkit 0.78x,
+floor 0.57x; more-itertools 0.60x, floor 0.43x.) On tomlkit the staged run does what it
+should: a failing narrow run of the new test, a related run of the three test files
+importing ``tomlkit.items`` that catches the first wrong fix (without ``related_tests``
+only a whole run does: 0.78x), a failing narrow run of the last failures that catches
+the second, then one whole run of the final tree. The floor leaves it little room
+below 0.5x: the baseline runs every test file holding a parametrized id a second time (to tell
+an unstable id from a changed one), 794 of tomlkit's 859 tests, so it costs about two
+whole runs, and with the one whole run no staging removes, a four-iteration run's floor
+is start-up and 3 whole runs against start-up, 2 whole runs and 4 iterations' checks:
+near 0.5x however long the suite. Above the floor, each narrow or related check and each
+re-run of the reproduction (``fresh``, ``plain``) is a pytest process of its own, about
+1 s here (tomlkit's conftest reads every TOML case file for each test function it
+collects), and those keep it above.
 """
 
 from __future__ import annotations
@@ -31,29 +65,84 @@ import sys
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-PACKAGE, VERSION = "more-itertools", "10.5.0"
-PYTEST = "pytest==9.0.3"  # the test environment's only package
-CODE = "more_itertools/more.py"
-RIGHT = "    return sum(compress(repeat(1), zip(iterable)))\n"
-BUG = "    return max(0, sum(compress(repeat(1), zip(iterable))) - 1)\n"
-WRONG = (
-    "    return max(1, sum(compress(repeat(1), zip(iterable))))\n",  # wrong for empty input
-    "    return sum(compress(repeat(1), zip(iterable))) or 1\n",  # still wrong for it
-)
+PYTEST = "pytest==9.0.3"  # in every test environment, beside the package's own test deps
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
-NEW_TEST = "tests/test_ilen_bug.py"
-REPRO = (
-    "from more_itertools import ilen\n\n\n"
-    "def test_ilen_counts_every_item():\n"
-    "    assert ilen(iter([1, 2, 3])) == 3\n"
-)
 
 
-def fetch(where: Path) -> Path:
+@dataclass(frozen=True)
+class Package:
+    """One package's shape: where the bug goes, and the scripted model's turns.
+
+    ``lines`` is the line as shipped, the planted bug, then the model's two wrong fixes
+    (each makes the reproducing test pass and breaks others); its last edit puts the
+    shipped line back. ``test_deps`` are the test dependencies the package declares that
+    its suite imports, pinned.
+    """
+
+    name: str
+    version: str
+    code: str
+    lines: tuple[str, str, str, str]
+    subject: str
+    intent: str
+    new_test: str
+    repro: str
+    test_deps: tuple[str, ...] = ()
+
+
+PACKAGES = {
+    p.name: p
+    for p in (
+        Package(
+            "more-itertools",
+            "10.5.0",
+            "more_itertools/more.py",
+            (
+                "    return sum(compress(repeat(1), zip(iterable)))\n",
+                "    return max(0, sum(compress(repeat(1), zip(iterable))) - 1)\n",
+                "    return max(1, sum(compress(repeat(1), zip(iterable))))\n",  # empty input
+                "    return sum(compress(repeat(1), zip(iterable))) or 1\n",  # still wrong there
+            ),
+            "ilen",
+            "ilen() counts one item too few.",
+            "tests/test_ilen_bug.py",
+            "from more_itertools import ilen\n\n\n"
+            "def test_ilen_counts_every_item():\n"
+            "    assert ilen(iter([1, 2, 3])) == 3\n",
+        ),
+        # its dev dependencies name PyYAML for the spec tests beside coverage, lint and
+        # docs tools, none of which the suite imports
+        Package(
+            "tomlkit",
+            "0.13.2",
+            "tomlkit/items.py",
+            (
+                "            indices_to_remove = [length + key if key < 0 else key]\n",
+                "            indices_to_remove = [key]\n",
+                "            indices_to_remove = [length + key]\n",  # breaks positive indices
+                # off by one: the list has already shrunk
+                "            indices_to_remove = [len(self) + key if key < 0 else key]\n",
+            ),
+            "Array.__delitem__",
+            "Deleting an array item by a negative index (del doc['a'][-1]) raises IndexError.",
+            "tests/test_del_bug.py",
+            "import tomlkit\n\n\n"
+            "def test_del_by_negative_index():\n"
+            '    doc = tomlkit.parse("a = [1, 2, 3]\\n")\n'
+            "    del doc['a'][-1]\n"
+            "    assert doc['a'] == [1, 2]\n",
+            ("PyYAML==6.0.2",),
+        ),
+    )
+}
+
+
+def fetch(pkg: Package, where: Path) -> Path:
     """The sdist, downloaded with pip and unpacked."""
     subprocess.run(
         [
@@ -65,7 +154,7 @@ def fetch(where: Path) -> Path:
             "--no-deps",
             "--no-binary",
             ":all:",
-            f"{PACKAGE}=={VERSION}",
+            f"{pkg.name}=={pkg.version}",
             "-d",
             str(where),
         ],
@@ -78,22 +167,24 @@ def fetch(where: Path) -> Path:
     return tree
 
 
-def test_env(where: Path) -> dict[str, str]:
-    """The environment the runs get: PATH led by a fresh virtual environment with pytest."""
+def test_env(pkg: Package, where: Path) -> dict[str, str]:
+    """The environment the runs get: PATH led by a fresh virtual environment with pytest
+    and the package's test dependencies."""
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
-    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q", PYTEST]
+    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q", PYTEST, *pkg.test_deps]
     subprocess.run(pip, check=True, capture_output=True)
     return {**os.environ, "PATH": f"{where / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
-def project(sdist: Path, into: Path) -> Path:
+def project(pkg: Package, sdist: Path, into: Path) -> Path:
     """A fresh repository holding the sdist with the bug planted."""
     work = into / "pkg"
     shutil.copytree(sdist, work)
-    code = work / CODE
+    code = work / pkg.code
     text = code.read_text()
-    assert RIGHT in text
-    code.write_text(text.replace(RIGHT, BUG))
+    right, bug = pkg.lines[:2]
+    assert text.count(right) == 1
+    code.write_text(text.replace(right, bug))
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
         subprocess.run(
             ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args],
@@ -104,18 +195,19 @@ def project(sdist: Path, into: Path) -> Path:
     return work
 
 
-def script(into: Path) -> Path:
+def script(pkg: Package, into: Path) -> Path:
     def edit(old: str, new: str, said: str) -> list[dict[str, object]]:
-        call = {"name": "edit_file", "arguments": {"path": CODE, "old": old, "new": new}}
+        call = {"name": "edit_file", "arguments": {"path": pkg.code, "old": old, "new": new}}
         return [{"tool_calls": [call]}, {"text": said}]
 
-    write = {"name": "write_file", "arguments": {"path": NEW_TEST, "content": REPRO}}
+    right, bug, wrong, wrong_again = pkg.lines
+    write = {"name": "write_file", "arguments": {"path": pkg.new_test, "content": pkg.repro}}
     turns = [
         {"tool_calls": [write]},
         {"text": "The new test fails."},
-        *edit(BUG, WRONG[0], "Fixed ilen."),
-        *edit(WRONG[0], WRONG[1], "Fixed ilen again."),
-        *edit(WRONG[1], RIGHT, "Fixed ilen for good."),
+        *edit(bug, wrong, f"Fixed {pkg.subject}."),
+        *edit(wrong, wrong_again, f"Fixed {pkg.subject} again."),
+        *edit(wrong_again, right, f"Fixed {pkg.subject} for good."),
     ]
     path = into / "script.yaml"
     path.write_text(yaml.safe_dump(turns, sort_keys=False))
@@ -136,11 +228,11 @@ def edited_templates(into: Path, name: str, narrow: str | None) -> Path:
     return copy / "bugfix.yaml"
 
 
-def one(template: Path, sdist: Path, env: dict[str, str]) -> tuple[float, float]:
+def one(pkg: Package, template: Path, sdist: Path, env: dict[str, str]) -> tuple[float, float]:
     """The wall time to done, and how much of it the checks after the baseline took."""
     with tempfile.TemporaryDirectory() as tmp:
-        work = project(sdist, Path(tmp))
-        model = script(Path(tmp))
+        work = project(pkg, sdist, Path(tmp))
+        model = script(pkg, Path(tmp))
         t0 = time.perf_counter()
         proc = subprocess.run(
             [
@@ -152,7 +244,7 @@ def one(template: Path, sdist: Path, env: dict[str, str]) -> tuple[float, float]
                 "--workdir",
                 str(work),
                 "--intent",
-                "ilen() counts one item too few.",
+                pkg.intent,
                 "--model",
                 f"script:{model}",
                 "--set",
@@ -176,10 +268,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--python", choices=("venv", "host"), default="venv")
+    ap.add_argument("--package", choices=tuple(PACKAGES), default="more-itertools")
     args = ap.parse_args()
+    pkg = PACKAGES[args.package]
     with tempfile.TemporaryDirectory() as tmp:
-        sdist = fetch(Path(tmp) / "sdist")
-        env = test_env(Path(tmp) / "venv") if args.python == "venv" else dict(os.environ)
+        sdist = fetch(pkg, Path(tmp) / "sdist")
+        env = test_env(pkg, Path(tmp) / "venv") if args.python == "venv" else dict(os.environ)
         count = (
             subprocess.run(
                 ["python", "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"],
@@ -202,7 +296,7 @@ def main() -> None:
         checks: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(args.rounds):
             for key, template in variants.items():
-                took, checked = one(template, sdist, env)
+                took, checked = one(pkg, template, sdist, env)
                 times[key].append(took)
                 checks[key].append(checked)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -213,8 +307,9 @@ def main() -> None:
         t - c for t, c in zip(times["related"], checks["related"], strict=True)
     )
     floor = fixed + statistics.median(checks["whole"]) / 4
-    where = f"{PYTEST} in a fresh venv" if args.python == "venv" else "the host's python"
-    print(f"{PACKAGE} {VERSION}: {count}; scripted model erring twice, done at iteration 4")
+    installed = " + ".join((PYTEST, *pkg.test_deps))
+    where = f"{installed} in a fresh venv" if args.python == "venv" else "the host's python"
+    print(f"{pkg.name} {pkg.version}: {count}; scripted model erring twice, done at iteration 4")
     print(f"tests run with {where}")
     print(f"time to done, staged + related tier : {med['related']:.2f} s (median of {args.rounds})")
     print(f"time to done, staged, narrow only   : {med['narrow']:.2f} s (median of {args.rounds})")
