@@ -10,6 +10,7 @@ from typing import Any
 
 from loop_helpers import make_template, text
 
+from looprun.data.changes import FileChange
 from looprun.loop.core import Loop, RunInfo
 from looprun.loop.observe_step import ObserveStep
 from looprun.loop.ports import KeepRecent, Ports
@@ -17,6 +18,7 @@ from looprun.observe.base import Observation
 from looprun.template.model import ObserverSpec
 
 FAILING = "tests/test_x.py::test_a"
+RELATED = "tests/test_y.py"  # the test file importing the changed module
 
 
 class Clock:
@@ -30,39 +32,52 @@ class Clock:
 
 
 class TimedObserver:
-    """A pytest run that passes, taking ``narrow_s`` for a selection and ``whole_s`` for
-    the whole suite; records which ran."""
+    """A pytest run that passes, taking ``narrow_s`` for the last failing id, ``related_s``
+    for the test file related to the turn's change and ``whole_s`` for the whole suite;
+    records which ran."""
 
-    def __init__(self, clock: Clock, narrow_s: float, whole_s: float):
-        self.clock, self.narrow_s, self.whole_s = clock, narrow_s, whole_s
+    def __init__(self, clock: Clock, narrow_s: float, whole_s: float, related_s: float = 0.0):
+        self.clock, self.whole_s = clock, whole_s
+        self.narrow_s, self.related_s = narrow_s, related_s
         self.ran: list[str] = []
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
     ) -> Observation:
-        self.ran.append("narrow" if spec.select else "whole")
-        self.clock.now += self.narrow_s if spec.select else self.whole_s
+        stage = "whole" if not spec.select else "related" if RELATED in spec.select else "narrow"
+        self.ran.append(stage)
+        self.clock.now += {"whole": self.whole_s, "narrow": self.narrow_s}.get(
+            stage, self.related_s
+        )
         return Observation(parser="junit", ok=True, facts={"passing": list(spec.select)})
+
+    def related_tests(self, changed: list[str]) -> list[str]:
+        return [RELATED]
 
 
 class Tree:
-    """A working tree nothing changes (the observers here never edit it)."""
+    """A working tree the observers never edit, where the turn changed one module."""
 
     def snapshot(self) -> str:
         return "tree"
+
+    def file_changes(self, since: str, until: str | None = None) -> list[FileChange]:
+        return [FileChange("pkg/x.py", "M")]
 
     def exclude(self, paths: Any) -> None:
         pass
 
 
-def _step(narrow_s: float, whole_s: float, **spec: Any) -> tuple[ObserveStep, TimedObserver]:
+def _step(
+    narrow_s: float, whole_s: float, related_s: float | None = None, **spec: Any
+) -> tuple[ObserveStep, TimedObserver]:
     """An observe step over one staged observer whose narrow selection is the last failing
-    id; its baseline already observed (whole, and measured) when ``whole_s`` is set."""
+    id (then, given ``related_s``, the related tier); its baseline already observed (whole,
+    and measured) when ``whole_s`` is set."""
     clock = Clock()
-    observer = TimedObserver(clock, narrow_s, whole_s)
-    staged = ObserverSpec(
-        "tests", "junit", run=text("pytest", shell=True), narrow=("last_failing",), **spec
-    )
+    observer = TimedObserver(clock, narrow_s, whole_s, related_s or 0.0)
+    sources = ("last_failing",) if related_s is None else ("last_failing", "related_tests")
+    staged = ObserverSpec("tests", "junit", run=text("pytest", shell=True), narrow=sources, **spec)
     template = replace(make_template(), observe={"tests": staged})
     ports = Ports(
         model=None,  # type: ignore[arg-type]
@@ -79,6 +94,7 @@ def _step(narrow_s: float, whole_s: float, **spec: Any) -> tuple[ObserveStep, Ti
     step.observe({})  # the baseline: always whole
     loop.state.baseline = {}
     loop.state.last_facts = {"tests": {"failing": [FAILING]}}
+    loop.state.current = "turn"
     return step, observer
 
 
@@ -95,6 +111,18 @@ def test_tiers_that_cost_about_a_whole_run_are_skipped_after_one_measure() -> No
     for facts in (second, third):
         assert facts["stage"] == "whole" and list(facts["selected"]) == []
         assert facts["narrow"] == "skipped: a narrow run took 1.2 s, the whole run 1.5 s"
+
+
+def test_a_related_tier_as_slow_as_a_whole_run_is_skipped_alone() -> None:
+    """The related tier takes nearly the whole suite's time, the run of the last failures
+    little: only the related tier stops running."""
+    step, observer = _step(narrow_s=0.2, whole_s=6.0, related_s=5.0)
+    first, second, third = _iterations(step, 3)
+    assert observer.ran == ["whole", "narrow", "related", "whole"] + ["narrow", "whole"] * 2
+    assert "narrow" not in first
+    for facts in (second, third):
+        assert list(facts["selected"]) == [FAILING]
+        assert facts["narrow"] == "skipped: a related run took 5.0 s, the whole run 6.0 s"
 
 
 def test_tiers_much_cheaper_than_a_whole_run_keep_running() -> None:

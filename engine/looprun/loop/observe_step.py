@@ -38,7 +38,7 @@ class ObserveStep:
         # each staged observer's wall time, measured in this run through the clock port (a
         # resumed run measures again): its last whole run, and its last tier run's stage
         self.whole_s: dict[str, float] = {}
-        self.tier_s: dict[str, tuple[str, float]] = {}
+        self.tier_s: dict[tuple[str, str], float] = {}  # (observer, stage): last wall time
 
     def exclude_reports(self, ctx: Mapping[str, Any]) -> None:
         """Observers' report files are never part of the run's changes, wherever they are."""
@@ -71,9 +71,10 @@ class ObserveStep:
         out: dict[str, Observation] = {}
         for name, spec in specs.items():
             try:
-                skipped = "" if whole or st.baseline is None else self.unpaid(name, spec)
-                staging = not (whole or st.baseline is None or skipped)
-                tiers = self.tiers(name, spec) if staging else ()
+                staging = not (whole or st.baseline is None)
+                unpaid = self.unpaid(name, spec) if staging else {}
+                skipped = "; ".join(unpaid.values())
+                tiers = [t for t in self.tiers(name, spec) if t[0] not in unpaid] if staging else []
                 passed: tuple[str, ...] = ()  # the selections that passed first
                 passing: tuple[str, ...] = ()  # the test ids those selections passed
                 failed = None
@@ -115,21 +116,24 @@ class ObserveStep:
             ctx[name] = out[name].to_facts()
         return out
 
-    def unpaid(self, name: str, spec: ObserverSpec) -> str:
-        """Why a staged observer's tiers are skipped this iteration ("": they run): its last
-        tier run took at least ``narrow_share`` of its last whole run's wall time, both
-        measured in this run. Every whole run is measured, the tier time is kept until a
-        tier runs again: when a whole run comes to take long enough against that tier
-        time, the tiers run again (and are measured again). With no measurement yet, or a
-        whole run that took no time, they run."""
+    def unpaid(self, name: str, spec: ObserverSpec) -> dict[str, str]:
+        """The tiers of a staged observer skipped this iteration, each with why: its last
+        run took at least ``narrow_share`` of the observer's last whole run's wall time,
+        both measured in this run. Each tier is judged on its own time, so a related tier
+        as slow as the whole suite does not take the cheap run of the last failures with
+        it. Every whole run is measured, a tier's time is kept until it runs again: when a
+        whole run comes to take long enough against that time, the tier runs again (and
+        is measured again). With no measurement yet, or a whole run that took no time, a
+        tier runs."""
         share = spec.narrow_share
-        if not spec.narrow or share is None or name not in self.tier_s:
-            return ""
         whole = self.whole_s.get(name, 0.0)
-        stage, tier = self.tier_s[name]
-        if whole <= 0 or tier < share * whole:
-            return ""
-        return f"skipped: a {stage} run took {tier:.1f} s, the whole run {whole:.1f} s"
+        if not spec.narrow or share is None or whole <= 0:
+            return {}
+        return {
+            stage: f"skipped: a {stage} run took {tier:.1f} s, the whole run {whole:.1f} s"
+            for (observer, stage), tier in self.tier_s.items()
+            if observer == name and tier >= share * whole
+        }
 
     def tiers(self, name: str, spec: ObserverSpec) -> list[tuple[str, tuple[str, ...]]]:
         """The selections a staged observer runs before the whole command, in order: the
@@ -202,7 +206,7 @@ class ObserveStep:
         t0 = lp.ports.clock.monotonic()
         obs = lp.ports.observer.observe(narrow, ctx, deadline=deadline, base=lp.state.base)
         if obs.ran:
-            self.tier_s[name] = (stage, lp.ports.clock.monotonic() - t0)
+            self.tier_s[name, stage] = lp.ports.clock.monotonic() - t0
         obs, before = self.edits_by(name, spec, obs, before)
         usable = obs.ran and not obs.error and obs.exit_code not in spec.cannot_run_exit
         # a selection that failed without naming a failing test (no test of it was
