@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import yaml
@@ -45,12 +46,22 @@ def one_task_project(tmp: Path, delay_s: float = 0.0) -> tuple[Path, Path]:
     return work, script
 
 
-def busy_workers() -> list[str]:
-    """Ray workers whose title names a sub-loop job (Ray titles a worker after the call it
-    runs: a warm worker's title can show a progress poll instead while a job runs, so to
-    follow one job use ``worker_pid`` and ``gone``)."""
+def busy_workers(among: Collection[int]) -> list[str]:
+    """The Ray workers of ``among`` (a run's, as its progress names them: other tests'
+    clusters run beside this one) whose title names a sub-loop job (Ray titles a worker
+    after the call it runs: a warm worker's title can show a progress poll instead while
+    a job runs, so to follow one job use ``worker_pid`` and ``gone``)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if re.search(r"ray::(\w+\.)?execute", line)]
+    return [
+        line
+        for line in out.splitlines()
+        if re.search(r"ray::(\w+\.)?execute", line) and int(line.split()[0]) in among
+    ]
+
+
+def run_workers(stderr: str) -> set[int]:
+    """The pids of every worker a run's progress says its sub-loops ran on."""
+    return {int(pid) for pid in re.findall(r"\] worker \w+ on \S+ pid (\d+)", stderr)}
 
 
 def worker_pid(lines: list[str], task: str = "one") -> int:
@@ -92,6 +103,7 @@ def wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: fl
 
 HOLD = """\
 import sys, time
+from collections.abc import Collection
 from pathlib import Path
 
 here, holds = Path(sys.argv[1]), int(sys.argv[2])

@@ -15,7 +15,14 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
-from ray_helpers import busy_workers, gone, one_task_project, wait_for, worker_pid
+from ray_helpers import (
+    busy_workers,
+    gone,
+    one_task_project,
+    run_workers,
+    wait_for,
+    worker_pid,
+)
 from tests.remote.remote_helpers import step_turns
 from tests.support.cli import cli_env, looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
@@ -97,7 +104,7 @@ def test_the_feature_sample_on_ray_ends_as_it_does_locally(
         check=True,
     ).stdout
     assert sentinel.encode() not in objects
-    assert not busy_workers()
+    assert run_workers(stderr) and not busy_workers(run_workers(stderr))
 
 
 def test_a_killed_worker_is_resumed_from_its_last_pushed_step(

@@ -61,7 +61,7 @@ def test_a_later_run_reuses_the_warm_worker_with_a_clean_tree(
     ).stdout.split()
     files = sorted(p for p in listed if not p.startswith(".looprun"))
     assert files == ["a.txt", "b.txt", "c.txt", "one.yaml", "own.md", "steps.yaml"]
-    assert not busy_workers()
+    assert not busy_workers({pid})
 
 
 def _driver_jobs(pid: int) -> list[dict]:
