@@ -28,16 +28,18 @@ as whole ones).
     python benchmarks/bench_staged.py [--package more-itertools|tomlkit] [--rounds 5]
         [--python venv|host]
 
-Measured on 2 cores (load about 1), medians of 3, one session,
+Measured on 2 cores (load about 1), medians of 3, one after the other,
 ``python benchmarks/bench_staged.py --package tomlkit --rounds 3`` then
 ``python benchmarks/bench_staged.py --rounds 3``:
 
     tomlkit:        staged + related 27.81 s, narrow only 37.27 s, whole 47.87 s:
                     0.58x, narrow only 0.78x; floor 21.37 s = 0.45x
+                    (again, with each tier judged on its own time: 25.11 s,
+                    31.15 s, 38.54 s: 0.65x, 0.81x; floor 0.48x)
     more-itertools: staged + related 12.88 s, narrow only 14.02 s, whole 19.71 s:
                     0.65x, narrow only 0.71x; floor 9.06 s = 0.46x
 
-(Earlier the same session, with other work loading the cores to 2-4: tomlkit 0.78x,
+(Earlier, with other work loading the cores to 2-4: tomlkit 0.78x,
 floor 0.57x; more-itertools 0.60x, floor 0.43x.) On tomlkit the staged run does what it
 should: a failing narrow run of the new test, a related run of the three test files
 importing ``tomlkit.items`` that catches the first wrong fix (without ``related_tests``
