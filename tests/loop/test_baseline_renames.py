@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from looprun.loop.baseline import compare, parametrized, rerun_files, unstable_ids
+from looprun.loop.baseline import compare, param_files, parametrized, rerun_files, unstable_ids
 
 _BASE = {
     "passing": ["t.py::f[a-b]", "t.py::f[a-c]", "t.py::g[x]", "t.py::h"],
@@ -56,11 +56,13 @@ def test_the_second_baseline_run_needs_only_the_files_with_parametrized_ids() ->
     """Only a parametrized id can be renamed by a rerun: the files holding one are rerun,
     and the ids of the others are not taken as missing from that second run."""
     first = {"passing": [*_BASE["passing"], "u.py::k", "v.py::m"], "failing": _BASE["failing"]}
-    assert rerun_files(first) == ("t.py",)
+    assert rerun_files(first, param_files(first)) == ("t.py",)
     again = {"passing": ["t.py::f[b-a]", "t.py::f[a-c]", "t.py::g[x]", "t.py::h"],
              "failing": ["t.py::f[b-c]"]}  # fmt: skip
     assert unstable_ids(first, again, within=("t.py",)) == ["t.py::f[a-b]", "t.py::f[b-a]"]
     # every file holds one, or an id names no file (a collection error): the whole command
-    assert rerun_files(_BASE) == ()
-    assert rerun_files({"passing": first["passing"], "failing": ["u.py"]}) == ()
-    assert rerun_files({"passing": ["u.py::k"], "failing": []}) == ()
+    assert rerun_files(_BASE, param_files(_BASE)) == ()
+    broken = {"passing": first["passing"], "failing": ["u.py"]}
+    assert rerun_files(broken, param_files(broken)) == ()
+    plain = {"passing": ["u.py::k"], "failing": []}
+    assert rerun_files(plain, param_files(plain)) == ()

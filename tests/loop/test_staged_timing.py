@@ -40,6 +40,7 @@ class TimedObserver:
         self.clock, self.whole_s = clock, whole_s
         self.narrow_s, self.related_s = narrow_s, related_s
         self.ran: list[str] = []
+        self.related_asked = 0
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -52,6 +53,7 @@ class TimedObserver:
         return Observation(parser="junit", ok=True, facts={"passing": list(spec.select)})
 
     def related_tests(self, changed: list[str]) -> list[str]:
+        self.related_asked += 1
         return [RELATED]
 
 
@@ -123,6 +125,7 @@ def test_a_related_tier_as_slow_as_a_whole_run_is_skipped_alone() -> None:
     for facts in (second, third):
         assert list(facts["selected"]) == [FAILING]
         assert facts["narrow"] == "skipped: a related run took 5.0 s, the whole run 6.0 s"
+    assert observer.related_asked == 1  # a skipped tier's selection is not worked out
 
 
 def test_tiers_much_cheaper_than_a_whole_run_keep_running() -> None:

@@ -25,7 +25,7 @@ explains.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -77,16 +77,13 @@ def param_files(facts: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted({i.split("::", 1)[0] for i in ids if i != function_of(i)}))
 
 
-def rerun_files(facts: Mapping[str, Any], among: tuple[str, ...] | None = None) -> tuple[str, ...]:
-    """The test files a second run of the baseline needs: those holding a parametrized id
-    (only those ids can be renamed by a rerun), or ``among`` them, those whose parameters
-    may vary. Empty, for the whole command, when they are every file the run saw or an
-    id names no file (a collection error)."""
-    wanted = param_files(facts) if among is None else tuple(sorted(among))
-    if not wanted:
-        return ()
+def rerun_files(facts: Mapping[str, Any], wanted: Sequence[str]) -> tuple[str, ...]:
+    """The test files a second run of the baseline needs: ``wanted``, the files holding
+    parametrized ids (only those ids can be renamed by a rerun) or those of them whose
+    parameters may vary. Empty, for the whole command, when there are none or they are
+    every file the run saw."""
     every = {i.split("::", 1)[0] for i in _ids(facts, "failing") + _ids(facts, "passing")}
-    return wanted if len(wanted) < len(every) else ()
+    return tuple(sorted(wanted)) if wanted and len(wanted) < len(every) else ()
 
 
 def parametrized(facts: Mapping[str, Any]) -> bool:

@@ -7,7 +7,7 @@ never stays; the caches check tools write as they run are left alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -74,7 +74,7 @@ class ObserveStep:
                 staging = not (whole or st.baseline is None)
                 unpaid = self.unpaid(name, spec) if staging else {}
                 skipped = "; ".join(unpaid.values())
-                tiers = [t for t in self.tiers(name, spec) if t[0] not in unpaid] if staging else []
+                tiers = self.tiers(name, spec, skip=unpaid) if staging else []
                 passed: tuple[str, ...] = ()  # the selections that passed first
                 passing: tuple[str, ...] = ()  # the test ids those selections passed
                 failed = None
@@ -135,12 +135,17 @@ class ObserveStep:
             if observer == name and tier >= share * whole
         }
 
-    def tiers(self, name: str, spec: ObserverSpec) -> list[tuple[str, tuple[str, ...]]]:
+    def tiers(
+        self, name: str, spec: ObserverSpec, skip: Container[str] = ()
+    ) -> list[tuple[str, tuple[str, ...]]]:
         """The selections a staged observer runs before the whole command, in order: the
         narrow one, then (with ``related_tests``) the test files importing what the turn
-        changed. A tier with no ids, or too many, is skipped."""
-        out = [("narrow", self.selection(name, spec))]
-        if RELATED in spec.narrow:
+        changed. A tier with no ids, or too many, is skipped, and so is a stage in ``skip``
+        (its selection is not even worked out)."""
+        out = []
+        if "narrow" not in skip:
+            out.append(("narrow", self.selection(name, spec)))
+        if RELATED in spec.narrow and "related" not in skip:
             out.append(("related", self.related()))
         return [(stage, ids) for stage, ids in out if ids]
 

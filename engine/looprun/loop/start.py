@@ -168,7 +168,7 @@ def _unstable(
         varying = loop.ports.observer.varying_params(spec, held) if held else None
         if varying == ():
             continue  # literals only: every id is the same on every run
-        files = rerun_files(facts, varying) if spec.narrow else ()
+        files = rerun_files(facts, held if varying is None else varying) if spec.narrow else ()
         if not all(node_id(f) for f in files):
             files = ()  # a file the command may not be given: the whole command again
         again = observing.again(name, spec, ctx, select=files)
