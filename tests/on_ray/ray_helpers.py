@@ -59,14 +59,19 @@ def busy_workers(among: Collection[int]) -> list[str]:
     ]
 
 
+# a sub-loop's progress line naming its worker: "[TASK] worker ID on HOST pid N"
+_WORKER_LINE = r"\[{task}\] worker \w+ on \S+ pid (\d+)"
+
+
 def run_workers(stderr: str) -> set[int]:
     """The pids of every worker a run's progress says its sub-loops ran on."""
-    return {int(pid) for pid in re.findall(r"\] worker \w+ on \S+ pid (\d+)", stderr)}
+    return {int(pid) for pid in re.findall(_WORKER_LINE.format(task=r"[^\]]+"), stderr)}
 
 
 def worker_pid(lines: list[str], task: str = "one") -> int:
     """The pid of the worker process a sub-loop's progress says it runs on."""
-    found = [re.search(rf"\[{task}\] worker \w+ on \S+ pid (\d+)", line) for line in lines]
+    line_of = _WORKER_LINE.format(task=re.escape(task))
+    found = [re.search(line_of, line) for line in lines]
     pids = [int(m.group(1)) for m in found if m]
     assert pids, "no worker line in:\n" + "".join(lines)
     return pids[-1]

@@ -104,7 +104,8 @@ def test_the_feature_sample_on_ray_ends_as_it_does_locally(
         check=True,
     ).stdout
     assert sentinel.encode() not in objects
-    assert run_workers(stderr) and not busy_workers(run_workers(stderr))
+    workers = run_workers(stderr)
+    assert workers and not busy_workers(workers)
 
 
 def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
