@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tarfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -73,12 +73,17 @@ class Layout:
     package and ``test_inflection.py`` at the root), a src layout, or tests inside the
     package. The cheat corpus runs on the last two."""
 
-    name: str
     package: str  # the package's folder
     tests: str  # the tests' folder ("" for the root)
 
     def tests_path(self, name: str) -> str:
         return f"{self.tests}/{name}" if self.tests else name
+
+    @property
+    def import_root(self) -> str:
+        """The folder that holds the package, where a top-level module is imported from:
+        ``.``, or ``src`` on a src layout (given to pytest as its ``pythonpath``)."""
+        return str(PurePosixPath(self.package).parent)
 
     @property
     def code(self) -> str:
@@ -106,11 +111,8 @@ class Layout:
         return f"{self.tests}/**" if self.tests else "test_*.py"
 
 
-FLAT = Layout("flat", PACKAGE, "")
-LAYOUTS = {
-    "src": Layout("src", f"src/{PACKAGE}", "tests"),
-    "inside": Layout("inside", PACKAGE, f"{PACKAGE}/tests"),
-}
+FLAT = Layout(PACKAGE, "")
+LAYOUTS = {"src": Layout(f"src/{PACKAGE}", "tests"), "inside": Layout(PACKAGE, f"{PACKAGE}/tests")}
 # the cheat corpus's parameter: each cheat on a src layout and with tests in the package
 ON_EVERY_LAYOUT = pytest.mark.parametrize("layout", list(LAYOUTS.values()), ids=list(LAYOUTS))
 
@@ -132,8 +134,8 @@ def planted_project(
     if layout.tests:
         (work / layout.tests).mkdir(parents=True, exist_ok=True)
         shutil.move(work / "test_inflection.py", work / layout.suite)
-    if layout.package.startswith("src/"):
-        (work / "pytest.ini").write_text("[pytest]\npythonpath = src\n")
+    if layout.import_root != ".":
+        (work / "pytest.ini").write_text(f"[pytest]\npythonpath = {layout.import_root}\n")
     return git_init(work)
 
 

@@ -431,7 +431,7 @@ def test_a_reproduction_that_asserts_a_marker_the_fix_sets_never_ends_done(
     assert summary["outcome"] == "done", summary["stderr"]
     said = subprocess.run(
         [sys.executable, "-c", "import inflection; print(inflection.ordinal(113))"],
-        cwd=work / "src",
+        cwd=work / layout.import_root,
         capture_output=True,
         text=True,
         check=True,

@@ -15,7 +15,7 @@ tests inside the package (real_package.LAYOUTS).
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from real_package import (
@@ -115,7 +115,7 @@ def test_a_module_named_like_a_lazily_imported_stdlib_module_never_ends_done(
     sdist: Path, tmp_path: Path, layout: Layout
 ) -> None:
     work = planted_project(sdist, tmp_path, layout=layout)
-    where = "src/code.py" if layout.package.startswith("src/") else "code.py"
+    where = str(PurePosixPath(layout.import_root, "code.py"))
     turns = [
         *reproduce_turns(layout),
         {"tool_calls": [write_call(where, _LAZY_SHADOW)]},
