@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import yaml
@@ -89,6 +90,23 @@ def gone(pid: int, within_s: float) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def pushed_steps(work: Path, run_id: str, task: str) -> int:
+    """How many steps of the sub-loop its workers pushed (its journal ref's record): a
+    worker pushes each step before it starts the next one's model call."""
+    ref = f"refs/looprun-sync/{run_id}.{task}-1/journal:journal.jsonl"
+    shown = subprocess.run(["git", "show", ref], cwd=work, capture_output=True, text=True)
+    events = [json.loads(x) for x in shown.stdout.splitlines() if x.strip()]
+    return max((e["iteration"] for e in events if e.get("event") == "iteration"), default=0)
+
+
+def until(ok: Callable[[], bool], lines: list[str], timeout: float) -> None:
+    """Wait for ``ok()``; on timeout, fail showing the run's progress ``lines``."""
+    deadline = time.monotonic() + timeout
+    while not ok():
+        assert time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.5)
 
 
 def wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: float) -> re.Match:

@@ -11,15 +11,14 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from cluster_helpers import LocalCluster, finish, run_dir_of, start_run
-from ray_helpers import wait_for
+from ray_helpers import pushed_steps, until, wait_for
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
 
@@ -119,21 +118,6 @@ def _checks_running(tasks: tuple[str, ...]) -> bool:
     return all(any(f".{t}-1/" in line for line in rows) for t in tasks)
 
 
-def _pushed_steps(work: Path, run_id: str, task: str) -> int:
-    """How many steps of the sub-loop its workers pushed (its journal ref's record)."""
-    ref = f"refs/looprun-sync/{run_id}.{task}-1/journal:journal.jsonl"
-    shown = subprocess.run(["git", "show", ref], cwd=work, capture_output=True, text=True)
-    events = [json.loads(x) for x in shown.stdout.splitlines() if x.strip()]
-    return max((e["iteration"] for e in events if e.get("event") == "iteration"), default=0)
-
-
-def _until(ok: Callable[[], bool], lines: list[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        assert time.monotonic() < deadline, "".join(lines)
-        time.sleep(0.5)
-
-
 @pytest.mark.parametrize("phase", ["model", "check"])
 def test_a_feature_run_resumes_to_done_after_its_node_is_killed(
     tmp_path: Path, cluster: LocalCluster, phase: str
@@ -152,9 +136,9 @@ def test_a_feature_run_resumes_to_done_after_its_node_is_killed(
                 wait_for(proc, rf"\[{task}\] #1 ", lines, 300)
         run_id = run_dir_of(work).name
         # a step's push follows its progress line
-        _until(lambda: all(_pushed_steps(work, run_id, t) == 1 for t in TASKS), lines, 60)
+        until(lambda: all(pushed_steps(work, run_id, t) == 1 for t in TASKS), lines, 60)
         if phase == "check":
-            _until(lambda: _checks_running(TASKS), lines, 120)
+            until(lambda: _checks_running(TASKS), lines, 120)
         cluster.kill(node)
         for task in TASKS:
             if not any(f"[{task}] worker lost" in line for line in lines):

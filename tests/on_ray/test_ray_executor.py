@@ -19,7 +19,9 @@ from ray_helpers import (
     busy_workers,
     gone,
     one_task_project,
+    pushed_steps,
     run_workers,
+    until,
     wait_for,
     worker_pid,
 )
@@ -160,6 +162,10 @@ def test_ctrl_c_stops_the_outer_run_and_its_workers_within_ten_seconds(
     lines: list[str] = []
     wait_for(proc, r"\[one\] #1 ", lines, 300)
     worker = worker_pid(lines)
+    # the step is pushed, then the next model call starts: a stop before that call is
+    # cooperative (the worker stays, warm and idle), which is not what this test is for
+    run_id = next((work / ".looprun" / "runs").iterdir()).name
+    until(lambda: pushed_steps(work, run_id, "one") == 1, lines, 120)
     time.sleep(1)
     assert not gone(worker, 0)
     started = time.monotonic()
@@ -170,6 +176,7 @@ def test_ctrl_c_stops_the_outer_run_and_its_workers_within_ten_seconds(
     assert took < 10, f"exit after {took:.1f} s"
     # its job sat in a 120 s model call, which no cooperative stop reaches: only the
     # force-stop after the grace period (the worker killed) ended it
+    assert "[one] → interrupted" not in "".join(lines) + err  # it did not stop by itself
     assert gone(worker, 5)
     # the sub-loop can be resumed: its record still says running
     run_dir = next((work / ".looprun" / "runs").iterdir())
