@@ -109,6 +109,13 @@ def until(ok: Callable[[], bool], lines: list[str], timeout: float) -> None:
         time.sleep(0.5)
 
 
+def wait_pushed(work: Path, task: str, steps: int, lines: list[str], timeout: float = 120) -> None:
+    """Wait until sub-loop ``task`` of the one run in ``work`` has pushed ``steps`` steps
+    (its progress line for a step comes before the step's push)."""
+    run_id = next((work / ".looprun" / "runs").iterdir()).name
+    until(lambda: pushed_steps(work, run_id, task) >= steps, lines, timeout)
+
+
 def wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: float) -> re.Match:
     """Read stderr lines until one matches; returns the match (the lines read are kept)."""
     assert proc.stderr is not None

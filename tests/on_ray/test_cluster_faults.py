@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cluster_helpers import LocalCluster, finish, run_dir_of, start_run
-from ray_helpers import held_project, one_task_project, wait_for
+from ray_helpers import held_project, one_task_project, wait_for, wait_pushed
 from tests.remote.remote_helpers import step_turns
 from tests.support.cli import looprun
 
@@ -126,7 +126,7 @@ def test_a_frozen_node_s_sub_loop_is_relaunched_within_the_watchdog(
         stale = wait_for(proc, WORKER, lines, 300)
         stale_execution, stale_pid = stale.group(1), int(stale.group(2))
         wait_for(proc, r"\[one\] #1 ", lines, 300)
-        time.sleep(2)  # the step's push follows its progress line
+        wait_pushed(work, "one", 1, lines)
         node = cluster.node_of(stale_pid)
         # the next execution waits a little on its first call (well within the watchdog),
         # so that the stale one, thawed, comes back while it runs
@@ -175,7 +175,7 @@ def test_a_lost_head_stops_the_run_like_ctrl_c_and_it_resumes_on_another_cluster
     try:
         wait_for(proc, WORKER, lines, 300)
         wait_for(proc, r"\[one\] #1 ", lines, 300)
-        time.sleep(2)  # the step's push follows its progress line
+        wait_pushed(work, "one", 1, lines)
         cluster.kill(cluster.head)
         killed = time.monotonic()
         _out, err = finish(proc, 120)
@@ -204,7 +204,7 @@ def test_a_frozen_head_stops_the_run_like_ctrl_c_and_it_resumes_once_thawed(
     try:
         wait_for(proc, WORKER, lines, 300)
         wait_for(proc, r"\[one\] #1 ", lines, 300)
-        time.sleep(2)  # the step's push follows its progress line
+        wait_pushed(work, "one", 1, lines)
         cluster.head.signal(signal.SIGSTOP)  # its GCS, raylet and workers (the board)
         frozen = time.monotonic()
         try:
@@ -237,7 +237,7 @@ def test_a_killed_node_keeps_progress_and_ctrl_c_then_the_run_resumes(
     try:
         first = wait_for(proc, WORKER, lines, 300)
         wait_for(proc, r"\[one\] #1 ", lines, 300)
-        time.sleep(2)  # the step's push follows its progress line
+        wait_pushed(work, "one", 1, lines)
         cluster.kill(cluster.node_of(int(first.group(2))))
         wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
         # progress lines still come, from the worker on the other node
@@ -350,7 +350,8 @@ def test_a_lost_board_keeps_progress_and_ctrl_c_then_the_run_resumes(
         # the worker keeps its job: its next step's line comes, from the same worker
         wait_for(proc, r"\[one\] #2 ", lines, 120)
         assert not any("worker lost" in line for line in lines), "".join(lines)
-        time.sleep(3)  # the step's push follows its progress line
+        wait_pushed(work, "one", 2, lines)
+        time.sleep(1)  # its third step's model call has begun
         started = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
         out, err = finish(proc, 60)

@@ -19,10 +19,9 @@ from ray_helpers import (
     busy_workers,
     gone,
     one_task_project,
-    pushed_steps,
     run_workers,
-    until,
     wait_for,
+    wait_pushed,
     worker_pid,
 )
 from tests.remote.remote_helpers import step_turns
@@ -127,7 +126,7 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
     worker = wait_for(proc, r"\[one\] worker \w+ on \S+ pid \d+", lines, 300)
     wait_for(proc, r"\[one\] #1 ", lines, 300)
     script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))  # the next one is quick
-    time.sleep(2)  # the step's push follows its progress line
+    wait_pushed(work, "one", 1, lines)
     killed = int(worker.group(0).rsplit("pid", 1)[1])
     os.kill(killed, signal.SIGKILL)
     wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
@@ -164,8 +163,7 @@ def test_ctrl_c_stops_the_outer_run_and_its_workers_within_ten_seconds(
     worker = worker_pid(lines)
     # the step is pushed, then the next model call starts: a stop before that call is
     # cooperative (the worker stays, warm and idle), which is not what this test is for
-    run_id = next((work / ".looprun" / "runs").iterdir()).name
-    until(lambda: pushed_steps(work, run_id, "one") == 1, lines, 120)
+    wait_pushed(work, "one", 1, lines)
     time.sleep(1)
     assert not gone(worker, 0)
     started = time.monotonic()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 from cluster_helpers import LocalCluster
-from ray_helpers import gone, wait_for, worker_pid
+from ray_helpers import gone, wait_for, wait_pushed, worker_pid
 from tests.support.cli import looprun, scripted_run, start_looprun
 from tests.support.git_repos import git_repo
 
@@ -116,7 +116,9 @@ def _interrupted(work: Path, script: Path, first: str, address: str, sig: int) -
     lines: list[str] = []
     wait_for(proc, r"\[second\] #1 ", lines, 300)
     worker = worker_pid(lines, "second") if first != "local" else None
-    time.sleep(2)  # on Ray, the step's push follows its progress line
+    if first != "local":
+        wait_pushed(work, "second", 1, lines)
+    time.sleep(1)  # its second step's model call has begun
     os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
     if sig == signal.SIGINT:
