@@ -11,6 +11,7 @@ import pytest
 from tests.support.git_repos import git, git_repo
 
 from looprun.checks.clean_tree import CheckTrees, TreeError
+from looprun.checks.seeded_cache import SOURCE_DATE
 from looprun.system.proc import run_process
 
 
@@ -173,3 +174,50 @@ def test_a_check_on_an_unchanged_diff_lists_no_tree_and_still_undoes_writes(
     assert sum(" ls-tree " in f" {c} " for c in calls) == listed, calls
     assert (root / "pkg" / "code.py").read_text() == "VALUE = 2\n"
     assert not (root / "pkg" / "planted.py").exists()
+
+
+def _crate(tmp_path: Path) -> Path:
+    repo = tmp_path / "crate"
+    (repo / "src").mkdir(parents=True)
+    (repo / "Cargo.toml").write_text('[package]\nname = "c"\nversion = "0.1.0"\n')
+    (repo / "src" / "lib.rs").write_text("pub fn f() -> i32 { 1 - 2 }\n")
+    (repo / "src" / "other.rs").write_text("pub fn g() {}\n")
+    return git_repo(repo)
+
+
+def test_a_dated_seed_dates_back_only_the_files_it_was_built_from(tmp_path: Path) -> None:
+    """Cargo judges a build fresh when it is newer than its sources: a run's check tree
+    dates back exactly the files whose path and blob the seeded build was made from, and
+    a same-size edit is written now (so cargo builds it again)."""
+    repo = _crate(tmp_path)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    seed = tmp_path / "seed"
+    first = CheckTrees(tmp_path / "run1", seed=seed)
+    root, env, _ = first.prepare("rust", workdir=repo, git_dir=None, base=base)
+    target = Path(env["CARGO_TARGET_DIR"])
+    (target / "debug").mkdir(parents=True)
+    (target / "debug" / "libc.rlib").write_text("built from the base")
+    first.checked("rust")
+    (repo / "src" / "other.rs").write_text("pub fn g() { todo!() }\n")  # the model's turn
+    first.prepare("rust", workdir=repo, git_dir=None, base=base)  # saves the seed
+    saved = seed / "rust" / "CARGO_TARGET_DIR"
+    assert (saved / "debug" / "libc.rlib").read_text() == "built from the base"
+    built = (saved / "debug" / "libc.rlib").stat().st_mtime_ns
+    git("checkout", "--", "src/other.rs", cwd=repo)
+
+    (repo / "src" / "lib.rs").write_text("pub fn f() -> i32 { 1 + 2 }\n")  # same size
+    second = CheckTrees(tmp_path / "run2", seed=seed)
+    root, env, _ = second.prepare("rust", workdir=repo, git_dir=None, base=base)
+    copied = Path(env["CARGO_TARGET_DIR"]) / "debug" / "libc.rlib"
+    assert copied.read_text() == "built from the base"
+    assert copied.stat().st_mtime_ns == built  # copied with its date
+    assert not (Path(env["CARGO_TARGET_DIR"]) / ".looprun-sources.json").exists()
+    assert (root / "src" / "other.rs").stat().st_mtime == SOURCE_DATE  # as built from
+    assert (root / "Cargo.toml").stat().st_mtime == SOURCE_DATE
+    edited = (root / "src" / "lib.rs").stat().st_mtime
+    assert edited > built / 1e9 and (root / "src" / "lib.rs").read_text().endswith("1 + 2 }\n")
+    # written again later in the run (a check touched it): dated now, like any rewrite
+    (root / "src" / "other.rs").write_text("planted\n")
+    second.prepare("rust", workdir=repo, git_dir=None, base=base)
+    assert (root / "src" / "other.rs").read_text() == "pub fn g() {}\n"
+    assert (root / "src" / "other.rs").stat().st_mtime > built / 1e9

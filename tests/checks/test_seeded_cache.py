@@ -3,11 +3,12 @@ cache is new, saved back only as the baseline alone left it."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 
-from looprun.checks.seeded_cache import SeededCache, seed_home
+from looprun.checks.seeded_cache import SOURCES, SeededCache, seed_home
 
 BASE, CHANGED = "tree-of-the-base", "tree-after-a-turn"
 
@@ -152,3 +153,52 @@ def test_each_working_tree_has_a_seed_of_its_own(tmp_path: Path) -> None:
     assert one != seed_home(tmp_path / "two", env)
     assert one == seed_home(tmp_path / "link", env)  # the real path decides
     assert one.is_relative_to(tmp_path / "cache" / "seed")
+
+
+def test_a_dated_seed_keeps_dates_and_is_saved_again_only_when_rebuilt(tmp_path: Path) -> None:
+    """A cache its tool judges by dates (cargo's target directory) is copied both ways
+    with its dates, kept whole, and saved with what its baseline was built from; a run
+    whose baseline rebuilt nothing leaves the seed as it was."""
+    seed = tmp_path / "seed"
+    one = SeededCache(tmp_path / "r1" / "t", seed, dated=True)
+    one.before_check(BASE, True)
+    one.tree_written({"src/lib.rs": "blob-1"})
+    _check(one, {"debug/lib.rlib": "built", "debug/.fingerprint/f": "fp"})
+    _check(one, {}, CHANGED)
+    assert set(_files(seed)) == {"debug/lib.rlib", "debug/.fingerprint/f", SOURCES}
+    assert json.loads((seed / SOURCES).read_text()) == {"src/lib.rs": "blob-1"}
+    dated = (seed / "debug" / "lib.rlib").stat().st_mtime_ns
+
+    two = SeededCache(tmp_path / "r2" / "t", seed, dated=True)
+    two.before_check(BASE, True)
+    assert two.sources == {"src/lib.rs": "blob-1"}
+    assert (two.cache / "debug" / "lib.rlib").stat().st_mtime_ns == dated
+    assert not (two.cache / SOURCES).exists()
+    two.tree_written({"src/lib.rs": "blob-1"})
+    two.after_check()  # cargo found everything fresh: nothing written
+    kept = seed.stat().st_ino
+    _check(two, {}, CHANGED)
+    assert seed.stat().st_ino == kept  # nothing to save
+
+    three = SeededCache(tmp_path / "r3" / "t", seed, dated=True)
+    three.before_check(BASE, True)
+    three.tree_written({"src/lib.rs": "blob-2"})  # the base moved on: the crate rebuilt
+    (three.cache / "debug" / "lib.rlib").write_text("BUILT")  # same size, a new date
+    three.after_check()
+    _check(three, {}, CHANGED)
+    assert (seed / "debug" / "lib.rlib").read_text() == "BUILT"
+    assert json.loads((seed / SOURCES).read_text()) == {"src/lib.rs": "blob-2"}
+
+
+def test_a_dated_seed_from_the_future_is_not_used(tmp_path: Path) -> None:
+    """An output dated after now (the clock went back since the save) would look newer
+    than a source the model changes now, and that change would never be built."""
+    seed = tmp_path / "seed"
+    (seed / "debug").mkdir(parents=True)
+    (seed / "debug" / "lib.rlib").write_text("built")
+    (seed / SOURCES).write_text(json.dumps({"src/lib.rs": "blob"}))
+    later = time.time() + 3600
+    os.utime(seed / "debug" / "lib.rlib", (later, later))
+    run = SeededCache(tmp_path / "run" / "t", seed, dated=True)
+    run.before_check(BASE, True)
+    assert not run.cache.exists() and run.sources == {}

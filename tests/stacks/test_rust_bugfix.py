@@ -25,6 +25,8 @@ import yaml
 from tests.stacks.rust_support import cargo_bin, cargo_env
 from tests.support.git_repos import git, git_repo
 
+from looprun.checks.seeded_cache import SOURCES, seed_home
+
 pytestmark = pytest.mark.e2e
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "rust_invoice"
@@ -369,3 +371,37 @@ def test_the_honest_fix_passes_the_held_out_variants(repo: Path):
     ), variants
     assert not _events(summary, "warning"), _events(summary, "warning")
     assert not list(repo.rglob("heldout_variants.rs"))
+
+
+def _rlib(target: Path) -> int:
+    """The date of the crate's library as a target directory holds it."""
+    (found,) = (target / "debug" / "deps").glob("libinvoice-*.rlib")
+    return found.stat().st_mtime_ns
+
+
+def test_a_run_starts_from_the_last_baseline_s_build_and_builds_what_changes(repo: Path):
+    """The target directory the repository's last baseline built is where the next run's
+    checks start: with nothing changed the crate is fresh (not built again), and what a
+    model changes is built (the wrong first fix comes back failing where it panics)."""
+    note = _write("NOTES.md", "notes\n", "Wrote a note.")
+    _bugfix(repo, note, "--max-iterations", "1")
+    cache_dir = {"LOOPRUN_CACHE_DIR": str(repo.parent / "looprun-cache")}
+    seed = seed_home(repo, cache_dir) / "rust" / "CARGO_TARGET_DIR"
+    sources = json.loads((seed / SOURCES).read_text())
+    assert sources["src/lib.rs"] == git("rev-parse", "HEAD:src/lib.rs", cwd=repo)
+    assert git("status", "--porcelain", cwd=repo) == ""  # the note was rolled back
+
+    quiet, _ = _bugfix(repo, note, "--max-iterations", "1")
+    checks = repo.parent / "looprun-cache" / "checks"
+    target = checks / Path(quiet["run_dir"]).name / "cache" / "cargo-target"
+    assert _rlib(target) == _rlib(seed)  # its baseline and its check found the crate fresh
+
+    summary, proc = _bugfix(repo, _turns())
+    assert (summary["outcome"], proc.returncode) == ("done", 0), proc.stderr[-3000:]
+    assert summary["iterations"] == 3
+    lib = (SAMPLE / "src/lib.rs").read_text().splitlines()
+    line = next(n for n, text in enumerate(lib, 1) if "total_cents(lines) / units" in text)
+    prompt = _prompt(summary, 3)
+    assert f"src/lib.rs:{line + 3}" in prompt and "attempt to divide by zero" in prompt
+    target = checks / Path(summary["run_dir"]).name / "cache" / "cargo-target"
+    assert _rlib(target) > _rlib(seed)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looprun.checks import stacks
-from looprun.checks.seeded_cache import SeededCache
+from looprun.checks.seeded_cache import SOURCE_DATE, SeededCache
 from looprun.checks.stacks.base import Stack
 from looprun.data.globs import matcher
 from looprun.data.value import valueclass
@@ -70,9 +70,13 @@ class CheckTree:
     wanted: tuple[tuple[str, str], dict[str, Entry]] | None = None
     at_base: tuple[str, dict[str, Entry]] | None = None  # the base's files, listed once
 
-    def sync(self, git: Git, base: str, target: str) -> None:
+    def sync(
+        self, git: Git, base: str, target: str, dated: Mapping[str, str] | None = None
+    ) -> None:
         """Make ``root`` hold ``target``'s files (a tree id: the working tree's snapshot)
-        with the pinned files of ``base``, and nothing else."""
+        with the pinned files of ``base``, and nothing else. A file first written here with
+        the path and blob ``dated`` names (what a seeded build was made from) is dated
+        ``SOURCE_DATE``, so the seed's outputs built from it count as fresh."""
         if self.wanted is None or self.wanted[0] != (base, target):
             # tree ids name their content: the same pair wants the same files, so the
             # next check on an unchanged diff lists no tree again
@@ -89,11 +93,14 @@ class CheckTree:
             _remove(self.root / path)
             self.written.pop(path, None)
         missing: list[tuple[str, Entry]] = []
+        old: set[str] = set()
         for path, entry in wanted.items():
             done = self.written.get(path)
+            if done is None and dated and dated.get(path) == entry.blob:
+                old.add(path)
             if done is None or done.entry != entry or not _unchanged(self.root / path, done):
                 missing.append((path, entry))
-        _write(git, self.root, missing, self.written)
+        _write(git, self.root, missing, self.written, old)
         _prune_empty_dirs(self.root, skip=set(self.stack.shared))
 
     def link_shared(self, workdir: Path) -> None:
@@ -160,9 +167,12 @@ def _ls_tree(git: Git, tree: str) -> dict[str, Entry]:
     return out
 
 
-def _write(git: Git, root: Path, entries: list[tuple[str, Entry]], written: dict) -> None:
+def _write(
+    git: Git, root: Path, entries: list[tuple[str, Entry]], written: dict, old: set[str]
+) -> None:
     """Write each entry's blob at its path (read in one ``cat-file --batch``), never
-    through a link: whatever is at the path or on the way to it is removed first."""
+    through a link: whatever is at the path or on the way to it is removed first. The
+    paths in ``old`` are dated ``SOURCE_DATE``."""
     if not entries:
         return
     blobs = _blobs(git, sorted({e.blob for _, e in entries}))
@@ -174,6 +184,8 @@ def _write(git: Git, root: Path, entries: list[tuple[str, Entry]], written: dict
         data = blobs[entry.blob]
         if entry.mode == "120000":
             os.symlink(os.fsdecode(data), dest)
+            if path in old:
+                os.utime(dest, (SOURCE_DATE, SOURCE_DATE), follow_symlinks=False)
             st = os.lstat(dest)
         else:
             mode = _FILE_MODES.get(entry.mode, 0o644)
@@ -182,7 +194,9 @@ def _write(git: Git, root: Path, entries: list[tuple[str, Entry]], written: dict
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                st = os.fstat(fd)
+                if path in old:
+                    os.utime(fd, (SOURCE_DATE, SOURCE_DATE))
+                st = os.fstat(fd)  # after the dating: it moves the ctime sync compares
             finally:
                 os.close(fd)
         written[path] = _Written(entry, st.st_ino, st.st_ctime_ns)
@@ -339,8 +353,13 @@ class CheckTrees:
         tree = self.trees.get(name)
         if tree is None:
             tree = self.trees[name] = CheckTree(self.home / "tree" / name, stack)
-        self.warm(stack, target)
-        tree.sync(git, since, target)
+        caches = self.warm(stack, target)
+        sources = {k: v for c in caches for k, v in c.sources.items()}
+        tree.sync(git, since, target, sources)
+        if tree.wanted is not None:
+            files = {path: entry.blob for path, entry in tree.wanted[1].items()}
+            for cache in caches:
+                cache.tree_written(files)
         tree.link_shared(workdir)
         changed = tree.shared_changes(workdir)
         tampered = (
@@ -351,20 +370,26 @@ class CheckTrees:
         )
         return tree.root, check_env(stack, self.home / "cache", tree.root), tampered
 
-    def warm(self, stack: Stack, target: str) -> None:
+    def warm(self, stack: Stack, target: str) -> list[SeededCache]:
         """Before one of ``stack``'s checks on the tree ``target``: its seeded caches
-        copied in or saved."""
+        copied in or saved; returns them."""
         if self.seed is None or not stack.seeded:
-            return
+            return []
         quiet = self.quiet_at == spawned()  # no command but a check since the last one
         caches = self.seeded.get(stack.name)
         if caches is None:
+            dated = stack.fresh_by == "dates"
             caches = self.seeded[stack.name] = [
-                SeededCache(self.home / "cache" / stack.caches[n], self.seed / stack.name / n)
+                SeededCache(
+                    self.home / "cache" / stack.caches[n],
+                    self.seed / stack.name / n,
+                    dated=dated,
+                )
                 for n in stack.seeded
             ]
         for cache in caches:
             cache.before_check(target, quiet)
+        return caches
 
     def end_baseline(self, name: str) -> None:
         """Before a check of stack ``name`` that must not build into the seed (one that

@@ -24,12 +24,23 @@ run's own): the entries copied in are dated two hours back, go dates each entry 
 that is older than an hour anew, and the save leaves out the ones still dated back. The
 saved entries the old seed already held with the same size are hard links to it (no
 command writes a seed: the sandbox keeps it read-only), the rest are copied.
+
+A cache whose tool judges freshness by dates (cargo: an output newer than every source it
+was built from is fresh, and its fingerprints name paths relative to the package and the
+target directory, so a copy elsewhere stays valid) is seeded ``dated``: copied both ways
+with its files' dates, kept whole, and saved with the files its baseline was built from
+(path and blob, ``SOURCES``). A run's check tree gives each file it first writes with the
+same path and blob as one of those a fixed date far back (``SOURCE_DATE``), so the seed's
+outputs are fresh for exactly the files whose content they were built from; every other
+file is written now, newer than any output, and what depends on it is built again. Its
+saved files the old seed held with the same size and date are hard links to it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -47,6 +58,11 @@ Fingerprint = dict[str, tuple[int, int, int]]
 # date is an hour old (its cache's mtime interval), so the save tells the used ones apart
 _AGED_S = 2 * 3600
 _USED_S = 3600
+# a dated seed's record of the files its outputs were built from: {path: blob}
+SOURCES = ".looprun-sources.json"
+# the date a check tree gives a file the seed was built from (2000-01-01, UTC): older
+# than any output a build ever wrote
+SOURCE_DATE = 946684800
 
 
 def seed_home(workdir: Path, env: Mapping[str, str] | None = None) -> Path:
@@ -66,9 +82,13 @@ def _names(directory: Path) -> set[str]:
     return out
 
 
-def _copy_in(seed: Path, cache: Path) -> None:
-    """Copy the seed's regular files to ``cache`` (made new), each dated ``_AGED_S`` back."""
-    aged = time.time() - _AGED_S
+def _copy_in(seed: Path, cache: Path, dated: bool) -> None:
+    """Copy the seed's regular files to ``cache`` (made new): each dated ``_AGED_S`` back,
+    or, ``dated``, with its own date (and without the record of sources). A dated file
+    from the future (the clock went back since) fails the copy: a source written now would
+    look older than it, and its change would never be built."""
+    now = time.time()
+    aged = now - _AGED_S
     cache.parent.mkdir(parents=True, exist_ok=True)
     for here, dirs, files in os.walk(seed):
         rel = os.path.relpath(here, seed)
@@ -76,9 +96,38 @@ def _copy_in(seed: Path, cache: Path) -> None:
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
         for name in files:
             src, dst = os.path.join(here, name), os.path.join(cache, rel, name)
-            if os.path.isfile(src) and not os.path.islink(src):
+            if not os.path.isfile(src) or os.path.islink(src):
+                continue
+            if dated:
+                if rel != "." or name != SOURCES:
+                    shutil.copy2(src, dst)
+                    if os.stat(dst).st_mtime > now:
+                        raise OSError(f"{src} is dated in the future")
+            else:
                 shutil.copyfile(src, dst)
                 os.utime(dst, (aged, aged))
+
+
+def _sources(seed: Path) -> dict[str, str]:
+    """A dated seed's record of the files it was built from (empty when unreadable)."""
+    try:
+        data = json.loads((seed / SOURCES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _dates(directory: Path, names: list[str]) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of each of ``names`` below ``directory`` that is a regular file."""
+    out = {}
+    for rel in names:
+        with contextlib.suppress(OSError):
+            st = os.lstat(directory / rel)
+            if stat.S_ISREG(st.st_mode):
+                out[rel] = (st.st_size, st.st_mtime_ns)
+    return out
 
 
 def _fingerprint(directory: Path) -> Fingerprint:
@@ -96,9 +145,13 @@ def _fingerprint(directory: Path) -> Fingerprint:
 class SeededCache:
     """One stack cache directory of a run and the seed it starts from."""
 
-    def __init__(self, cache: Path, seed: Path) -> None:
+    def __init__(self, cache: Path, seed: Path, *, dated: bool = False) -> None:
         self.cache = cache
         self.seed = seed
+        self.dated = dated  # its tool judges freshness by dates (see the module's doc)
+        # dated: the files the copied-in seed was built from, path -> blob
+        self.sources: dict[str, str] = {}
+        self.built_from: dict[str, str] | None = None  # dated: what the baseline built from
         self.fresh = not cache.exists()  # made by this run, not found from an earlier process
         self.checks = 0
         self.tree: str | None = None  # what the first check ran on
@@ -117,12 +170,22 @@ class SeededCache:
             self.tree = tree
             if self.seed.is_dir() and not self.cache.exists():
                 try:
-                    _copy_in(self.seed, self.cache)
-                    self.copied_at = time.time() - _AGED_S
+                    _copy_in(self.seed, self.cache, self.dated)
+                    if self.dated:
+                        self.sources = _sources(self.seed)
+                    else:
+                        self.copied_at = time.time() - _AGED_S
                 except OSError:
                     shutil.rmtree(self.cache, ignore_errors=True)  # starts cold
+                    self.sources = {}
         elif tree != self.tree or not quiet:
             self.end_baseline()
+
+    def tree_written(self, files: Mapping[str, str]) -> None:
+        """The check tree's files (path -> blob) as the first check runs on them: what a
+        dated seed saved from this baseline was built from."""
+        if self.dated and self.checks == 1 and self.built_from is None:
+            self.built_from = dict(files)
 
     def end_baseline(self) -> None:
         """No later check is the baseline's: the seed is saved now if ever (before a check
@@ -135,6 +198,20 @@ class SeededCache:
         """Called once a check ended: a baseline check's cache is fingerprinted."""
         if self.baseline and self.cache.is_dir():
             self.built = _fingerprint(self.cache)
+
+    def _holds(self, kept: list[str]) -> bool:
+        """Whether the seed already holds what a save would write: the same files (and,
+        dated, with the same sizes and dates, built from the same files)."""
+        if not self.seed.is_dir():
+            return False
+        if not self.dated:
+            return set(kept) == _names(self.seed)
+        names = _names(self.seed) - {SOURCES}
+        return (
+            set(kept) == names
+            and _dates(self.seed, kept) == _dates(self.cache, kept)
+            and _sources(self.seed) == (self.built_from or {})
+        )
 
     def _kept(self) -> list[str]:
         """The cache's files the baseline used or built (all of them when nothing was
@@ -165,16 +242,26 @@ class SeededCache:
             if _fingerprint(self.cache) != built:
                 return  # something wrote in it after the baseline: not the base's build
             kept = self._kept()
-            if self.seed.is_dir() and set(kept) == _names(self.seed):
+            if self._holds(kept):
                 return
+            old_dates = _dates(self.seed, kept) if self.dated else {}
+            new_dates = _dates(self.cache, kept) if self.dated else {}
             for rel in kept:
                 dst, src = tmp / rel, self.cache / rel
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 before = self.seed / rel
-                if before.is_file() and before.stat().st_size == src.stat().st_size:
+                if self.dated:
+                    if rel in old_dates and old_dates[rel] == new_dates.get(rel):
+                        os.link(before, dst)
+                    else:
+                        shutil.copy2(src, dst)
+                elif before.is_file() and before.stat().st_size == src.stat().st_size:
                     os.link(before, dst)
                 else:
                     shutil.copyfile(src, dst)
+            if self.dated:
+                record = json.dumps(self.built_from or {}, sort_keys=True)
+                (tmp / SOURCES).write_text(record, encoding="utf-8")
             if _fingerprint(self.cache) != built:
                 return  # changed while it was copied
             with contextlib.suppress(FileNotFoundError):

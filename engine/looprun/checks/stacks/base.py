@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Literal
 
 from looprun.data.value import valueclass
 
@@ -76,9 +77,14 @@ class Stack:
     # environment variable -> a directory under the run's cache its tools write there
     # (GOCACHE -> "go-build"), so caches work inside the sandbox and stay out of the tree
     caches: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # the caches among them whose entries are keyed by their inputs (Go's build cache), so
-    # a run's may start as a copy of one only the base's build wrote (checks/seeded_cache)
+    # the caches among them a run's may start as a copy of, one only the base's build wrote
+    # (checks/seeded_cache): Go's build cache, cargo's target directory
     seeded: tuple[str, ...] = ()
+    # how the stack's tools tell a cached build is fresh: "content" (entries keyed by all
+    # their inputs, as Go's are) or "dates" (a build newer than its sources is fresh, as
+    # cargo's is: the seed keeps its dates, and the check tree dates the files the seed was
+    # built from back, so only what differs from them is built again)
+    fresh_by: Literal["content", "dates"] = "content"
     # environment variables every check of this stack runs with (GOFLAGS=-mod=readonly)
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # inputs of the pack read from the repository at the run's base (which test runner the

@@ -6,7 +6,10 @@ configuration (``.cargo/config.toml`` can set rustflags, runners and aliases), t
 file (rustup picks the compiler from it) and build scripts (``build.rs`` runs at build time
 and can set ``cfg`` flags and environment variables the tests compile with). The build
 output (``target/``) is never trusted: the checks build into a run-private
-``CARGO_TARGET_DIR`` outside the tree, kept between checks so rebuilds are incremental.
+``CARGO_TARGET_DIR`` outside the tree, kept between checks so rebuilds are incremental,
+and started as a copy of the one the repository's last baseline built (cargo judges
+freshness by dates: see checks/seeded_cache.py), so a run does not build the dependencies
+and the unchanged crates cold.
 ``CARGO_HOME`` stays the user's and is read-only in the sandbox: with ``--offline`` and
 the registry already unpacked, cargo only reads it.
 """
@@ -36,6 +39,8 @@ STACK = Stack(
     ),
     untrusted=("target/",),
     caches=MappingProxyType({"CARGO_TARGET_DIR": "cargo-target"}),
+    seeded=("CARGO_TARGET_DIR",),
+    fresh_by="dates",
     env=MappingProxyType(
         {
             "CARGO_NET_OFFLINE": "true",
