@@ -202,3 +202,28 @@ def test_a_dated_seed_from_the_future_is_not_used(tmp_path: Path) -> None:
     run = SeededCache(tmp_path / "run" / "t", seed, dated=True)
     run.before_check(BASE, True)
     assert not run.cache.exists() and run.sources == {}
+
+
+def test_a_build_cannot_write_a_dated_seed_s_record(tmp_path: Path) -> None:
+    """A file the baseline's build writes where the seed keeps its record of sources is
+    left out: the record says what the engine wrote the check tree from, nothing else."""
+    seed = tmp_path / "seed"
+    one = SeededCache(tmp_path / "r1" / "t", seed, dated=True)
+    one.before_check(BASE, True)
+    one.tree_written({"src/lib.rs": "blob-1"})
+    _check(one, {"debug/lib.rlib": "built"})
+    _check(one, {}, CHANGED)
+    recorded = (seed / SOURCES).stat().st_ino
+
+    two = SeededCache(tmp_path / "r2" / "t", seed, dated=True)
+    two.before_check(BASE, True)
+    two.tree_written({"src/lib.rs": "blob-2"})
+    # the record's size and date copied: it would pass for a file the seed already holds
+    old = (seed / SOURCES).stat()
+    planted = json.dumps({"src/lib.rs": "blob-from-the-build"})[: old.st_size]
+    _check(two, {SOURCES: planted.ljust(old.st_size), "debug/lib.rlib": "BUILT"})
+    os.utime(two.cache / SOURCES, ns=(old.st_atime_ns, old.st_mtime_ns))
+    two.after_check()
+    _check(two, {}, CHANGED)
+    assert json.loads((seed / SOURCES).read_text()) == {"src/lib.rs": "blob-2"}
+    assert (seed / SOURCES).stat().st_ino != recorded

@@ -215,14 +215,15 @@ class SeededCache:
 
     def _kept(self) -> list[str]:
         """The cache's files the baseline used or built (all of them when nothing was
-        copied in); a file outside go's entry directories (trim.txt, README) always."""
+        copied in); a file outside go's entry directories (trim.txt, README) always. Never
+        a file where a dated seed keeps its record: that record is the engine's alone."""
         out = []
         for here, _dirs, files in os.walk(self.cache):
             rel = os.path.relpath(here, self.cache)
             for name in files:
                 path = os.path.join(here, name)
                 st = os.lstat(path)
-                if not stat.S_ISREG(st.st_mode):
+                if not stat.S_ISREG(st.st_mode) or (self.dated and rel == "." and name == SOURCES):
                     continue
                 used = self.copied_at is None or st.st_mtime > self.copied_at + _USED_S
                 if used or rel == ".":
