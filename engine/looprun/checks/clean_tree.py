@@ -22,6 +22,7 @@ import contextlib
 import os
 import shutil
 import stat
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -354,11 +355,11 @@ class CheckTrees:
         if tree is None:
             tree = self.trees[name] = CheckTree(self.home / "tree" / name, stack)
         caches = self.warm(stack, target)
-        sources = {k: v for c in caches for k, v in c.sources.items()}
-        tree.sync(git, since, target, sources)
-        if tree.wanted is not None:
+        tree.sync(git, since, target, ChainMap(*(c.sources for c in caches)))
+        owed = [c for c in caches if c.wants_tree]
+        if owed and tree.wanted is not None:
             files = {path: entry.blob for path, entry in tree.wanted[1].items()}
-            for cache in caches:
+            for cache in owed:
                 cache.tree_written(files)
         tree.link_shared(workdir)
         changed = tree.shared_changes(workdir)

@@ -53,6 +53,8 @@ from looprun.system.cache_home import cache_home
 
 # relative path -> (inode, ctime, size) of every entry below a cache directory
 Fingerprint = dict[str, tuple[int, int, int]]
+# relative path -> (size, mtime) of the regular files a dated seed compares
+Dates = dict[str, tuple[int, int]]
 
 # how far back the entries copied in are dated: go marks an entry it reads anew once its
 # date is an hour old (its cache's mtime interval), so the save tells the used ones apart
@@ -119,7 +121,7 @@ def _sources(seed: Path) -> dict[str, str]:
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def _dates(directory: Path, names: list[str]) -> dict[str, tuple[int, int]]:
+def _dates(directory: Path, names: list[str]) -> Dates:
     """(size, mtime) of each of ``names`` below ``directory`` that is a regular file."""
     out = {}
     for rel in names:
@@ -181,10 +183,15 @@ class SeededCache:
         elif tree != self.tree or not quiet:
             self.end_baseline()
 
+    @property
+    def wants_tree(self) -> bool:
+        """Whether ``tree_written`` is owed: a dated cache's first check is about to run."""
+        return self.dated and self.checks == 1 and self.built_from is None
+
     def tree_written(self, files: Mapping[str, str]) -> None:
         """The check tree's files (path -> blob) as the first check runs on them: what a
         dated seed saved from this baseline was built from."""
-        if self.dated and self.checks == 1 and self.built_from is None:
+        if self.wants_tree:
             self.built_from = dict(files)
 
     def end_baseline(self) -> None:
@@ -199,17 +206,17 @@ class SeededCache:
         if self.baseline and self.cache.is_dir():
             self.built = _fingerprint(self.cache)
 
-    def _holds(self, kept: list[str]) -> bool:
+    def _holds(self, kept: list[str], old: Dates, new: Dates) -> bool:
         """Whether the seed already holds what a save would write: the same files (and,
-        dated, with the same sizes and dates, built from the same files)."""
+        dated, with the same sizes and dates ``old`` and ``new``, built from the same
+        files)."""
         if not self.seed.is_dir():
             return False
         if not self.dated:
             return set(kept) == _names(self.seed)
-        names = _names(self.seed) - {SOURCES}
         return (
-            set(kept) == names
-            and _dates(self.seed, kept) == _dates(self.cache, kept)
+            set(kept) == _names(self.seed) - {SOURCES}
+            and old == new
             and _sources(self.seed) == (self.built_from or {})
         )
 
@@ -243,10 +250,10 @@ class SeededCache:
             if _fingerprint(self.cache) != built:
                 return  # something wrote in it after the baseline: not the base's build
             kept = self._kept()
-            if self._holds(kept):
-                return
             old_dates = _dates(self.seed, kept) if self.dated else {}
             new_dates = _dates(self.cache, kept) if self.dated else {}
+            if self._holds(kept, old_dates, new_dates):
+                return
             for rel in kept:
                 dst, src = tmp / rel, self.cache / rel
                 dst.parent.mkdir(parents=True, exist_ok=True)
