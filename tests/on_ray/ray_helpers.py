@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 import yaml
+from cluster_helpers import run_dir_of
 from tests.remote.remote_helpers import STEPS, step_turns
 from tests.support.git_repos import git_repo
 
@@ -112,7 +113,7 @@ def until(ok: Callable[[], bool], lines: list[str], timeout: float) -> None:
 def wait_pushed(work: Path, task: str, steps: int, lines: list[str], timeout: float = 120) -> None:
     """Wait until sub-loop ``task`` of the one run in ``work`` has pushed ``steps`` steps
     (its progress line for a step comes before the step's push)."""
-    run_id = next((work / ".looprun" / "runs").iterdir()).name
+    run_id = run_dir_of(work).name
     until(lambda: pushed_steps(work, run_id, task) >= steps, lines, timeout)
 
 
@@ -133,7 +134,6 @@ def wait_for(proc: subprocess.Popen, pattern: str, lines: list[str], timeout: fl
 
 HOLD = """\
 import sys, time
-from collections.abc import Collection
 from pathlib import Path
 
 here, holds = Path(sys.argv[1]), int(sys.argv[2])

@@ -123,11 +123,10 @@ def test_a_killed_worker_is_resumed_from_its_last_pushed_step(
         stdout=subprocess.PIPE,
     )
     lines: list[str] = []
-    worker = wait_for(proc, r"\[one\] worker \w+ on \S+ pid \d+", lines, 300)
     wait_for(proc, r"\[one\] #1 ", lines, 300)
     script.write_text(yaml.safe_dump({"tasks": {"one": step_turns()}}))  # the next one is quick
     wait_pushed(work, "one", 1, lines)
-    killed = int(worker.group(0).rsplit("pid", 1)[1])
+    killed = worker_pid(lines)
     os.kill(killed, signal.SIGKILL)
     wait_for(proc, r"\[one\] worker lost .*resuming from its last pushed step", lines, 120)
     out, err = proc.communicate(timeout=300)
