@@ -405,3 +405,35 @@ def test_a_run_starts_from_the_last_baseline_s_build_and_builds_what_changes(rep
     assert f"src/lib.rs:{line + 3}" in prompt and "attempt to divide by zero" in prompt
     target = checks / Path(summary["run_dir"]).name / "cache" / "cargo-target"
     assert _rlib(target) > _rlib(seed)
+
+
+def test_a_model_s_test_cannot_write_the_seed_the_next_run_starts_from(repo: Path):
+    """The seed is the next run's build: a test the model writes that plants a library in
+    it, or rewrites its record of sources, fails in the sandbox (the seed is outside
+    every directory a command may write). Without a sandbox it succeeds: the control."""
+    note = _write("NOTES.md", "notes\n", "Wrote a note.")
+    _bugfix(repo, note, "--max-iterations", "1")
+    cache_dir = {"LOOPRUN_CACHE_DIR": str(repo.parent / "looprun-cache")}
+    seed = seed_home(repo, cache_dir) / "rust" / "CARGO_TARGET_DIR"
+    record = (seed / SOURCES).read_text()
+    planter = (
+        "#[test]\nfn plants_into_the_seed() {\n"
+        f'    let _ = std::fs::write({json.dumps(str(seed / "debug" / "planted"))}, "x");\n'
+        f'    let _ = std::fs::write({json.dumps(str(seed / SOURCES))}, "{{}}");\n'
+        "}\n"
+    )
+    plant = _write("tests/plant.rs", planter, "Added a test.")
+
+    summary, _ = _bugfix(repo, plant, "--max-iterations", "1")
+    (started,) = _events(summary, "run_started")
+    if started["sandbox"]["backend"] is None:
+        pytest.skip("no OS sandbox on this machine")
+    ran = json.loads((Path(summary["run_dir"]) / "observe" / "1.json").read_text())
+    assert "tests/plant.rs::plants_into_the_seed" in ran["observers"]["tests"]["passing"]
+    assert not (seed / "debug" / "planted").exists()
+    assert (seed / SOURCES).read_text() == record
+
+    git("checkout", "--", ".", cwd=repo)
+    git("clean", "-fdq", "-e", ".looprun", cwd=repo)
+    _bugfix(repo, plant, "--max-iterations", "1", "--sandbox", "off")
+    assert (seed / "debug" / "planted").exists()  # the planting test does what it says
