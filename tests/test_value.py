@@ -157,3 +157,64 @@ def test_hash_flags_are_read_as_dataclasses_read_them() -> None:
         assert hash(new(*args)) == hash(old(*args))
     assert new(1, 1) == new(1, 2) and hash(new(1, 1)) != hash(new(1, 2))
     assert new(1, note="x") != new(1, note="y")
+
+
+def test_init_takes_and_fills_arguments_as_the_generated_one() -> None:
+    """The ``__init__`` compiled at the first call: positional and keyword arguments,
+    defaults, factories (a new value per instance), keyword-only and ``init=False``
+    fields, ``__post_init__``; the same errors for a wrong call."""
+    ann = {"a": "int", "b": "list[int]", "c": "int", "d": "str", "e": "dict[str, int]"}
+    body = {
+        "b": field(default_factory=list),
+        "c": field(default=3, kw_only=True),
+        "d": field(default="fixed", init=False),
+        "e": field(default_factory=dict, init=False),
+        "__post_init__": lambda self: self.e.update(seen=self.a),
+    }
+    old, new = _pair(body, ann)
+    for args, kwargs in [((1,), {}), ((1, [2]), {"c": 4}), ((), {"a": 5, "b": [6], "c": 7})]:
+        o, n = old(*args, **kwargs), new(*args, **kwargs)
+        assert dataclasses.asdict(n) == dataclasses.asdict(o), (args, kwargs)
+    assert new(1).b is not new(1).b and new(1).e is not new(1).e
+    for args, kwargs in [((), {}), ((1, [], 3), {}), ((1,), {"d": "x"}), ((1,), {"z": 0})]:
+        with pytest.raises(TypeError):
+            old(*args, **kwargs)
+        with pytest.raises(TypeError):
+            new(*args, **kwargs)
+    assert new.__init__.__qualname__ == "Shape.__init__"
+
+
+def test_a_field_without_default_after_one_with_is_refused_at_the_definition() -> None:
+    body, ann = {"a": 1}, {"a": "int", "b": "int"}
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default"):
+        valueclass(type("Bad", (), {**body, "__annotations__": ann}))
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default"):
+        dataclass(frozen=True)(type("Bad", (), {**body, "__annotations__": ann}))
+
+
+def test_an_undecorated_subclass_may_set_its_own_attributes_but_no_field() -> None:
+    """As with a frozen dataclass: only the decorated class itself is closed."""
+
+    @valueclass
+    class Base:
+        a: int
+
+    class Open(Base):
+        pass
+
+    obj = Open(1)
+    obj.extra = 2  # type: ignore[attr-defined]
+    assert obj.extra == 2  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        obj.a = 3  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Base(1).extra = 2  # type: ignore[attr-defined]
+
+
+def test_its_own_setattr_is_refused_as_dataclasses_refuses_it() -> None:
+    def setattr_(self: Any, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    for deco in (dataclass(frozen=True), valueclass):
+        with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__"):
+            deco(type("Own", (), {"__annotations__": {"a": "int"}, "__setattr__": setattr_}))

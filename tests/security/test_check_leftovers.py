@@ -11,6 +11,7 @@ without a sandbox and under Landlock.
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 import threading
@@ -26,12 +27,15 @@ from looprun.sandbox.landlock import Landlock
 from looprun.system.proc import ProcResult, kill_groups, run_process
 
 LANDLOCK_PROBLEM = Landlock().problem()
+BWRAP_PROBLEM = Bubblewrap().problem()
+KINDS = ["off", "landlock", "bwrap"]
 
 # a double-forked daemon in a session of its own, its output detached, that writes its
 # marker once the command is gone (it could as well rewrite the command's report)
 DAEMON = """\
 import os, sys, time
 marker, ready, hang = sys.argv[1], sys.argv[2], float(sys.argv[3])
+open(ready + ".ns", "w").write(os.readlink("/proc/self/ns/pid"))
 if os.fork() == 0:
     os.setsid()
     os.fork() and os._exit(0)
@@ -71,13 +75,23 @@ time.sleep(0.3)
 def _sandbox(kind: str, work: Path):  # type: ignore[no-untyped-def]
     if kind == "off":
         return None
+    if kind == "bwrap":
+        if BWRAP_PROBLEM is not None:
+            pytest.skip(f"no usable bubblewrap here: {BWRAP_PROBLEM}")
+        return Bubblewrap().confine(Confinement(writable=(work,)))
     if LANDLOCK_PROBLEM is not None:
         pytest.skip(f"no usable Landlock here: {LANDLOCK_PROBLEM}")
     return Landlock().confine(Confinement(writable=(work,)))
 
 
 def _gone(work: Path) -> bool:
-    """Whether the daemon (its pid in ``ready``) has ended, not just been orphaned."""
+    """Whether the daemon (its pid in ``ready``) has ended, not just been orphaned; in a
+    PID namespace of its own (bubblewrap), whether nothing at all is left in it, the
+    namespace's init included (the pid the daemon knows is the namespace's own)."""
+    said = work / "ready.ns"
+    namespace = said.read_text() if said.exists() else os.readlink("/proc/self/ns/pid")
+    if namespace != os.readlink("/proc/self/ns/pid"):
+        return not _in_namespace(namespace)
     pid = int((work / "ready").read_text())
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -86,12 +100,29 @@ def _gone(work: Path) -> bool:
     return stat.rpartition(")")[2].split()[0] in ("Z", "X")
 
 
+def _in_namespace(namespace: str) -> list[int]:
+    """The live processes in a PID namespace, seen from this one."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != namespace:
+                continue
+            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
 def _daemon_command(work: Path, hang: float) -> str:
     (work / "daemon.py").write_text(DAEMON)
     return f"{sys.executable} daemon.py {work / 'marker'} {work / 'ready'} {hang}"
 
 
-@pytest.mark.parametrize("kind", ["off", "landlock"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_daemon_left_at_exit_dies_before_the_engine_reads(tmp_path: Path, kind: str) -> None:
     result = run_process(
         _daemon_command(tmp_path, 0.0),
@@ -102,12 +133,12 @@ def test_a_daemon_left_at_exit_dies_before_the_engine_reads(tmp_path: Path, kind
     )
     assert result.exit_code == 0, result.output
     assert _gone(tmp_path) and result.supervised
-    if kind == "off":  # once, that it never wrote: its marker is due 1 s after it started
+    if kind != "landlock":  # that it never wrote: its marker is due 1 s after it started
         time.sleep(1.2)
         assert not (tmp_path / "marker").exists()
 
 
-@pytest.mark.parametrize("kind", ["off", "landlock"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_daemon_left_at_a_timeout_dies_too(tmp_path: Path, kind: str) -> None:
     result = run_process(
         _daemon_command(tmp_path, 30.0),
@@ -164,7 +195,7 @@ print("waited")
 """
 
 
-@pytest.mark.parametrize("kind", ["off", "landlock"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_command_that_waits_for_its_children_is_not_flagged(tmp_path: Path, kind: str) -> None:
     (tmp_path / "honest.py").write_text(HONEST)
     result = run_process(
@@ -190,6 +221,15 @@ def test_exit_statuses_pass_through_the_reaper(tmp_path: Path, command: str, cod
     assert result.supervised
 
 
+@pytest.mark.parametrize(("command", "code"), [("exit 3", 3), ("kill -TERM $$", 143)])
+def test_exit_statuses_pass_through_a_namespace(tmp_path: Path, command: str, code: int) -> None:
+    """Bubblewrap reports a command killed by a signal as 128 + the signal, as before."""
+    result = run_process(
+        command, cwd=tmp_path, timeout_s=30, shell=True, sandbox=_sandbox("bwrap", tmp_path)
+    )
+    assert (result.exit_code, result.supervised, result.leftovers) == (code, True, 0)
+
+
 def test_a_missing_program_still_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         run_process(["no-such-program-here"], cwd=tmp_path, timeout_s=30)
@@ -208,13 +248,16 @@ def test_output_and_input_are_as_before(tmp_path: Path) -> None:
     assert "out" in result.output and "err" in result.output and "''" in result.output
 
 
-def test_stopping_a_threads_commands_ends_their_daemons_too(tmp_path: Path) -> None:
-    """An interrupted sub-loop stops its commands through their reapers, so what they
-    started in sessions of their own dies with them."""
+@pytest.mark.parametrize("kind", ["off", "bwrap"])
+def test_stopping_a_threads_commands_ends_their_daemons_too(tmp_path: Path, kind: str) -> None:
+    """An interrupted sub-loop stops its commands through their reapers (or their
+    namespaces), so what they started in sessions of their own dies with them."""
     results: list[ProcResult] = []
-    command = _daemon_command(tmp_path, 30.0)
+    command, sandbox = _daemon_command(tmp_path, 30.0), _sandbox(kind, tmp_path)
     worker = threading.Thread(
-        target=lambda: results.append(run_process(command, cwd=tmp_path, timeout_s=60, shell=True))
+        target=lambda: results.append(
+            run_process(command, cwd=tmp_path, timeout_s=60, shell=True, sandbox=sandbox)
+        )
     )
     worker.start()
     deadline = time.monotonic() + 20

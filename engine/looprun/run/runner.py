@@ -36,7 +36,7 @@ from looprun.run.stack_setup import with_stack_settings
 from looprun.run.timing import RunTimer
 from looprun.run.until import check_options, save_new, template_ref
 from looprun.run.workdir import workdir_of
-from looprun.sandbox import pick
+from looprun.sandbox import pick, probe_ahead
 from looprun.template import slots
 from looprun.template.deps import recording
 from looprun.template.loader import load_template
@@ -175,6 +175,7 @@ def run_from_cli(
     makes the executors ``--executor ray`` names (the CLI passes Ray's); ``cache``
     remembers templates that loaded cleanly (see :func:`load`)."""
     timer = RunTimer()  # first: what came before is the start-up
+    probe_ahead(options.get("sandbox"))  # while the template loads
     options = {**options, "intent": read_intent(options.get("intent"), options.get("intent_file"))}
     workdir = workdir_of(options.get("workdir") or ".")
     if options.get("commit"):  # refuse before spending a token, not after the work

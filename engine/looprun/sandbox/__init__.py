@@ -33,6 +33,7 @@ __all__ = [
     "Wrapped",
     "backends",
     "pick",
+    "probe_ahead",
     "sandbox_for",
 ]
 
@@ -48,6 +49,17 @@ def backends(names: str | None = None) -> list[Backend]:
         names = os.environ.get("LOOPRUN_SANDBOX_BACKENDS", "bwrap,landlock")
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     return [known[n] for n in wanted if n in known]
+
+
+def probe_ahead(mode: str | None) -> None:
+    """Start finding out, on a thread of its own, whether the first backend works here
+    (a probe run inside it), so the run's setup does not wait for that when it picks one
+    (``pick`` waits for the probe under way). Nothing is started for ``off``."""
+    if mode == "off":
+        return
+    first = backends()[:1]
+    if first:
+        threading.Thread(target=first[0].problem, name="sandbox-probe", daemon=True).start()
 
 
 def _say_once(message: str, warn: Callable[[str], None]) -> None:

@@ -7,15 +7,19 @@ outside this package knows how a backend does it.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from looprun.data.value import valueclass
 from looprun.errors import EXIT_INVALID, LooprunError
+
+T = TypeVar("T")
 
 Mode = Literal["auto", "required", "off"]
 MODES: tuple[str, ...] = ("auto", "required", "off")
@@ -72,6 +76,11 @@ class Wrapped:
     # the backend ends all the command started once it exits (a PID namespace): what is
     # still there a moment after is the backend's own, ending, and not the command's
     contains_tree: bool = False
+    # an option of the backend's program, given first, that makes it write the init of
+    # the command's PID namespace, as JSON ``{"child-pid": N}``, to a descriptor, which
+    # it closes before the command starts (bubblewrap's ``--info-fd``): the command is
+    # then followed through that init (``system/pidns.py``), with no reaper of its own
+    init_flag: str | None = None
 
 
 class Sandbox(Protocol):
@@ -104,3 +113,18 @@ def private_tmp(env: Mapping[str, str]) -> tuple[Path, dict[str, str], Callable[
     for name in ("TMPDIR", "TMP", "TEMP"):
         new_env[name] = str(path)
     return path, new_env, lambda: shutil.rmtree(path, ignore_errors=True)
+
+
+def probe_once(probe: Callable[..., T]) -> Callable[..., T]:
+    """``functools.cache`` for a backend's probe: run once per process (and argument),
+    a caller that comes while it runs (``probe_ahead``'s thread started it) waiting for
+    its answer instead of probing again."""
+    cached = functools.cache(probe)
+    lock = threading.Lock()
+
+    @functools.wraps(probe)
+    def answer(*args: Any) -> T:
+        with lock:
+            return cached(*args)
+
+    return answer

@@ -13,7 +13,6 @@ kills whatever is left in it, whether it called ``setsid`` or not; if the engine
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from looprun.data.value import valueclass
-from looprun.sandbox.base import Confinement, Wrapped, private_tmp
+from looprun.sandbox.base import Confinement, Wrapped, private_tmp, probe_once
 
 _NAMESPACES = (
     "--unshare-pid",
@@ -107,7 +106,7 @@ class BwrapSandbox:
             forward = [sys.executable, "-I", "-S", str(_FORWARD), str(way.socket), str(way.port)]
             argv = [*forward, "--", *argv]
         args += [*_NAMESPACES, "--chdir", str(cwd), "--", *argv]
-        return Wrapped(args, new_env, cleanup, contains_tree=True)
+        return Wrapped(args, new_env, cleanup, contains_tree=True, init_flag="--info-fd")
 
 
 class Bubblewrap:
@@ -133,7 +132,7 @@ class Bubblewrap:
         return BwrapSandbox(self.program, confinement, found)
 
 
-@functools.cache
+@probe_once
 def _probe(program: str | None) -> tuple[str, ...] | str:
     """The extra flags that make bwrap work on this host, or why it does not (cached:
     one probe per process). A root user in a container without the right to mount may

@@ -12,7 +12,6 @@ the domain too, collects what this one could not.
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from looprun.data.value import valueclass
-from looprun.sandbox.base import Confinement, Wrapped, private_tmp
+from looprun.sandbox.base import Confinement, Wrapped, private_tmp, probe_once
 
 _EXEC = Path(__file__).with_name("landlock_exec.py")
 _DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
@@ -66,7 +65,7 @@ class Landlock:
         return LandlockSandbox(confinement)
 
 
-@functools.cache
+@probe_once
 def _probe() -> str | None:
     """Why Landlock cannot be used here, or None (one probe per process)."""
     if not sys.platform.startswith("linux"):

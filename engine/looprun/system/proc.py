@@ -1,5 +1,6 @@
-"""Run a subprocess safely: own process group, under a subreaper that kills whatever it
-leaves running (see ``reaper_exec.py``) before the caller reads anything it wrote, a
+"""Run a subprocess safely: own process group, whatever it leaves running ended before the
+caller reads anything it wrote (by its sandbox's PID namespace, followed through the
+namespace's init, see ``pidns.py``; else by a subreaper, see ``reaper_exec.py``), a
 timeout that stops it all, an environment scrubbed of secrets, and output capped to its
 head and tail in bounded memory (a command printing 200 MB costs the engine no more than
 the cap).
@@ -26,6 +27,7 @@ from typing import Protocol
 
 # credentials (by name or value): never passed to children, their values redacted everywhere
 from looprun.data.value import valueclass
+from looprun.system import pidns
 from looprun.system.redact import (
     is_secret,
     secret_values,  # noqa: F401 - re-exported for the callers here
@@ -70,6 +72,10 @@ class WrappedCommand(Protocol):
     def env(self) -> dict[str, str]: ...
     @property
     def cleanup(self) -> Callable[[], None]: ...
+    @property
+    def contains_tree(self) -> bool: ...
+    @property
+    def init_flag(self) -> str | None: ...
 
 
 class Confiner(Protocol):
@@ -204,43 +210,125 @@ def run_process(
         ["/bin/sh", "-c", args] if shell else [args] if isinstance(args, str) else args
     )
     child_env = dict(scrubbed_env() if env is None else env)
-    cleanup: Callable[[], None] = _nothing
     _check_program(argv[0], Path(cwd), child_env)
-    settle: list[str] = []
+    out = _Output(start, limit, max_output_bytes, on_output)
     if sandbox is not None:
         wrapped = sandbox.wrap(argv, cwd=Path(cwd), env=child_env)
-        argv, child_env, cleanup = wrapped.argv, wrapped.env, wrapped.cleanup
-        # the backend's own processes may still be ending as the command exits: not
-        # leftovers of the command, which the backend has already ended
-        settle = ["--settle"] if wrapped.contains_tree else []
+        flag = wrapped.init_flag if pidns.USABLE else None
+        try:
+            if flag is not None:
+                return _in_namespace(flag, wrapped.argv, cwd, wrapped.env, pass_fds, out)
+            # the backend's own processes may still be ending as the command exits: not
+            # leftovers of the command, which the backend has already ended
+            settle = ["--settle"] if wrapped.contains_tree else []
+            return _under_reaper(settle, wrapped.argv, cwd, wrapped.env, pass_fds, out)
+        finally:
+            wrapped.cleanup()
+    return _under_reaper([], argv, cwd, child_env, pass_fds, out)
+
+
+@valueclass
+class _Output:
+    """When a command started and must end, and where its output goes."""
+
+    start: float
+    limit: float | None
+    max_bytes: int
+    on_output: Callable[[bytes], None] | None
+
+
+def _popen(
+    argv: list[str], cwd: str | Path, env: Mapping[str, str], pass_fds: Sequence[int]
+) -> subprocess.Popen[bytes]:
+    global _SPAWNED
+    _SPAWNED += 1  # counted before the start: a failed start may still have run something
+    return subprocess.Popen(
+        argv,
+        cwd=str(cwd),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+        pass_fds=tuple(pass_fds),
+    )
+
+
+def _under_reaper(
+    settle: list[str],
+    argv: list[str],
+    cwd: str | Path,
+    env: Mapping[str, str],
+    pass_fds: Sequence[int],
+    out: _Output,
+) -> ProcResult:
+    """The command as the only child of a subreaper (``reaper_exec.py``) that kills what
+    it leaves running and says, on a socket only it holds, how many it killed."""
     verdict, reaper_end = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
     fd = str(reaper_end.fileno())
     argv = [sys.executable, "-I", "-S", str(_REAPER), fd, *settle, "--", *argv]
-    global _SPAWNED
-    _SPAWNED += 1  # counted before the start: a failed start may still have run something
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=str(cwd),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=child_env,
-            start_new_session=True,
-            pass_fds=(*pass_fds, reaper_end.fileno()),
-        )
+        proc = _popen(argv, cwd, env, (*pass_fds, reaper_end.fileno()))
     except BaseException:
         verdict.close()
-        cleanup()
         raise
     finally:
         reaper_end.close()
     try:
-        result = _supervise(proc, start, limit, max_output_bytes, on_output)
-        return _with_verdict(result, verdict)
+        return _with_verdict(_supervise(proc, out, _stop), verdict)
     finally:
         verdict.close()
-        cleanup()
+
+
+def _in_namespace(
+    flag: str,
+    argv: list[str],
+    cwd: str | Path,
+    env: Mapping[str, str],
+    pass_fds: Sequence[int],
+    out: _Output,
+) -> ProcResult:
+    """The command in a PID namespace of its own that the backend names the init of
+    (``flag``: an option of its program that writes it to a descriptor). The namespace
+    is the reaper: everything the command started ends with it, and the command is over
+    once its init has ended (``pidns``); a stop kills that init, and so the namespace."""
+    said, told = os.pipe()
+    try:
+        proc = _popen([argv[0], flag, str(told), *argv[1:]], cwd, env, (*pass_fds, told))
+    except BaseException:
+        os.close(said)
+        raise
+    finally:
+        os.close(told)
+    init: int | None = None
+    try:
+        try:
+            init = pidns.announced(said, out.limit)
+        except BaseException:  # an interrupt: the namespace dies with the killed backend
+            kill_group(proc)
+            proc.wait()
+            raise
+
+        def stop(proc: subprocess.Popen[bytes]) -> None:
+            if init is not None:
+                pidns.kill(init)
+            kill_group(proc)
+            proc.wait()
+
+        result = _supervise(proc, out, stop)
+        if init is None:  # none named in time (a stop during the start), or no namespace
+            init = pidns.announced(said, time.monotonic() + _REAP_GRACE_S)
+            if init is None:
+                return result
+        if not pidns.ended(init, _REAP_GRACE_S):
+            pidns.kill(init)
+            if not pidns.ended(init, _REAP_GRACE_S):
+                return dataclasses.replace(result, supervised=False)
+        return result
+    finally:
+        os.close(said)
+        if init is not None:
+            os.close(init)
 
 
 def _with_verdict(result: ProcResult, verdict: _socket.socket) -> ProcResult:
@@ -276,10 +364,6 @@ def note_command() -> None:
     _SPAWNED += 1
 
 
-def _nothing() -> None:
-    return None
-
-
 def _check_program(program: str, cwd: Path, env: Mapping[str, str]) -> None:
     """Raise as ``Popen`` would for a program that is missing or not executable, so a
     sandboxed command fails the same way as an unconfined one."""
@@ -298,16 +382,15 @@ def _check_program(program: str, cwd: Path, env: Mapping[str, str]) -> None:
 
 def _supervise(
     proc: subprocess.Popen[bytes],
-    start: float,
-    limit: float | None,
-    max_output_bytes: int,
-    on_output: Callable[[bytes], None] | None,
+    out: _Output,
+    stop: Callable[[subprocess.Popen[bytes]], None],
 ) -> ProcResult:
     """Read the capped output until exit, the limit or a stop (``kill_groups``); then
-    stop the command and all it started."""
+    ``stop`` the command and all it started."""
+    start, limit, on_output = out.start, out.limit, out.on_output
     with _live_lock:
         _live[proc.pid] = threading.get_ident()
-    buf = _CappedBuffer(max_output_bytes)
+    buf = _CappedBuffer(out.max_bytes)
     timed_out = False
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()
@@ -338,19 +421,19 @@ def _supervise(
             if on_output is not None:
                 on_output(chunk)
         if timed_out or proc.pid in _stopping:
-            _stop(proc)
+            stop(proc)
         else:
             remaining = None if limit is None else max(0.0, limit - time.monotonic())
             try:
                 proc.wait(timeout=remaining)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _stop(proc)
+                stop(proc)
     finally:
         sel.close()
         proc.stdout.close()
         if proc.poll() is None:
-            _stop(proc)
+            stop(proc)
         with _live_lock:
             _live.pop(proc.pid, None)
             _stopping.discard(proc.pid)
