@@ -1,4 +1,6 @@
-"""What the reaper every command runs under costs, against the command itself.
+"""What the reaper costs a command that runs under it (without a sandbox, under Landlock),
+against the command itself. (Under bubblewrap a command's PID namespace does that work,
+with no process of its own: ``system/pidns.py``.)
 
     python benchmarks/bench_reaper.py [--runs 40]
 
