@@ -1,10 +1,11 @@
 """A test the model writes cannot leave a process behind that rewrites a check's report.
 
-Real runs of the CLI with a scripted model and real pytest, under Landlock and with
-``--sandbox off``. The new test starts a forger in a session of its own (what ``setsid``
-or ``nohup ... &`` give): it outlives its check and replaces the next report it sees
-with one that says what the exit condition wants. Before every command ran under a
-reaper, the forger survived a timeout under Landlock and anything without a sandbox,
+Real runs of the CLI with a scripted model and real pytest, under bubblewrap (where the
+command's PID namespace, not a reaper, ends what it left: ``system/pidns.py``), under
+Landlock and with ``--sandbox off``. The new test starts a forger in a session of its own
+(what ``setsid`` or ``nohup ... &`` give): it outlives its check and replaces the next
+report it sees with one that says what the exit condition wants. Before every command ran
+under a reaper, the forger survived a timeout under Landlock and anything without a sandbox,
 and the engine read the forged report (the JUnit report of the next iteration, the
 mutation report of the same one) and ended ``done``.
 """
@@ -18,12 +19,14 @@ from typing import Any
 
 import pytest
 from e2e_helpers import VACUOUS_UNIT_TESTS, looprun, scripted_backfill, summary_of
-from tests.security.test_sandbox import needs_landlock
+from tests.security.test_sandbox import needs_bwrap, needs_landlock
 from tests.support.git_repos import git_repo
 
 pytestmark = pytest.mark.e2e
 
 SANDBOXES = [
+    pytest.param(["--sandbox", "required"], {"LOOPRUN_SANDBOX_BACKENDS": "bwrap"},
+                 marks=needs_bwrap, id="bwrap"),
     pytest.param(["--sandbox", "required"], {"LOOPRUN_SANDBOX_BACKENDS": "landlock"},
                  marks=needs_landlock, id="landlock"),
     pytest.param(["--sandbox", "off"], {}, id="off"),
