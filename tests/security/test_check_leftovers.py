@@ -285,3 +285,32 @@ def test_under_bubblewrap_its_own_ending_processes_are_no_leftovers(tmp_path: Pa
         for _ in range(40)
     ]
     assert counted == [0] * 40
+
+
+NAME_AN_INIT = """\
+import json, os
+for fd in range(3, 64):
+    try:
+        os.write(fd, json.dumps({"child-pid": os.getppid()}).encode())
+    except OSError:
+        continue
+    print("wrote to", fd, os.readlink(f"/proc/self/fd/{fd}"))
+open("marker", "w").write("ran")
+"""
+
+
+def test_a_command_cannot_name_its_own_namespace_init(tmp_path: Path) -> None:
+    """Under bubblewrap the engine waits for, and at a stop kills, the init bubblewrap
+    names on a pipe before the command starts: the command has no descriptor of that
+    pipe to name another process on (it tries every one it may hold), and ends as an
+    honest command does."""
+    (tmp_path / "name.py").write_text(NAME_AN_INIT)
+    result = run_process(
+        [sys.executable, "name.py"],
+        cwd=tmp_path,
+        timeout_s=30,
+        sandbox=_sandbox("bwrap", tmp_path),
+    )
+    assert (tmp_path / "marker").read_text() == "ran"
+    assert "wrote to" not in result.output, result.output
+    assert (result.exit_code, result.supervised, result.leftovers) == (0, True, 0), result

@@ -87,19 +87,18 @@ def _repr(self: Any) -> str:
         _SHOWING.discard(key)
 
 
-_FROZEN: set[type] = set()  # the decorated classes: no attribute of theirs is set
-
-
+# A decorated class refuses every attribute (it holds these functions itself); an
+# undecorated subclass, only the fields: dataclasses' rule for a frozen class.
 def _setattr(self: Any, name: str, value: Any) -> None:
     cls = self.__class__
-    if cls in _FROZEN or name in _shape(cls).names:
+    if cls.__dict__.get("__setattr__") is _setattr or name in _shape(cls).names:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
     object.__setattr__(self, name, value)
 
 
 def _delattr(self: Any, name: str) -> None:
     cls = self.__class__
-    if cls in _FROZEN or name in _shape(cls).names:
+    if cls.__dict__.get("__delattr__") is _delattr or name in _shape(cls).names:
         raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
     object.__delattr__(self, name)
 
@@ -149,11 +148,11 @@ def _compiled_init(cls: type) -> Callable[..., None]:
     return init
 
 
-def _check_init_order(cls: type) -> None:
+def _check_init_order(fields: tuple[dataclasses.Field[Any], ...]) -> None:
     """dataclasses' rule, at the definition as dataclasses enforces it: a positional
     field without a default cannot follow one with a default."""
     seen_default = None
-    for f in dataclasses.fields(cls):
+    for f in fields:
         if not f.init or f.kw_only:
             continue
         has = f.default is not _NO_DEFAULT or f.default_factory is not _NO_DEFAULT
@@ -180,16 +179,16 @@ def _finish(cls: type, own: dict[str, Any]) -> None:
     for name in ("__setattr__", "__delattr__"):
         if name in own:
             raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = dataclasses.fields(cls)
+    names = {f.name for f in fields}
     for name, f in cls.__dataclass_fields__.items():  # fields, ClassVars and InitVars
-        if name not in fields and "InitVar" in str(f.type):
+        if name not in names and "InitVar" in str(f.type):
             raise TypeError(f"{cls.__name__}.{name}: @valueclass takes no InitVar")
     cls.__setattr__ = _setattr  # type: ignore[assignment]
     cls.__delattr__ = _delattr  # type: ignore[assignment]
     if "__init__" not in own:
-        _check_init_order(cls)
+        _check_init_order(fields)
         cls.__init__ = _lazy_init(cls)  # type: ignore[misc]
-    _FROZEN.add(cls)
     if "__repr__" not in own:
         cls.__repr__ = _repr  # type: ignore[assignment]
     if "__eq__" not in own:
@@ -203,7 +202,8 @@ def _finish(cls: type, own: dict[str, Any]) -> None:
 
 @dataclass_transform(frozen_default=True)
 def valueclass(cls: type[T], /) -> type[T]:
-    """``@dataclass(frozen=True)``, sharing eq, hash and repr."""
+    """``@dataclass(frozen=True)``, sharing eq, hash, repr and the frozen attribute guard,
+    with ``__init__`` compiled at the first call."""
     own = dict(cls.__dict__)
     made = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     _finish(made, own)
