@@ -129,6 +129,9 @@ class CommandObserver:
     def varying_params(self, spec: ObserverSpec, files: Sequence[str]) -> tuple[str, ...] | None:
         return None  # no stack: a second run tells, as it does for a check of no stack
 
+    def keeps_tree(self, spec: ObserverSpec) -> bool:
+        return False  # its commands run in the working tree
+
 
 @dataclass
 class Rig:

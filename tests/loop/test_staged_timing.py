@@ -56,6 +56,9 @@ class TimedObserver:
         self.related_asked += 1
         return [RELATED]
 
+    def keeps_tree(self, spec: ObserverSpec) -> bool:
+        return False
+
 
 class Tree:
     """A working tree the observers never edit, where the turn changed one module."""

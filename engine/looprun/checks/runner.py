@@ -33,7 +33,7 @@ from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
 from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening, with_helpers
-from looprun.observe.registry import empty_facts, get_parser
+from looprun.observe.registry import empty_facts_of, get_parser
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
 from looprun.system.crashpoint import crash_point
@@ -91,7 +91,7 @@ def _failed(parser_name: str, message: str) -> Observation:
         error=message,
         signature=failure_signature([], message),
         feedback=message,
-        facts=freeze(empty_facts(get_parser(parser_name))),
+        facts=freeze(empty_facts_of(parser_name)),
     )
 
 
@@ -243,14 +243,13 @@ def run_observer(
     an observer with ``stack`` runs its command (see ``clean_tree``); ``seal``: False only
     for the engine's own look at held-out variants (their triage), never for the loop."""
     if spec.when is not None and not spec.when.evaluate(context):
-        parser = get_parser(spec.parser)
         return Observation(
             parser=spec.parser,
             ok=True,
             ran=False,
             feedback=f"{spec.name}: skipped (`{spec.when.source}` is false)",
             signature=failure_signature([]),
-            facts=freeze(empty_facts(parser)),
+            facts=freeze(empty_facts_of(spec.parser)),
         )
     command = spec.run.render(context) if spec.run is not None else None
     inputs = context.get("inputs")
@@ -378,9 +377,8 @@ def _held_out(
                 extra_env=extra_env,
             )
     except HoldoutError as exc:
-        parser = get_parser(spec.parser)
         obs = Observation(
-            parser=spec.parser, ok=False, error=str(exc), facts=freeze(empty_facts(parser))
+            parser=spec.parser, ok=False, error=str(exc), facts=freeze(empty_facts_of(spec.parser))
         )
     return sealed(obs) if seal else obs
 

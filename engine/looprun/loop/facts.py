@@ -17,8 +17,7 @@ from looprun.loop.baseline import baseline_facts
 from looprun.loop.plan import PlannedTask
 from looprun.loop.state import LoopState
 from looprun.observe.base import Observation
-from looprun.observe.registry import empty_facts as parser_empty_facts
-from looprun.observe.registry import get_parser
+from looprun.observe.registry import empty_facts_of
 from looprun.template.agents import EMPTY_FACTS
 from looprun.template.model import ObserverSpec
 
@@ -107,7 +106,6 @@ def unobserved(spec: ObserverSpec, error: str = "not observed yet") -> Observati
 def empty_facts(parser_name: str) -> dict[str, Any]:
     """The empty facts of a parser by name; an unknown parser (the loader said so) has none."""
     try:
-        parser = get_parser(parser_name)
+        return empty_facts_of(parser_name)
     except LooprunError:
         return {}
-    return parser_empty_facts(parser)

@@ -120,6 +120,11 @@ class Observer(Protocol):
         it cannot tell (a second run does)."""
         ...
 
+    def keeps_tree(self, spec: ObserverSpec) -> bool:
+        """Whether ``spec``'s command runs where it cannot write the working tree, so
+        there are no edits of its to look for."""
+        ...
+
 
 @valueclass
 class Triage:

@@ -137,6 +137,14 @@ def get_parser(name: str) -> Parser:
     return obj() if isinstance(obj, type) else obj
 
 
+def empty_facts_of(name: str) -> dict[str, Any]:
+    """The empty facts of the parser named ``name``: a built-in's without importing it (a
+    skipped check need not load its parser), a plugin's from the plugin. Raises
+    UnknownParser for a name no parser has."""
+    declared = _EMPTY.get(name)
+    return dict(declared) if declared is not None else empty_facts(get_parser(name))
+
+
 def empty_facts(parser: Parser) -> dict[str, Any]:
     """The facts ``parser`` gives before it has parsed anything: each declared fact with
     its empty value. ``empty_facts`` is optional for plugins; one without has none."""

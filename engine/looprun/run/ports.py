@@ -27,7 +27,7 @@ from looprun.errors import UsageError
 from looprun.loop.ports import Triage
 from looprun.observe.base import Observation
 from looprun.observe.normalise import failure_signature
-from looprun.observe.registry import empty_facts, get_parser
+from looprun.observe.registry import empty_facts_of
 from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.sandbox.hidden import hidden_paths
 from looprun.system import safefs
@@ -59,6 +59,9 @@ class RealObserver:
     trees: CheckTrees | None = None
     # the run's held-out variants, which observers with `holdout.variants` run
     variants: VariantStore | None = None
+    # the sandbox a check of a stack runs in, the working tree read-only (its command
+    # runs in a check tree): None where the run's sandbox cannot say so for certain
+    check_sandbox: Sandbox | None = None
 
     def observe(
         self, spec: ObserverSpec, context: Mapping[str, Any], *, deadline: float | None, base: str
@@ -118,6 +121,7 @@ class RealObserver:
         if spec.stack is not None and holdout is not None and self.trees is not None:
             self.trees.end_baseline(spec.stack)  # held-out tests never build into a seed
         ran = True  # a check that raised may have started its command
+        kept = self.keeps_tree(spec)
         try:
             obs = run_observer(
                 spec,
@@ -129,7 +133,7 @@ class RealObserver:
                 deadline=deadline,
                 constraints=self.constraints,
                 exclude=self.excluded(),
-                sandbox=self.sandbox,
+                sandbox=self.check_sandbox if kept else self.sandbox,
                 pinned=self.pinned,
                 holdout=holdout,
                 snapshot=self.snapshot,
@@ -141,10 +145,18 @@ class RealObserver:
         finally:
             if spec.stack is not None and ran and self.trees is not None:
                 self.trees.checked(spec.stack)
-            # a check that did not apply (its `when` was false) started nothing: the
-            # workspace's snapshot of the tree still holds
-            if spec.run is not None and ran and self.on_command is not None:
+            # a check that did not apply (its `when` was false) started nothing, and one
+            # confined away from the working tree wrote nothing there: the workspace's
+            # snapshot of the tree still holds
+            if spec.run is not None and ran and not kept and self.on_command is not None:
                 self.on_command()
+
+    def keeps_tree(self, spec: ObserverSpec) -> bool:
+        """Whether ``spec``'s command cannot write the working tree: a check of a stack
+        runs in its check tree, and under bubblewrap the working tree is mounted
+        read-only for it (Landlock before ABI 3 lets a file be truncated; no sandbox,
+        anything), so there is nothing to look for after it."""
+        return spec.stack is not None and self.trees is not None and self.check_sandbox is not None
 
     def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:
         """Test files importing what changed, read with ``ast`` (never run); None: unsure."""
@@ -170,7 +182,7 @@ def _no_variants(spec: ObserverSpec) -> Observation:
         ran=False,
         feedback=f"{spec.name}: skipped (no held-out variants kept)",
         signature=failure_signature([]),
-        facts=freeze(empty_facts(get_parser(spec.parser))),
+        facts=freeze(empty_facts_of(spec.parser)),
     )
 
 
@@ -255,6 +267,23 @@ def run_sandbox(
         hidden=hidden_paths(os.environ, (*template.sandbox.hide, *held_out)),
     )
     return sandbox_for(mode, confinement, warn)
+
+
+def checks_sandbox(sandbox: Sandbox | None, workdir: Path) -> Sandbox | None:
+    """``sandbox`` with the working tree read-only, for the checks of a stack (they run in
+    their check tree, and write only there, in their caches and in the artifacts); None
+    unless the backend is bubblewrap, whose read-only mount nothing in it can undo."""
+    if sandbox is None or sandbox.name != "bwrap" or not dataclasses.is_dataclass(sandbox):
+        return None
+    conf = sandbox.confinement
+    if workdir not in conf.writable:
+        return None
+    confined = dataclasses.replace(
+        conf,
+        writable=tuple(p for p in conf.writable if p != workdir),
+        read_only=(workdir, *conf.read_only),
+    )
+    return dataclasses.replace(sandbox, confinement=confined)  # type: ignore[type-var]
 
 
 def check_hidden(template: Template, backend: str | None) -> None:

@@ -38,6 +38,7 @@ from looprun.run.ports import (
     RealVariants,
     TtyApprover,
     check_hidden,
+    checks_sandbox,
     run_sandbox,
 )
 from looprun.run.stoppable import StoppableActor, StoppableObserver
@@ -196,6 +197,7 @@ def assemble(
         snapshot=lambda base: ws.snapshot() if ws.base() == base else None,
         trees=None if checks is None else CheckTrees(checks, seed=seed_home(ws.workdir)),
         variants=store,
+        check_sandbox=checks_sandbox(sandbox, ws.workdir),
     )
     variants = None
     if store is not None:

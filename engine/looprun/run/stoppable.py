@@ -68,6 +68,9 @@ class StoppableObserver:
     def varying_params(self, spec: Any, files: Any) -> Any:
         return self.inner.varying_params(spec, files)
 
+    def keeps_tree(self, spec: Any) -> bool:
+        return bool(self.inner.keeps_tree(spec))
+
 
 class StoppableActor:
     """Wraps the actor port (act.agent) like the observer: once stopped, no CLI turn

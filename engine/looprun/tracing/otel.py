@@ -406,3 +406,6 @@ class TracedObserver:
 
     def varying_params(self, spec: Any, files: Any) -> Any:
         return self._inner.varying_params(spec, files)
+
+    def keeps_tree(self, spec: Any) -> bool:
+        return bool(self._inner.keeps_tree(spec))

@@ -1,0 +1,129 @@
+"""A check of a stack cannot write the working tree: under bubblewrap it is mounted
+read-only for the check, which runs in its clean copy of the repository.
+
+Real runs of the CLI with a scripted model and real pytest. The model writes a test that,
+when the check runs it, rewrites the code under test in the working tree (by its absolute
+path, which a model can read from its own working directory) so the next check, or the
+user's commit, finds a "fix" no turn made. Under bubblewrap the write fails and nothing in
+the working tree changes, so the engine need not look for such edits after each check
+(``RealObserver.keeps_tree``). Without a sandbox the same write lands and is caught after
+the check, undone, and stops the run (the control: the attack is real).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from e2e_helpers import looprun
+from tests.security.test_sandbox import needs_bwrap
+from tests.support.git_repos import git_repo
+
+pytestmark = pytest.mark.e2e
+
+CODE = "def double(x):\n    return x * 3\n"
+FIXED = "def double(x):\n    return x * 2\n"
+TEST = "from calc import double\n\n\ndef test_double():\n    assert double(2) == 4\n"
+
+
+def _planting_test(work: Path) -> str:
+    """A test that rewrites the working tree's calc.py (and adds a file) when it runs."""
+    return textwrap.dedent(
+        f"""\
+        from pathlib import Path
+
+        WORK = Path({str(work)!r})
+
+
+        def test_plants_a_fix():
+            (WORK / "calc.py").write_text({FIXED!r})
+            (WORK / "planted.txt").write_text("written by a check")
+        """
+    )
+
+
+def _template(tmp: Path) -> Path:
+    path = tmp / "plain.yaml"
+    tests = {
+        "run": "python -m pytest -q -p no:cacheprovider",
+        "parser": "exit_code",
+        "stack": "python",
+    }
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            looprun: 1
+            name: plain
+            observe: {json.dumps({"tests": tests})}
+            act: {{prompt: "Fix: {{{{ intent }}}}"}}
+            exit: [tests.ok]
+            limits: {{max_iterations: 2}}
+            """
+        )
+    )
+    return path
+
+
+def _run(
+    tmp: Path, work: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[Any, dict[str, Any]]:
+    plant = {
+        "tool_calls": [
+            {
+                "name": "write_file",
+                "arguments": {"path": "test_plant.py", "content": _planting_test(work)},
+            }
+        ]
+    }
+    script = tmp / "script.yaml"
+    script.write_text(yaml.safe_dump([plant, {"text": "Wrote a test."}] * 2, sort_keys=False))
+    proc = looprun(
+        str(_template(tmp)),
+        "--intent",
+        "double doubles",
+        "--workdir",
+        str(work),
+        "--model",
+        f"script:{script}",
+        "--json",
+        *extra,
+        env=env,
+        timeout=600,
+    )
+    assert proc.stdout.strip(), proc.stderr
+    return proc, json.loads(proc.stdout)
+
+
+def _repo(tmp: Path) -> Path:
+    work = tmp / "calc"
+    work.mkdir()
+    files = {"calc.py": CODE, "test_calc.py": TEST, "pyproject.toml": "[project]\n"}
+    for name, text in files.items():
+        (work / name).write_text(text)
+    return git_repo(work)
+
+
+@needs_bwrap
+def test_a_check_under_bubblewrap_cannot_write_the_working_tree(tmp_path: Path) -> None:
+    work = _repo(tmp_path)
+    proc, summary = _run(
+        tmp_path, work, "--sandbox", "required", env={"LOOPRUN_SANDBOX_BACKENDS": "bwrap"}
+    )
+
+    assert summary["outcome"] == "exhausted", proc.stderr
+    assert (work / "calc.py").read_text() == CODE  # the planted fix never landed
+    assert not (work / "planted.txt").exists()
+    output = (Path(summary["run_dir"]) / "artifacts" / "tests.output.txt").read_text()
+    assert "Read-only file system" in output
+
+
+def test_without_a_sandbox_the_same_write_is_caught_and_undone(tmp_path: Path) -> None:
+    work = _repo(tmp_path)
+    proc, summary = _run(tmp_path, work, "--sandbox", "off")
+
+    assert (summary["outcome"], summary["code"]) == ("error", "observer_changed_tree"), proc.stderr
+    assert (work / "calc.py").read_text() == CODE  # undone
