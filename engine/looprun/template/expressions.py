@@ -14,9 +14,11 @@ import itertools
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import field
+from types import CodeType
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
+from jinja2.environment import Template, TemplateExpression
 from jinja2.parser import Parser
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
@@ -392,12 +394,19 @@ def _untrusted_problem(text: str, ast: nodes.Template) -> str | None:
     return None
 
 
-def compile_condition(source: str, location: Location, *, untrusted: bool = False) -> Condition:
+def compile_condition(
+    source: str,
+    location: Location,
+    *,
+    untrusted: bool = False,
+    on_code: Callable[[CodeType], None] | None = None,
+) -> Condition:
     """Compile a condition once. Raises TemplateError naming the location on bad syntax.
 
     ``untrusted=True`` is for conditions a model wrote (a planner's ``done_when``): they
     are held to a small subset (short; no method calls; no ``%``; filters of bounded
-    cost) and evaluated under a budget (:data:`UNTRUSTED_MAX_WEIGHT`).
+    cost) and evaluated under a budget (:data:`UNTRUSTED_MAX_WEIGHT`). ``on_code`` is
+    given the Python code Jinja generates for it, when it does.
     """
     text = str(source).strip()
     if not text:
@@ -408,13 +417,14 @@ def compile_condition(source: str, location: Location, *, untrusted: bool = Fals
     except TemplateSyntaxError as exc:
         raise _syntax_problem(location, "condition", exc) from None
     names = undeclared_names(expr, env)
+    make = _expression_maker(env, text, on_code)
     if names is None:
         try:  # a shape only Jinja's code generator can judge: compile it now
-            fn = _ready(env.compile_expression(text, undefined_to_none=False))
+            fn = _ready(make())
         except TemplateSyntaxError as exc:
             raise _syntax_problem(location, "condition", exc) from None
     else:
-        fn = _Deferred(lambda: env.compile_expression(text, undefined_to_none=False))
+        fn = _Deferred(make)
     # as ``{{ (text) }}`` parses: a whole expression parses the same inside parentheses
     ast = nodes.Template([nodes.Output([expr], lineno=1)], lineno=1)
     if untrusted:
@@ -426,6 +436,78 @@ def compile_condition(source: str, location: Location, *, untrusted: bool = Fals
     if names is None:
         ast.set_environment(ENV)
     return Condition(text, location, _name_use(ast, names), fn, _constant(ast))
+
+
+def _from_code(env: ImmutableSandboxedEnvironment, code: CodeType) -> Template:
+    """The template ``code`` (from ``env.compile``) is, as ``env.from_string`` makes it."""
+    return env.template_class.from_code(env, code, env.make_globals(None), None)
+
+
+def _expression_maker(
+    env: ImmutableSandboxedEnvironment, text: str, on_code: Callable[[CodeType], None] | None
+) -> Callable[[], TemplateExpression]:
+    """What ``env.compile_expression(text, undefined_to_none=False)`` does, in two steps
+    (generate and compile; then bind), so the code can be kept."""
+
+    def make() -> TemplateExpression:
+        expr = _parse_expression(env, text)
+        expr.set_environment(env)
+        body = [nodes.Assign(nodes.Name("result", "store"), expr, lineno=1)]
+        code = env.compile(nodes.Template(body, lineno=1))
+        if on_code is not None:
+            on_code(code)
+        return TemplateExpression(_from_code(env, code), False)
+
+    return make
+
+
+def _text_maker(
+    env: ImmutableSandboxedEnvironment, source: str, on_code: Callable[[CodeType], None] | None
+) -> Callable[[], Template]:
+    """What ``env.from_string(source)`` does, in two steps, so the code can be kept."""
+
+    def make() -> Template:
+        code = env.compile(source)
+        if on_code is not None:
+            on_code(code)
+        return _from_code(env, code)
+
+    return make
+
+
+def condition_of(
+    source: str,
+    location: Location,
+    use: NameUse,
+    constant: bool | None,
+    code: CodeType | None,
+    on_code: Callable[[CodeType], None] | None = None,
+) -> Condition:
+    """A trusted condition from what compiling ``source`` gave before: the names it reads,
+    its constant truth and, when generated already, its code."""
+    text = str(source).strip()
+    if code is not None:
+        fn = _Deferred(lambda: TemplateExpression(_from_code(ENV, code), False))
+    else:
+        fn = _Deferred(_expression_maker(ENV, text, on_code))
+    return Condition(text, location, use, fn, constant)
+
+
+def text_of(
+    source: str,
+    location: Location,
+    use: NameUse,
+    shell: bool,
+    code: CodeType | None,
+    on_code: Callable[[CodeType], None] | None = None,
+) -> Text:
+    """A text from what compiling ``source`` gave before (see :func:`condition_of`)."""
+    env = SHELL_ENV if shell else ENV
+    if code is not None:
+        template = _Deferred(lambda: _from_code(env, code))
+    else:
+        template = _Deferred(_text_maker(env, source, on_code))
+    return Text(source, location, use, shell, template)
 
 
 def _parse_expression(env: ImmutableSandboxedEnvironment, text: str) -> nodes.Expr:
@@ -481,16 +563,22 @@ def _substitution_in_quotes(env: ImmutableSandboxedEnvironment, source: str) -> 
     return None
 
 
-def compile_text(source: str, location: Location, *, shell: bool = False) -> Text:
-    """Compile a message/prompt template once (``shell=True`` quotes substituted values)."""
+def compile_text(
+    source: str,
+    location: Location,
+    *,
+    shell: bool = False,
+    on_code: Callable[[CodeType], None] | None = None,
+) -> Text:
+    """Compile a message/prompt template once (``shell=True`` quotes substituted values).
+    ``on_code`` is given the Python code Jinja generates for it, when it does."""
     env = SHELL_ENV if shell else ENV
     try:
         ast = env.parse(source)
         names = undeclared_names(ast, env)
-        if names is None:  # a shape only Jinja's code generator can judge: compile it now
-            template = _ready(env.from_string(source))
-        else:
-            template = _Deferred(lambda: env.from_string(source))
+        make = _text_maker(env, source, on_code)
+        # a shape only Jinja's code generator can judge: compile it now
+        template = _ready(make()) if names is None else _Deferred(make)
     except TemplateSyntaxError as exc:
         raise _syntax_problem(location, "template", exc) from None
     if shell and _substitution_in_quotes(env, source) is not None:

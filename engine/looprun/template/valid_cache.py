@@ -91,7 +91,9 @@ def _private(st: os.stat_result) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _trusted_dir(root: Path) -> bool:
+def trusted_dir(root: Path) -> bool:
+    """Whether ``root`` (its real path) is a directory of the user's that no one else may
+    write to."""
     try:
         fd = safefs.open_dir(Path(os.path.realpath(root)))
     except (OSError, LooprunError):
@@ -102,7 +104,7 @@ def _trusted_dir(root: Path) -> bool:
         os.close(fd)
 
 
-def _read_private(path: Path) -> bytes | None:
+def read_private(path: Path) -> bytes | None:
     """The entry's bytes when the entry itself (not a link) is the user's own."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -138,7 +140,7 @@ class ValidCache:
     def known_valid(self, ref: str) -> bool:
         """True when ``ref`` was found valid and nothing that verdict read has changed."""
         path, where = self._entry(ref)
-        raw = _read_private(path) if _trusted_dir(self.root) else None
+        raw = read_private(path) if trusted_dir(self.root) else None
         try:
             entry = json.loads(raw) if raw is not None else None
         except (OSError, ValueError):
@@ -164,7 +166,7 @@ class ValidCache:
         }
         with contextlib.suppress(OSError):
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not _trusted_dir(self.root):
+            if not trusted_dir(self.root):
                 return
             write_atomic(path, json.dumps(entry, sort_keys=True), sync="none")
             path.chmod(0o600)  # whatever the umask or an old entry's mode: only ours

@@ -10,6 +10,8 @@ import click
 
 from looprun.cli.executors import ray_executors
 from looprun.run.runner import run_from_cli
+from looprun.template.code_cache import CodeCache
+from looprun.template.compile_cache import keep_codes
 from looprun.template.valid_cache import ValidCache, default_dir
 from looprun.tracing.config import trace_config
 
@@ -94,4 +96,11 @@ def command(**options: Any) -> None:
     options["trace"] = trace_config(os.environ, flag=options.pop("otel"), warn=warn)
     # beside `looprun validate`'s entries, not among them: a run checks less than validate
     cache = ValidCache(default_dir() / "loaded")
-    sys.exit(run_from_cli(remote=ray_executors, cache=cache, **options))
+    # what Jinja made of the template's expressions last time (code_cache)
+    codes = CodeCache(default_dir() / "compiled")
+    keep_codes(codes)
+    try:
+        code = run_from_cli(remote=ray_executors, cache=cache, **options)
+    finally:
+        codes.save()
+    sys.exit(code)
