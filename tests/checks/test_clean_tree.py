@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.support.git_repos import git, git_repo
 
-from looprun.checks.clean_tree import CheckTrees, TreeError
+from looprun.checks.clean_tree import CheckTrees, TreeError, trees_home
 from looprun.checks.seeded_cache import SOURCE_DATE
 from looprun.system.proc import run_process
 
@@ -221,3 +221,58 @@ def test_a_dated_seed_dates_back_only_the_files_it_was_built_from(tmp_path: Path
     second.prepare("rust", workdir=repo, git_dir=None, base=base)
     assert (root / "src" / "other.rs").read_text() == "pub fn g() {}\n"
     assert (root / "src" / "other.rs").stat().st_mtime > built / 1e9
+
+
+def _stable(tmp_path: Path, run: str, repo: Path) -> CheckTrees:
+    return CheckTrees(tmp_path / "checks" / run, stable=tmp_path / "kept")
+
+
+def test_a_working_tree_s_check_tree_is_at_the_same_place_in_every_run(tmp_path: Path) -> None:
+    """What an earlier run's check left in the tree (a planted module, a link where a
+    directory belongs, a link in place of the whole tree) counts for nothing: the next
+    run's first check finds the diff's files only, and nothing written through a link."""
+    repo = _repo(tmp_path)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    first = _stable(tmp_path, "run1", repo)
+    root = _prepare(first, repo, base)
+    assert root == tmp_path / "kept" / "python"
+    fresh = _files(root)
+    (root / "planted.py").write_text("PLANTED = 1\n")  # what a check of run 1 left
+    shutil.rmtree(root / "pkg")
+    (root / "pkg").symlink_to(outside, target_is_directory=True)
+    first.close()
+
+    second = _stable(tmp_path, "run2", repo)
+    assert _prepare(second, repo, base) == root
+    assert _files(root) == fresh
+    assert not list(outside.iterdir())  # nothing written through the link
+    second.close()
+
+    shutil.rmtree(root)
+    root.symlink_to(outside, target_is_directory=True)  # the tree itself a link
+    third = _stable(tmp_path, "run3", repo)
+    assert _prepare(third, repo, base) == root and not root.is_symlink()
+    assert not list(outside.iterdir())
+    assert _files(root) == fresh
+
+
+def test_a_run_that_cannot_hold_the_kept_trees_builds_its_own(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    holding = _stable(tmp_path, "run1", repo)
+    assert _prepare(holding, repo, base) == tmp_path / "kept" / "python"
+    other = _stable(tmp_path, "run2", repo)  # while the first still holds them
+    assert _prepare(other, repo, base) == tmp_path / "checks" / "run2" / "tree" / "python"
+    assert other.writable(["python"]) == (tmp_path / "checks" / "run2",)
+    holding.close()
+    assert holding.writable(["python"])[1:] == (tmp_path / "kept" / "python",)
+
+
+def test_kept_trees_are_one_per_working_tree(tmp_path: Path) -> None:
+    env = {"LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert trees_home(one, env) != trees_home(two, env)
+    assert trees_home(one, env) == trees_home(tmp_path / "x" / ".." / "one", env)
+    assert trees_home(one, env).parent == tmp_path / "cache" / "trees"

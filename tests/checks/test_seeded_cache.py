@@ -97,14 +97,18 @@ def test_a_resumed_run_neither_copies_nor_saves(tmp_path: Path) -> None:
 
 def test_the_seed_keeps_what_the_baseline_used_or_built(tmp_path: Path) -> None:
     """Entries copied in are dated back; those go reads it dates anew (as it does any
-    entry older than an hour), and only those and the new ones are saved: a run's dead
-    entries (its own packages, keyed by its own directory) do not pile up in the seed."""
+    entry older than an hour), and those and the new ones are saved; an entry no baseline
+    dated anew stays while the seed has held it for less than five days (go reads some by
+    path without dating them: ``go vet``'s facts of a dependency), then goes, so dead
+    entries (packages built from code that changed since) do not pile up in the seed."""
     seed = tmp_path / "seed"
     one = SeededCache(tmp_path / "r1" / "c", seed)
-    _check(one, {"aa/std-d": "std", "bb/run1-pkg-d": "keyed by run 1's directory"})
+    _check(one, {"aa/std-d": "std", "bb/old-pkg-d": "built from code since changed"})
     _check(one, {}, CHANGED)
-    assert set(_files(seed)) == {"aa/std-d", "bb/run1-pkg-d"}
+    assert set(_files(seed)) == {"aa/std-d", "bb/old-pkg-d"}
     before = seed.stat().st_ino
+    six_days = time.time() - 6 * 24 * 3600
+    os.utime(seed / "bb" / "old-pkg-d", (six_days, six_days))
 
     two = SeededCache(tmp_path / "r2" / "c", seed)
     two.before_check(BASE, True)
@@ -112,25 +116,29 @@ def test_the_seed_keeps_what_the_baseline_used_or_built(tmp_path: Path) -> None:
     assert aged < time.time() - 3600  # dated back
     os.utime(two.cache / "aa" / "std-d")  # go reads it and dates it anew
     (two.cache / "cc").mkdir()
-    (two.cache / "cc" / "run2-pkg-d").write_text("keyed by run 2's directory")
+    (two.cache / "cc" / "new-pkg-d").write_text("built now")
+    (two.cache / "dd").mkdir()
+    (two.cache / "dd" / "facts-d").write_text("read by path, never dated anew")
     (two.cache / "trim.txt").write_text("1")  # the cache's own files stay
     two.after_check()
     _check(two, {}, CHANGED)
     assert _files(seed) == {
         "aa/std-d": "std",
-        "cc/run2-pkg-d": "keyed by run 2's directory",
+        "cc/new-pkg-d": "built now",
+        "dd/facts-d": "read by path, never dated anew",
         "trim.txt": "1",
     }
     assert seed.stat().st_ino != before
 
-    three = SeededCache(tmp_path / "r3" / "c", seed)  # the same use again: no new seed
+    three = SeededCache(tmp_path / "r3" / "c", seed)  # go dates only some: no new seed
     three.before_check(BASE, True)
-    for rel in ("aa/std-d", "cc/run2-pkg-d", "trim.txt"):
+    for rel in ("aa/std-d", "cc/new-pkg-d"):
         os.utime(three.cache / rel)
     three.after_check()
     kept = seed.stat().st_ino
     _check(three, {}, CHANGED)
     assert seed.stat().st_ino == kept
+    assert "dd/facts-d" in _files(seed)
 
 
 def test_held_out_tests_end_the_baseline(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from tests.stacks.go_support import require_go
 from tests.support.git_repos import git_repo
 
+from looprun.checks.clean_tree import trees_home
 from looprun.checks.seeded_cache import seed_home
 
 pytestmark = pytest.mark.e2e
@@ -65,3 +66,33 @@ def test_the_seed_holds_the_baselines_vet_analysis(tmp_path: Path) -> None:
     # leaves vet to analyse every package the module imports
     runs = len(VET_RUN.findall(vet.stderr))
     assert 0 < runs <= 4, vet.stderr[-2000:]
+
+
+def test_later_runs_find_their_builds_where_the_first_left_them(tmp_path: Path) -> None:
+    """A stack's check tree is at the same place in every run of a working tree, so the
+    module's own packages, keyed by their directory in go's cache, are the seed's builds
+    in the next run too: once a run has saved the seed, an unchanged module's runs find
+    everything built (`go vet`'s facts of its dependencies included) and save nothing."""
+    require_go()
+    work = tmp_path / "textkit"
+    shutil.copytree(SAMPLE / "strutil", work / "strutil")
+    shutil.copytree(SAMPLE / "cmd", work / "cmd")
+    shutil.copy(SAMPLE / "go.mod", work / "go.mod")
+    git_repo(work)
+    script = tmp_path / "script.yaml"
+    script.write_text(NOTE)
+    env = {**os.environ, "LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("GOCACHE", None)
+    argv = [sys.executable, "-m", "looprun", "bugfix", "--intent", "a note"]
+    argv += ["--model", f"script:{script}", "--max-iterations", "1", "--json"]
+    seed = seed_home(work, env) / "go" / "GOCACHE"
+    inodes = []
+    for _ in range(3):
+        done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode in (0, 3), done.stderr
+        inodes.append(seed.stat().st_ino)
+    assert inodes[1] == inodes[2], "the third run saved a new seed: it built something again"
+    kept = trees_home(work, env) / "go"
+    assert (kept / "strutil").is_dir() and (kept / "go.mod").read_text() == (
+        work / "go.mod"
+    ).read_text()

@@ -19,6 +19,8 @@ starts; a change to them is reported as tampering by the caller.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import shutil
 import stat
@@ -314,9 +316,28 @@ def checks_home(run_id: str, env: Mapping[str, str] | None = None) -> Path:
     return root / "checks" / run_id
 
 
+def trees_home(workdir: Path, env: Mapping[str, str] | None = None) -> Path:
+    """Where one working tree's check trees are kept from run to run:
+    ``$LOOPRUN_CACHE_DIR/trees/KEY`` (else under the user's cache home), KEY naming the
+    working tree's real path, as its seed's does."""
+    env = os.environ if env is None else env
+    root = Path(env["LOOPRUN_CACHE_DIR"]) if env.get("LOOPRUN_CACHE_DIR") else cache_home(env)
+    key = hashlib.sha256(os.fsencode(os.path.realpath(workdir))).hexdigest()[:24]
+    return root / "trees" / key
+
+
 @dataclass
 class CheckTrees:
-    """One run's check trees, a stack each, and their tools' caches, under ``home``."""
+    """One run's check trees, a stack each, and their tools' caches, under ``home``.
+
+    With ``stable`` (see :func:`trees_home`), a stack's tree is ``stable/NAME`` in every
+    run of the same working tree, so the paths a check builds from are the same from one
+    run to the next: Go's build cache keys a package's builds by its directory, and a
+    seed of builds made elsewhere would be built again (and saved again) in every run.
+    What an earlier run left there counts for nothing: the first sync of a run rewrites
+    every file and removes everything else, as a sync does after any command. A run
+    holds ``stable`` under a lock; when another holds it, its trees are its own under
+    ``home``."""
 
     home: Path
     trees: dict[str, CheckTree] = field(default_factory=dict)
@@ -325,6 +346,50 @@ class CheckTrees:
     seeded: dict[str, list[SeededCache]] = field(default_factory=dict)
     # how many commands had started when the last check ended (None: none ended yet)
     quiet_at: int | None = None
+    stable: Path | None = None
+    _lock: int | None = None  # the descriptor holding ``stable``'s lock
+
+    def tree_root(self, name: str) -> Path:
+        """Where stack ``name``'s tree is: under ``stable`` while this run holds it."""
+        if self.stable is not None and self._lock is None:
+            self._lock = self._hold(self.stable)
+            if self._lock is None:
+                self.stable = None
+        if self.stable is None:
+            return self.home / "tree" / name
+        root = self.stable / name
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(root).st_mode):  # never written through a link
+                _remove(root)
+        root.mkdir(mode=0o700, exist_ok=True)
+        return root
+
+    @staticmethod
+    def _hold(stable: Path) -> int | None:
+        """A descriptor holding ``stable``'s lock (None: another run holds it)."""
+        try:
+            stable.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(stable / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def writable(self, names: Iterable[str]) -> tuple[Path, ...]:
+        """The directories the checks of stacks ``names`` write in: the run's ``home``
+        and each stack's tree (made now: a sandbox binds only what exists)."""
+        roots = {self.tree_root(n) for n in names}
+        return (self.home, *sorted(r for r in roots if not r.is_relative_to(self.home)))
+
+    def close(self) -> None:
+        """Let another run have ``stable``."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def prepare(
         self,
@@ -353,7 +418,7 @@ class CheckTrees:
             raise TreeError(str(exc)) from None
         tree = self.trees.get(name)
         if tree is None:
-            tree = self.trees[name] = CheckTree(self.home / "tree" / name, stack)
+            tree = self.trees[name] = CheckTree(self.tree_root(name), stack)
         caches = self.warm(stack, target)
         tree.sync(git, since, target, ChainMap(*(c.sources for c in caches)))
         owed = [c for c in caches if c.wants_tree]

@@ -18,12 +18,17 @@ baseline's: so the seed holds everything the baseline built (its ``go vet`` too)
 nothing a check of the model's code or a model's command wrote. A resumed run, whose
 cache already holds what checks of the model's code built, never saves.
 
-The seed holds only what the last baseline used or built, so it does not grow with every
-run (a module's own packages are keyed by the directory they are built in, which is each
-run's own): the entries copied in are dated two hours back, go dates each entry it reads
-that is older than an hour anew, and the save leaves out the ones still dated back. The
-saved entries the old seed already held with the same size are hard links to it (no
-command writes a seed: the sandbox keeps it read-only), the rest are copied.
+The seed holds what the last baseline used or built, and what it has held for less than
+five days, so it does not grow without end (a module's own packages are keyed by the
+directory they are built in: the check tree's, the same in every run of a working tree,
+so they are found again until their code changes): the entries copied in are dated two
+hours back, go dates each entry it reads that is older than an hour anew, and the save
+leaves out the ones still dated back that the seed has held longer (go reads some
+entries by path without dating them, ``go vet``'s facts of a dependency among them:
+dropped at once, they would be made again every other run). A run that used and built
+nothing else saves nothing. The saved entries the old seed already held with the same
+size are hard links to it (no command writes a seed: the sandbox keeps it read-only),
+the rest are copied.
 
 A cache whose tool judges freshness by dates (cargo: an output newer than every source it
 was built from is fresh, and its fingerprints name paths relative to the package and the
@@ -60,6 +65,9 @@ Dates = dict[str, tuple[int, int]]
 # date is an hour old (its cache's mtime interval), so the save tells the used ones apart
 _AGED_S = 2 * 3600
 _USED_S = 3600
+# how long a seed keeps an entry no baseline was seen to use (go's own cache trims an
+# entry unused for five days)
+_KEPT_S = 5 * 24 * 3600
 # a dated seed's record of the files its outputs were built from: {path: blob}
 SOURCES = ".looprun-sources.json"
 # the date a check tree gives a file the seed was built from (2000-01-01, UTC): older
@@ -108,6 +116,16 @@ def _copy_in(seed: Path, cache: Path, dated: bool) -> None:
             else:
                 shutil.copyfile(src, dst)
                 os.utime(dst, (aged, aged))
+
+
+def _held_since(path: Path, since: float) -> bool:
+    """Whether the seed holds ``path`` as a copy made after ``since`` (a saved file the
+    old seed held is a link to it, so its date is when the seed first held it)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_mtime > since
 
 
 def _sources(seed: Path) -> dict[str, str]:
@@ -222,9 +240,14 @@ class SeededCache:
 
     def _kept(self) -> list[str]:
         """The cache's files the baseline used or built (all of them when nothing was
-        copied in); a file outside go's entry directories (trim.txt, README) always. Never
-        a file where a dated seed keeps its record: that record is the engine's alone."""
+        copied in), and those the seed has held for less than ``_KEPT_S`` (go does not
+        date anew every file it reads: ``go vet`` reads the facts of a dependency's
+        analysis by path, so a rule of "used" alone would drop them every other run and
+        have them made again the next); a file outside go's entry directories (trim.txt,
+        README) always. Never a file where a dated seed keeps its record: that record is
+        the engine's alone."""
         out = []
+        recent = time.time() - _KEPT_S
         for here, _dirs, files in os.walk(self.cache):
             rel = os.path.relpath(here, self.cache)
             for name in files:
@@ -233,7 +256,7 @@ class SeededCache:
                 if not stat.S_ISREG(st.st_mode) or (self.dated and rel == "." and name == SOURCES):
                     continue
                 used = self.copied_at is None or st.st_mtime > self.copied_at + _USED_S
-                if used or rel == ".":
+                if used or rel == "." or _held_since(self.seed / rel / name, recent):
                     out.append(os.path.normpath(os.path.join(rel, name)))
         return out
 

@@ -249,7 +249,7 @@ def run_sandbox(
     warn: Echo,
     git_dir: Path | None = None,
     held_out: Sequence[str] = (),
-    checks: Path | None = None,
+    checks: Sequence[Path] = (),
 ) -> Sandbox | None:
     """The sandbox a run's commands use: the workdir and the artifacts writable, the
     repository's ``.git`` (a directory, or a worktree's file and the git directory it
@@ -258,10 +258,8 @@ def run_sandbox(
     ``checks``: the run's check trees and caches (``clean_tree``), writable too: a check
     builds there, and what anything else writes there is undone before the next check."""
     pinned = (git_dir,) if git_dir is not None else ()
-    if checks is not None:
-        checks.mkdir(parents=True, exist_ok=True)
     confinement = Confinement(
-        writable=(workdir, artifacts, *(() if checks is None else (checks,))),
+        writable=(workdir, artifacts, *checks),
         read_only=(workdir / ".git", *pinned, workdir / ".looprun"),
         network=template.sandbox.network,
         hidden=hidden_paths(os.environ, (*template.sandbox.hide, *held_out)),

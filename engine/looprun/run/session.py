@@ -9,6 +9,7 @@ loop the act step that runs its sub-loops through an executor.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from looprun.act.agent_role import AgentActRole
 from looprun.act.mcp import McpStartError
 from looprun.act.policy import Policy
 from looprun.act.tools import Toolbox
-from looprun.checks.clean_tree import CheckTrees, checks_home, tool_env
+from looprun.checks.clean_tree import CheckTrees, checks_home, tool_env, trees_home
 from looprun.checks.holdout import denied_to_model, resolve
 from looprun.checks.seeded_cache import seed_home
 from looprun.checks.variants import VariantStore, heldout_root
@@ -83,7 +84,8 @@ class Session:
     ports: Ports
     workspace: Workspace
     run: RunInfo
-    close: Callable[[], None] = field(default=lambda: None)  # stops the MCP servers
+    # stops the MCP servers, lets another run have the check trees
+    close: Callable[[], None] = field(default=lambda: None)
 
     def engine(
         self,
@@ -138,9 +140,20 @@ def assemble(
     git_dir = ws.git.git_dir
     used = sorted({spec.stack for spec in template.observe.values() if spec.stack})
     checks = checks_home(journal.run_id) if used else None
+    trees = None
+    if checks is not None:  # a stack's tree at the same place in every run of this tree
+        trees = CheckTrees(checks, seed=seed_home(ws.workdir), stable=trees_home(ws.workdir))
+        checks.mkdir(parents=True, exist_ok=True)
     hidden = (*held_out, *(() if store is None else (str(heldout_root()),)))
     sandbox = run_sandbox(
-        template, ws.workdir, journal.artifacts, mode, w.report, git_dir, hidden, checks
+        template,
+        ws.workdir,
+        journal.artifacts,
+        mode,
+        w.report,
+        git_dir,
+        hidden,
+        trees.writable(used) if trees is not None else (),
     )
     backend = None if sandbox is None else sandbox.name
     if held_out:
@@ -195,7 +208,7 @@ def assemble(
         pinned=journal.dir / "pinned",
         holdouts=holdouts,
         snapshot=lambda base: ws.snapshot() if ws.base() == base else None,
-        trees=None if checks is None else CheckTrees(checks, seed=seed_home(ws.workdir)),
+        trees=trees,
         variants=store,
         check_sandbox=checks_sandbox(sandbox, ws.workdir),
     )
@@ -237,7 +250,8 @@ def assemble(
         subloops=_subloops(template, ws, w, tuple(held_out)),
     )
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(ws.workdir))
-    return Session(template, ports, ws, run, close=servers.close if servers else _nothing)
+    closing = (servers.close if servers else _nothing, trees.close if trees else _nothing)
+    return Session(template, ports, ws, run, close=functools.partial(_all, closing))
 
 
 def _variants_hidden(backend: str | None) -> str:
@@ -251,6 +265,11 @@ def _variants_hidden(backend: str | None) -> str:
         f"commands run {where}, which cannot hide them from the code under test; only "
         "bubblewrap can"
     )
+
+
+def _all(calls: Sequence[Callable[[], None]]) -> None:
+    for call in calls:
+        call()
 
 
 def _nothing() -> None:
