@@ -23,6 +23,8 @@ from e2e_helpers import looprun
 from tests.security.test_sandbox import needs_bwrap
 from tests.support.git_repos import git_repo
 
+from looprun.checks.clean_tree import trees_home
+
 pytestmark = pytest.mark.e2e
 
 CODE = "def double(x):\n    return x * 3\n"
@@ -110,20 +112,26 @@ def _repo(tmp: Path) -> Path:
 @needs_bwrap
 def test_a_check_under_bubblewrap_cannot_write_the_working_tree(tmp_path: Path) -> None:
     work = _repo(tmp_path)
-    proc, summary = _run(
-        tmp_path, work, "--sandbox", "required", env={"LOOPRUN_SANDBOX_BACKENDS": "bwrap"}
-    )
+    cache = tmp_path / "cache"
+    env = {"LOOPRUN_SANDBOX_BACKENDS": "bwrap", "LOOPRUN_CACHE_DIR": str(cache)}
+    proc, summary = _run(tmp_path, work, "--sandbox", "required", env=env)
 
     assert summary["outcome"] == "exhausted", proc.stderr
     assert (work / "calc.py").read_text() == CODE  # the planted fix never landed
     assert not (work / "planted.txt").exists()
     output = (Path(summary["run_dir"]) / "artifacts" / "tests.output.txt").read_text()
     assert "Read-only file system" in output
+    # ended for good: its checks' caches are gone; the working tree's check tree stays
+    assert not (cache / "checks" / summary["run_id"]).exists()
+    assert (trees_home(work, env) / "python" / "calc.py").read_text() == CODE
 
 
 def test_without_a_sandbox_the_same_write_is_caught_and_undone(tmp_path: Path) -> None:
     work = _repo(tmp_path)
-    proc, summary = _run(tmp_path, work, "--sandbox", "off")
+    cache = tmp_path / "cache"
+    proc, summary = _run(tmp_path, work, "--sandbox", "off", env={"LOOPRUN_CACHE_DIR": str(cache)})
 
     assert (summary["outcome"], summary["code"]) == ("error", "observer_changed_tree"), proc.stderr
     assert (work / "calc.py").read_text() == CODE  # undone
+    # `looprun resume` may continue after an error: the run's checks keep their caches
+    assert (cache / "checks" / summary["run_id"]).is_dir()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
@@ -26,6 +27,7 @@ from looprun.checks.holdout import denied_to_model, resolve
 from looprun.checks.seeded_cache import seed_home
 from looprun.checks.variants import VariantStore, heldout_root
 from looprun.data.value import valueclass
+from looprun.journal.runs import run_status
 from looprun.journal.writer import RunJournal
 from looprun.loop.context import ContextBudget
 from looprun.loop.core import Loop
@@ -86,6 +88,7 @@ class Session:
     run: RunInfo
     # stops the MCP servers, lets another run have the check trees
     close: Callable[[], None] = field(default=lambda: None)
+    checks: Path | None = None  # the run's check caches (and trees, when not kept)
 
     def engine(
         self,
@@ -251,7 +254,23 @@ def assemble(
     )
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(ws.workdir))
     closing = (servers.close if servers else _nothing, trees.close if trees else _nothing)
-    return Session(template, ports, ws, run, close=functools.partial(_all, closing))
+    return Session(template, ports, ws, run, close=functools.partial(_all, closing), checks=checks)
+
+
+def release_checks(session: Session, run_dir: Path) -> None:
+    """Once a run has ended for good (``looprun resume`` has nothing left to do), its
+    checks' copies go: their caches (a cargo target directory can take gigabytes) and any
+    tree of its own. A run that can still be resumed keeps them: its caches hold what
+    checks of the model's code built, and a resume must never take them for new ones a
+    baseline would fill (and save as the repository's seed)."""
+    if session.checks is None:
+        return
+    try:
+        todo = run_status(run_dir).resume
+    except (OSError, ValueError):
+        return
+    if not todo:
+        shutil.rmtree(session.checks, ignore_errors=True)
 
 
 def _variants_hidden(backend: str | None) -> str:
