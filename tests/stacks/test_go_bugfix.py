@@ -9,6 +9,7 @@ as Go users do): `strutil.Truncate` counts and cuts bytes instead of runes.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -371,3 +372,25 @@ def test_variants_that_do_not_build_are_dropped_not_a_block(repo: Path) -> None:
     (heldout,) = _events(summary, "heldout")
     assert (heldout["status"], heldout["kept"]) == ("none_kept", 0), heldout
     assert "will not run: none_kept" in summary["stderr"]
+
+
+@pytest.mark.e2e
+def test_a_vet_finding_in_the_new_test_is_a_lint_finding_that_keeps_the_run_from_done(
+    repo: Path,
+) -> None:
+    """While `lint` runs go vet, the tests run with `-vet=off` (go test's own vet pass is a
+    part of the same analysis): a reproducing test with a vet finding (a format verb that
+    does not match its argument) runs and reproduces the bug, and the finding comes back as
+    a new lint error the built-in template does not let end done."""
+    turns = copy.deepcopy(SCRIPT)
+    content = turns[0]["tool_calls"][0]["arguments"]["content"]
+    turns[0]["tool_calls"][0]["arguments"]["content"] = content.replace(
+        "\tif got", '\tt.Logf("%d", "not a number")\n\tif got', 1
+    )
+    summary = _bugfix(repo, turns)
+    assert summary["outcome"] != "done", summary["stderr"][-3000:]
+    first = _observed(summary, 1)
+    assert first["tests"]["failing"] == [NEW_TEST_ID]  # it ran: a reproduction
+    last = _observed(summary, summary["iterations"])
+    assert last["lint"]["errors"] >= 1
+    assert "Logf format %d has arg" in last["lint"]["feedback"]
