@@ -152,14 +152,23 @@ def _dates(directory: Path, names: list[str]) -> Dates:
 
 def _fingerprint(directory: Path) -> Fingerprint:
     """Every file, link and directory below ``directory`` (links not followed)."""
+    return _scan(directory)[0]
+
+
+def _scan(directory: Path) -> tuple[Fingerprint, dict[str, os.stat_result]]:
+    """:func:`_fingerprint`, and the stat of each regular file by its normalized path
+    (one walk for a save that has both to read)."""
     out: Fingerprint = {}
-    for here, dirs, files in os.walk(directory):
+    files: dict[str, os.stat_result] = {}
+    for here, dirs, names in os.walk(directory):
         rel = os.path.relpath(here, directory)
-        for name in (*dirs, *files):
+        for name in (*dirs, *names):
             with contextlib.suppress(OSError):
                 st = os.lstat(os.path.join(here, name))
                 out[os.path.join(rel, name)] = (st.st_ino, st.st_ctime_ns, st.st_size)
-    return out
+                if stat.S_ISREG(st.st_mode):
+                    files[os.path.normpath(os.path.join(rel, name))] = st
+    return out, files
 
 
 class SeededCache:
@@ -238,26 +247,23 @@ class SeededCache:
             and _sources(self.seed) == (self.built_from or {})
         )
 
-    def _kept(self) -> list[str]:
-        """The cache's files the baseline used or built (all of them when nothing was
-        copied in), and those the seed has held for less than ``_KEPT_S`` (go does not
-        date anew every file it reads: ``go vet`` reads the facts of a dependency's
-        analysis by path, so a rule of "used" alone would drop them every other run and
-        have them made again the next); a file outside go's entry directories (trim.txt,
-        README) always. Never a file where a dated seed keeps its record: that record is
-        the engine's alone."""
+    def _kept(self, files: dict[str, os.stat_result]) -> list[str]:
+        """Of the cache's regular ``files`` (path -> stat), those the baseline used or
+        built (all of them when nothing was copied in), and those the seed has held for
+        less than ``_KEPT_S`` (go does not date anew every file it reads: ``go vet`` reads
+        the facts of a dependency's analysis by path, so a rule of "used" alone would drop
+        them every other run and have them made again the next); a file outside go's
+        entry directories (trim.txt, README) always. Never a file where a dated seed keeps
+        its record: that record is the engine's alone."""
         out = []
         recent = time.time() - _KEPT_S
-        for here, _dirs, files in os.walk(self.cache):
-            rel = os.path.relpath(here, self.cache)
-            for name in files:
-                path = os.path.join(here, name)
-                st = os.lstat(path)
-                if not stat.S_ISREG(st.st_mode) or (self.dated and rel == "." and name == SOURCES):
-                    continue
-                used = self.copied_at is None or st.st_mtime > self.copied_at + _USED_S
-                if used or rel == "." or _held_since(self.seed / rel / name, recent):
-                    out.append(os.path.normpath(os.path.join(rel, name)))
+        for rel, st in files.items():
+            top = os.sep not in rel
+            if self.dated and rel == SOURCES:
+                continue
+            used = self.copied_at is None or st.st_mtime > self.copied_at + _USED_S
+            if used or top or _held_since(self.seed / rel, recent):
+                out.append(rel)
         return out
 
     def _save(self) -> None:
@@ -270,9 +276,10 @@ class SeededCache:
         tmp = self.seed.with_name(f".{self.seed.name}.{uuid.uuid4().hex}")
         old = tmp.with_name(tmp.name + ".old")
         try:
-            if _fingerprint(self.cache) != built:
+            now, files = _scan(self.cache)
+            if now != built:
                 return  # something wrote in it after the baseline: not the base's build
-            kept = self._kept()
+            kept = self._kept(files)
             old_dates = _dates(self.seed, kept) if self.dated else {}
             new_dates = _dates(self.cache, kept) if self.dated else {}
             if self._holds(kept, old_dates, new_dates):
