@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from e2e_helpers import looprun
+from e2e_helpers import scripted_bugfix
 from tests.security.test_sandbox import needs_bwrap
 from tests.support.git_repos import git_repo
 
@@ -70,9 +69,7 @@ def _template(tmp: Path) -> Path:
     return path
 
 
-def _run(
-    tmp: Path, work: Path, *extra: str, env: dict[str, str] | None = None
-) -> tuple[Any, dict[str, Any]]:
+def _run(tmp: Path, work: Path, *extra: str, env: dict[str, str]) -> dict[str, Any]:
     plant = {
         "tool_calls": [
             {
@@ -81,23 +78,11 @@ def _run(
             }
         ]
     }
-    script = tmp / "script.yaml"
-    script.write_text(yaml.safe_dump([plant, {"text": "Wrote a test."}] * 2, sort_keys=False))
-    proc = looprun(
-        str(_template(tmp)),
-        "--intent",
-        "double doubles",
-        "--workdir",
-        str(work),
-        "--model",
-        f"script:{script}",
-        "--json",
-        *extra,
-        env=env,
-        timeout=600,
+    turns = [plant, {"text": "Wrote a test."}] * 2
+    template = str(_template(tmp))
+    return scripted_bugfix(
+        work, turns, "double doubles", *extra, env=env, timeout=600, template=template
     )
-    assert proc.stdout.strip(), proc.stderr
-    return proc, json.loads(proc.stdout)
 
 
 def _repo(tmp: Path) -> Path:
@@ -114,9 +99,9 @@ def test_a_check_under_bubblewrap_cannot_write_the_working_tree(tmp_path: Path) 
     work = _repo(tmp_path)
     cache = tmp_path / "cache"
     env = {"LOOPRUN_SANDBOX_BACKENDS": "bwrap", "LOOPRUN_CACHE_DIR": str(cache)}
-    proc, summary = _run(tmp_path, work, "--sandbox", "required", env=env)
+    summary = _run(tmp_path, work, "--sandbox", "required", env=env)
 
-    assert summary["outcome"] == "exhausted", proc.stderr
+    assert summary["outcome"] == "exhausted", summary["stderr"]
     assert (work / "calc.py").read_text() == CODE  # the planted fix never landed
     assert not (work / "planted.txt").exists()
     output = (Path(summary["run_dir"]) / "artifacts" / "tests.output.txt").read_text()
@@ -129,9 +114,11 @@ def test_a_check_under_bubblewrap_cannot_write_the_working_tree(tmp_path: Path) 
 def test_without_a_sandbox_the_same_write_is_caught_and_undone(tmp_path: Path) -> None:
     work = _repo(tmp_path)
     cache = tmp_path / "cache"
-    proc, summary = _run(tmp_path, work, "--sandbox", "off", env={"LOOPRUN_CACHE_DIR": str(cache)})
+    summary = _run(tmp_path, work, "--sandbox", "off", env={"LOOPRUN_CACHE_DIR": str(cache)})
 
-    assert (summary["outcome"], summary["code"]) == ("error", "observer_changed_tree"), proc.stderr
+    assert (summary["outcome"], summary["code"]) == ("error", "observer_changed_tree"), summary[
+        "stderr"
+    ]
     assert (work / "calc.py").read_text() == CODE  # undone
     # `looprun resume` may continue after an error: the run's checks keep their caches
     assert (cache / "checks" / summary["run_id"]).is_dir()

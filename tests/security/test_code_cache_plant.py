@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.security.test_valid_cache_plant import TEMPLATE as VALID_CACHE_TEMPLATE
 from tests.support.cli import looprun
 from tests.support.git_repos import git_repo
 
@@ -52,23 +53,8 @@ def test_plants_code():
     assert False, "fails on purpose: tests.ok is false"
 """
 
-TEMPLATE = """\
-looprun: 1
-name: plant
-inputs:
-  intent: {type: string, required: true}
-act:
-  prompt: "{{ task.goal }}"
-observe:
-  tests:
-    run: >-
-      python3 -m pytest -q -p no:cacheprovider -o junit_logging=all
-      --junitxml={{ run.artifacts }}/junit.xml test_plant.py
-    parser: junit
-    file: "{{ run.artifacts }}/junit.xml"
-exit: [tests.ok]
-limits: {max_iterations: 1}
-"""
+# the valid-cache attack's template: one check running the planting test, `tests.ok` the goal
+TEMPLATE = VALID_CACHE_TEMPLATE.replace("sandbox: required\n", "")
 
 
 def _runs(tmp_path: Path, sandbox: str) -> tuple[str, dict[str, object]]:

@@ -31,21 +31,31 @@ NOTE = """\
 VET_RUN = re.compile(r"/pkg/tool/[^/\s]+/vet\s")
 
 
-def test_the_seed_holds_the_baselines_vet_analysis(tmp_path: Path) -> None:
-    go = require_go()
+def _module(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The sample module in a fresh repository, and an environment with a cache of its own."""
     work = tmp_path / "textkit"
     shutil.copytree(SAMPLE / "strutil", work / "strutil")
     shutil.copytree(SAMPLE / "cmd", work / "cmd")
     shutil.copy(SAMPLE / "go.mod", work / "go.mod")
     git_repo(work)
-    script = tmp_path / "script.yaml"
-    script.write_text(NOTE)
+    (tmp_path / "script.yaml").write_text(NOTE)
     env = {**os.environ, "LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("GOCACHE", None)
-    argv = [sys.executable, "-m", "looprun", "bugfix", "--intent", "a note"]
-    argv += ["--model", f"script:{script}", "--max-iterations", "1", "--json"]
+    return work, env
+
+
+def _note_run(work: Path, env: dict[str, str]) -> None:
+    """One iteration of `bugfix` whose model writes a note (no Go)."""
+    argv = [sys.executable, "-m", "looprun", "bugfix", "--intent", "a note", "--json"]
+    argv += ["--model", f"script:{work.parent / 'script.yaml'}", "--max-iterations", "1"]
     done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode in (0, 3), done.stderr  # one iteration: done or exhausted
+
+
+def test_the_seed_holds_the_baselines_vet_analysis(tmp_path: Path) -> None:
+    go = require_go()
+    work, env = _module(tmp_path)
+    _note_run(work, env)
 
     seed = seed_home(work, env) / "go" / "GOCACHE"
     assert seed.is_dir()
@@ -74,22 +84,11 @@ def test_later_runs_find_their_builds_where_the_first_left_them(tmp_path: Path) 
     in the next run too: once a run has saved the seed, an unchanged module's runs find
     everything built (`go vet`'s facts of its dependencies included) and save nothing."""
     require_go()
-    work = tmp_path / "textkit"
-    shutil.copytree(SAMPLE / "strutil", work / "strutil")
-    shutil.copytree(SAMPLE / "cmd", work / "cmd")
-    shutil.copy(SAMPLE / "go.mod", work / "go.mod")
-    git_repo(work)
-    script = tmp_path / "script.yaml"
-    script.write_text(NOTE)
-    env = {**os.environ, "LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("GOCACHE", None)
-    argv = [sys.executable, "-m", "looprun", "bugfix", "--intent", "a note"]
-    argv += ["--model", f"script:{script}", "--max-iterations", "1", "--json"]
+    work, env = _module(tmp_path)
     seed = seed_home(work, env) / "go" / "GOCACHE"
     inodes = []
     for _ in range(3):
-        done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode in (0, 3), done.stderr
+        _note_run(work, env)
         inodes.append(seed.stat().st_ino)
     assert inodes[1] == inodes[2], "the third run saved a new seed: it built something again"
     kept = trees_home(work, env) / "go"
