@@ -12,7 +12,7 @@ import pytest
 from jinja2 import TemplateSyntaxError
 
 from looprun.errors import Location, TemplateError
-from looprun.template import expressions
+from looprun.template import code_cache, expressions
 from looprun.template.code_cache import CodeCache
 from looprun.template.compile_cache import compiled_condition, compiled_text, keep_codes
 from looprun.template.loader import load_template
@@ -181,3 +181,20 @@ def test_jinja_still_judges_what_it_alone_can(tmp_path: Path) -> None:
         compiled_condition("x | no_such_filter", HERE)
     with pytest.raises(TemplateSyntaxError):
         expressions.ENV.compile("{{ x | no_such_filter }}")
+
+
+def test_a_full_cache_keeps_what_its_last_run_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(code_cache, "MAX_ENTRIES", 3)
+    codes = CodeCache(tmp_path)
+    keep_codes(codes)
+    for n in range(4):  # a template edited four times: four texts, one used now
+        compiled_text(f"draft {n}: {{{{ x }}}}", False, HERE)
+    codes.save()
+    assert len(CodeCache(tmp_path)._entries) == 4  # this run used them all
+
+    keep_codes(codes := CodeCache(tmp_path))
+    compiled_text("draft 3: {{ x }}", False, HERE).render({"x": 1})  # code: a change to save
+    codes.save()
+    assert list(CodeCache(tmp_path)._entries) == [("text", "draft 3: {{ x }}")]

@@ -30,7 +30,8 @@ from looprun.system.atomic import write_atomic
 from looprun.template.valid_cache import engine_stamp, read_private, trusted_dir
 
 _FORMAT = 1
-# more distinct sources than any user's templates hold: past it, nothing new is stored
+# more distinct sources than any user's templates hold: past it, a save keeps only the
+# entries its own process used (texts edited away do not pile up)
 MAX_ENTRIES = 8192
 
 # kind -> source -> (names, attributes, constant, code): ``kind`` is "text", "shell"
@@ -67,6 +68,7 @@ class CodeCache:
         self._lock = threading.Lock()
         # code generated while its source was compiled, before its entry was put
         self._early: dict[tuple[str, str], CodeType] = {}
+        self._used: set[tuple[str, str]] = set()  # the entries this process read or made
 
     def _read(self) -> dict[tuple[str, str], Entry]:
         raw = read_private(self.path) if trusted_dir(self.root) else None
@@ -93,17 +95,19 @@ class CodeCache:
         }
 
     def get(self, kind: str, source: str) -> Entry | None:
-        return self._entries.get((kind, source))
+        entry = self._entries.get((kind, source))
+        if entry is not None:
+            self._used.add((kind, source))
+        return entry
 
     def put(self, kind: str, source: str, entry: Entry) -> None:
         """Remember ``entry`` (a clean compile's) for ``source``; a known one keeps its code."""
         with self._lock:
             if entry[3] is None:
                 entry = (*entry[:3], self._early.pop((kind, source), None))
+            self._used.add((kind, source))
             old = self._entries.get((kind, source))
             if old is not None and (old[3] is not None or entry[3] is None):
-                return
-            if old is None and len(self._entries) >= MAX_ENTRIES:
                 return
             self._entries[(kind, source)] = entry
             self._new = True
@@ -125,7 +129,10 @@ class CodeCache:
             if not self._new:
                 return
             self._new = False
-            data = {"format": _FORMAT, "stamp": engine_stamp(), "entries": dict(self._entries)}
+            entries = dict(self._entries)
+            if len(entries) > MAX_ENTRIES:
+                entries = {k: v for k, v in entries.items() if k in self._used}
+            data = {"format": _FORMAT, "stamp": engine_stamp(), "entries": entries}
         with contextlib.suppress(OSError, ValueError):
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
             if not trusted_dir(self.root):
