@@ -129,6 +129,11 @@ class CommandObserver:
     def varying_params(self, spec: ObserverSpec, files: Sequence[str]) -> tuple[str, ...] | None:
         return None  # no stack: a second run tells, as it does for a check of no stack
 
+    def list_ids(
+        self, spec: ObserverSpec, context: Mapping[str, Any], *, base: str
+    ) -> tuple[str, ...] | None:
+        return None  # no stack lists its tests here: a second run tells
+
 
 @dataclass
 class Rig:

@@ -120,6 +120,15 @@ class Observer(Protocol):
         it cannot tell (a second run does)."""
         ...
 
+    def list_ids(
+        self, spec: ObserverSpec, context: Mapping[str, Any], *, base: str
+    ) -> tuple[str, ...] | None:
+        """The test ids ``spec``'s command names on the tree now (of the files
+        ``spec.select`` names, when it does), spelled as its runs report them, listed by
+        its stack without running a test; None when the stack cannot list them or the list
+        could not be read whole (a second run tells instead)."""
+        ...
+
 
 @valueclass
 class Triage:

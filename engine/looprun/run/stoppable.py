@@ -68,6 +68,14 @@ class StoppableObserver:
     def varying_params(self, spec: Any, files: Any) -> Any:
         return self.inner.varying_params(spec, files)
 
+    def list_ids(self, spec: Any, context: Any, *, base: str) -> Any:
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        listed = self.inner.list_ids(spec, context, base=base)
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        return listed
+
 
 class StoppableActor:
     """Wraps the actor port (act.agent) like the observer: once stopped, no CLI turn

@@ -406,3 +406,6 @@ class TracedObserver:
 
     def varying_params(self, spec: Any, files: Any) -> Any:
         return self._inner.varying_params(spec, files)
+
+    def list_ids(self, spec: Any, context: Mapping[str, Any], *, base: str) -> Any:
+        return self._inner.list_ids(spec, context, base=base)
