@@ -28,31 +28,36 @@ as whole ones).
     python benchmarks/bench_staged.py [--package more-itertools|tomlkit] [--rounds 5]
         [--python venv|host]
 
-Measured on 2 cores (load about 1), medians of 3, one after the other,
-``python benchmarks/bench_staged.py --package tomlkit --rounds 3`` then
-``python benchmarks/bench_staged.py --rounds 3``:
+Measured on 2 cores shared with other work (load 1-3), medians of 3,
+``python benchmarks/bench_staged.py --package tomlkit --rounds 3``:
 
-    tomlkit:        staged + related 27.81 s, narrow only 37.27 s, whole 47.87 s:
-                    0.58x, narrow only 0.78x; floor 21.37 s = 0.45x
-                    (again, with each tier judged on its own time: 25.11 s,
-                    31.15 s, 38.54 s: 0.65x, 0.81x; floor 0.48x)
-    more-itertools: staged + related 12.88 s, narrow only 14.02 s, whole 19.71 s:
-                    0.65x, narrow only 0.71x; floor 9.06 s = 0.46x
+    tomlkit:        staged + related 21.38 s, narrow only 22.85 s, whole 30.32 s:
+                    0.71x, narrow only 0.75x; floor 13.23 s = 0.44x
+                    (the engine before the baseline listed its tests, measured
+                    right after: 22.38 s, 24.64 s, 33.85 s: 0.66x, 0.73x;
+                    floor 16.52 s = 0.49x)
 
-(Earlier, with other work loading the cores to 2-4: tomlkit 0.78x,
-floor 0.57x; more-itertools 0.60x, floor 0.43x.) On tomlkit the staged run does what it
-should: a failing narrow run of the new test, a related run of the three test files
-importing ``tomlkit.items`` that catches the first wrong fix (without ``related_tests``
-only a whole run does: 0.78x), a failing narrow run of the last failures that catches
-the second, then one whole run of the final tree. The floor leaves it little room
-below 0.5x: the baseline runs every test file holding a parametrized id a second time (to tell
-an unstable id from a changed one), 794 of tomlkit's 859 tests, so it costs about two
-whole runs, and with the one whole run no staging removes, a four-iteration run's floor
-is start-up and 3 whole runs against start-up, 2 whole runs and 4 iterations' checks:
-near 0.5x however long the suite. Above the floor, each narrow or related check and each
-re-run of the reproduction (``fresh``, ``plain``) is a pytest process of its own, about
-1 s here (tomlkit's conftest reads every TOML case file for each test function it
-collects), and those keep it above.
+Under that load one arm's median moves by seconds (above, the staged arm's checks ran 2 s
+slower than the engine's before); with both engines interleaved round by round (three
+rounds, twice): staged + related 18.4-22.1 s against 22.1-25.9 s before, 0.64x and
+0.48x (a whole arm slowed by load) against 0.69x and 0.65x, floor 0.43-0.44x against
+0.47-0.50x. Earlier
+(load about 1, before the listing): tomlkit 0.58x, floor 0.45x; more-itertools
+(``--rounds 3``) staged + related 12.88 s, narrow only 14.02 s, whole 19.71 s: 0.65x,
+floor 0.46x. On tomlkit the staged run does what it should: a failing narrow run of the
+new test, a related run of the three test files importing ``tomlkit.items`` that catches
+the first wrong fix (without ``related_tests`` only a whole run does), a failing narrow
+run of the last failures that catches the second, then one whole run of the final tree.
+The baseline no longer runs the tests twice: tomlkit's conftest generates 794 of its 859
+cases (``pytest_generate_tests``), which no reading of the files can vouch for, so the
+baseline lists them in another pytest process (``--collect-only``, about 1.2 s) and, as
+the list names every id the run did, runs none of them again (a second run took about
+5 s, nearly a whole run). That takes about 4 s off every arm, and the floor (start-up,
+the baseline and the one whole run no staging removes, every narrow run free) from about
+0.49x to 0.44x. What keeps the staged run above 0.5x now is above the floor: each narrow
+or related check and each re-run of the reproduction (``fresh``, ``plain``) is a pytest
+process of its own, about 1 s here (tomlkit's conftest reads every TOML case file for
+each test function it collects), and together they take about twice a whole run.
 """
 
 from __future__ import annotations

@@ -132,6 +132,11 @@ class CommandObserver:
     def keeps_tree(self, spec: ObserverSpec) -> bool:
         return False  # its commands run in the working tree
 
+    def list_ids(
+        self, spec: ObserverSpec, context: Mapping[str, Any], *, base: str
+    ) -> tuple[str, ...] | None:
+        return None  # no stack lists its tests here: a second run tells
+
 
 @dataclass
 class Rig:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from looprun.loop.baseline import compare, param_files, parametrized, rerun_files, unstable_ids
+from looprun.loop.baseline import (
+    compare,
+    param_files,
+    parametrized,
+    rerun_files,
+    unlisted_files,
+    unstable_ids,
+)
 
 _BASE = {
     "passing": ["t.py::f[a-b]", "t.py::f[a-c]", "t.py::g[x]", "t.py::h"],
@@ -66,3 +73,19 @@ def test_the_second_baseline_run_needs_only_the_files_with_parametrized_ids() ->
     assert rerun_files(broken, param_files(broken)) == ()
     plain = {"passing": ["u.py::k"], "failing": []}
     assert rerun_files(plain, param_files(plain)) == ()
+
+
+def test_only_a_file_with_an_id_the_list_does_not_name_runs_again() -> None:
+    """Another process's list of the ids (nothing run) spares the second run of a file
+    whose every id it names as the run did; a file with an id it renamed or left out
+    runs again. An id only the list names (a skipped test) says nothing."""
+    first = {"passing": [*_BASE["passing"], "u.py::k[1]"], "failing": _BASE["failing"]}
+    alike = [*first["passing"], *first["failing"], "t.py::skipped", "u.py::k[2]"]
+    assert unlisted_files(first, alike) == ()
+    renamed = [i.replace("f[a-b]", "f[b-a]") for i in alike]
+    assert unlisted_files(first, renamed) == ("t.py",)
+    assert unlisted_files(first, [i for i in alike if i != "u.py::k[1]"]) == ("u.py",)
+    # a list of some files only: the ids of the others are not missing from it
+    assert unlisted_files(first, ["u.py::k[1]"], within=("u.py",)) == ()
+    assert unlisted_files(first, [], within=("u.py",)) == ("u.py",)
+    assert unlisted_files(first, []) == ("t.py", "u.py")

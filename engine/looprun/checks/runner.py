@@ -32,7 +32,13 @@ from looprun.data.freeze import freeze
 from looprun.observe.base import Observation, ParseInput
 from looprun.observe.feedback import tail
 from looprun.observe.normalise import failure_signature
-from looprun.observe.outcome_channel import PLUGIN_DIR, Outcomes, listening, with_helpers
+from looprun.observe.outcome_channel import (
+    LISTED,
+    PLUGIN_DIR,
+    Outcomes,
+    listening,
+    with_helpers,
+)
 from looprun.observe.registry import empty_facts_of, get_parser
 from looprun.system import safefs
 from looprun.system.atomic import write_atomic
@@ -233,6 +239,7 @@ def run_observer(
     snapshot: Snapshot | None = None,
     trees: CheckTrees | None = None,
     seal: bool = True,
+    listing: tuple[str, ...] = (),
 ) -> Observation:
     """Observe once for the loop. ExpressionError (a bad ``when``/``run``) propagates.
 
@@ -241,7 +248,10 @@ def run_observer(
     held-out tests of an observer that declares them; ``snapshot``: the run's own
     snapshot of the tree, which git_diff reuses; ``trees``: the run's clean copies, where
     an observer with ``stack`` runs its command (see ``clean_tree``); ``seal``: False only
-    for the engine's own look at held-out variants (their triage), never for the loop."""
+    for the engine's own look at held-out variants (their triage), never for the loop;
+    ``listing``: the stack's words that make the command list its tests instead of
+    running them (its parser is told ``listed``), on the same tree, configuration and
+    sandbox as a run of them."""
     if spec.when is not None and not spec.when.evaluate(context):
         return Observation(
             parser=spec.parser,
@@ -264,6 +274,9 @@ def run_observer(
         if words is None:
             return _failed(spec.parser, f"{spec.name}: cannot select the tests {spec.select!r}")
         command = command.rstrip() + " " + " ".join(shlex.quote(w) for w in words)
+    if command is not None and listing:
+        command = command.rstrip() + " " + " ".join(shlex.quote(w) for w in listing)
+        spec = dataclasses.replace(spec, options=freeze({**spec.options, LISTED: True}))
     file = Path(spec.file.render(context).strip()) if spec.file is not None else None
     extra_env: Mapping[str, str] | None = None
     checked = workdir  # where the command runs and the parser reads paths from
@@ -325,7 +338,7 @@ def run_observer(
         snapshot=snapshot,
         extra_env=extra_env,
     )
-    if spec.select:
+    if spec.select and not listing:
         crash_point("observe.narrow")  # test-only: a kill between a narrow stage and its verdict
     return obs
 

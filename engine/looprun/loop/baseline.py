@@ -20,7 +20,9 @@ renamed pass that fails now is a regression). The baseline runs an observer whos
 carry parameters twice and keeps the ids the two runs disagree on as ``unstable``; only
 the functions those belong to are matched this way, so a case dropped from a stable
 parametrization still vanishes, and so does every case beyond the ones a rename
-explains.
+explains. Where the check's stack can list the ids without running a test, a file whose
+every id that list names alike is spared the second run; a list only ever spares one,
+it never marks an id unstable (a collection may name what a run does not).
 """
 
 from __future__ import annotations
@@ -84,6 +86,19 @@ def rerun_files(facts: Mapping[str, Any], wanted: Sequence[str]) -> tuple[str, .
     every file the run saw."""
     every = {i.split("::", 1)[0] for i in _ids(facts, "failing") + _ids(facts, "passing")}
     return tuple(sorted(wanted)) if wanted and len(wanted) < len(every) else ()
+
+
+def unlisted_files(
+    facts: Mapping[str, Any], listed: Sequence[str], within: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The test files holding an id of ``facts`` (failing or passing) that ``listed``, the
+    ids another process lists without running a test, does not name; with ``within``, the
+    files it listed, only those. Only such a file can hold an id that moves between two
+    processes; an id the list names and the run did not (a skipped test) says nothing."""
+    named = set(listed)
+    missing = {i for i in _ids(facts, "failing") + _ids(facts, "passing") if i not in named}
+    files = {i.split("::", 1)[0] for i in missing}
+    return tuple(sorted(files & set(within) if within else files))
 
 
 def parametrized(facts: Mapping[str, Any]) -> bool:

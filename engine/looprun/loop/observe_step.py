@@ -237,6 +237,26 @@ class ObserveStep:
             return None
         return self.edits_by(name, spec, obs, before)[0]
 
+    def listed(
+        self, name: str, spec: ObserverSpec, ctx: Mapping[str, Any], select: tuple[str, ...] = ()
+    ) -> tuple[str, ...] | None:
+        """The test ids one observer's command names on the same tree, listed by its stack
+        without running a test (of the test files ``select`` names, when given); None when
+        they cannot be listed, or the listing edited the tree (undone and reported as a
+        run's edits are)."""
+        lp = self.loop
+        if select:
+            spec = replace(spec, select=select)
+        before = lp.ports.workspace.snapshot()
+        try:
+            ids = lp.ports.observer.list_ids(spec, ctx, base=lp.state.base)
+        except LooprunError:
+            ids = None
+        nothing = Observation(parser=spec.parser, ok=True)
+        if self.edits_by(name, spec, nothing, before)[0] is not nothing:
+            return None
+        return ids
+
     def edits_by(
         self, name: str, spec: ObserverSpec, obs: Observation, before: str
     ) -> tuple[Observation, str]:

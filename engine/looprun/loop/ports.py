@@ -123,6 +123,14 @@ class Observer(Protocol):
     def keeps_tree(self, spec: ObserverSpec) -> bool:
         """Whether ``spec``'s command runs where it cannot write the working tree, so
         there are no edits of its to look for."""
+
+    def list_ids(
+        self, spec: ObserverSpec, context: Mapping[str, Any], *, base: str
+    ) -> tuple[str, ...] | None:
+        """The test ids ``spec``'s command names on the tree now (of the files
+        ``spec.select`` names, when it does), spelled as its runs report them, listed by
+        its stack without running a test; None when the stack cannot list them or the list
+        could not be read whole (a second run tells instead)."""
         ...
 
 

@@ -19,6 +19,7 @@ from looprun.loop.baseline import (
     parametrized,
     rerun_files,
     slim,
+    unlisted_files,
     unstable_ids,
     unusable,
 )
@@ -154,7 +155,12 @@ def _unstable(
     set follow its hash order), so a later run not showing them is no vanished test.
     The check's stack reads the files that hold such ids first: where every parameter is
     a literal, nothing runs again; a staged observer runs only the files it cannot vouch
-    for the second time."""
+    for the second time. Where the stack can list the ids without running a test, it
+    lists them in another process first, and only the files holding an id of the
+    baseline's that the list does not name run again: a list is never taken as a run
+    (what a collection names may differ from what runs), so it can only spare a second
+    run of files whose every id it names as the baseline did, never mark an id unstable;
+    a list that cannot be read leaves the second run as it was."""
     ctx = {
         **loop.context(task, {}, act.facts()),
         **{n: o.to_facts() for n, o in observations.items()},
@@ -171,6 +177,15 @@ def _unstable(
         files = rerun_files(facts, held if varying is None else varying) if spec.narrow else ()
         if not all(node_id(f) for f in files):
             files = ()  # a file the command may not be given: the whole command again
+        listed = observing.listed(name, spec, ctx, select=files)
+        if listed is not None:
+            moved = unlisted_files(facts, listed, within=files)
+            if not moved:
+                out[name] = []  # every id named alike by another process
+                continue
+            files = rerun_files(facts, moved) if spec.narrow else ()
+            if not all(node_id(f) for f in files):
+                files = ()
         again = observing.again(name, spec, ctx, select=files)
         if again is not None and again.error is None:
             out[name] = unstable_ids(facts, again.to_facts(), within=files)

@@ -26,7 +26,7 @@ from looprun.data.freeze import freeze
 from looprun.observe import declared_facts, raised_where
 from looprun.observe.base import Item, Observation, ParseInput
 from looprun.observe.feedback import render, strip_ansi, tail
-from looprun.observe.outcome_channel import disagreements
+from looprun.observe.outcome_channel import LISTED, disagreements
 from looprun.observe.reports import (
     ReportProblem,
     locate_report,
@@ -403,7 +403,33 @@ class JUnitParser:
             _scan(path, tally, shown)
         except ReportProblem as exc:
             return unusable(NAME, data, str(exc), EMPTY_FACTS)
+        if data.options.get(LISTED) is True:
+            return _listing(data, tally, shown)
         return _observation(data, tally, shown)
+
+
+def _listing(data: ParseInput, tally: _Tally, shown: str) -> Observation:
+    """A command that listed its tests without running them (``LISTED``): the fact
+    ``listed`` holds their ids, each made from its JUnit name exactly as a run's report
+    makes it, so the two compare. A list that cannot be read whole is an error, never a
+    shorter list: the caller then runs the tests instead."""
+    said = data.outcomes
+    why = ""
+    if said is None or not said.started:
+        why = "the outcome plugin never reported"
+    elif said.overflow or said.malformed or said.failed:
+        why = "the outcome channel carried more than a list of tests"
+    elif said.listed is None or said.listed != len(said.collected):
+        why = "the list of tests is not whole"
+    elif data.exit_code != 0 or data.timed_out:
+        why = f"the command exited {data.exit_code}"
+    elif tally.failed or tally.errors:
+        why = f"{shown} shows collection errors"
+    if why:
+        message = f"the tests could not be listed: {why}"
+        return Observation(parser=NAME, ok=False, error=message, feedback=message)
+    ids = [tally.case_id(name, classname, where) for classname, name, where in said.collected]
+    return Observation(parser=NAME, ok=True, exit_code=0, facts=freeze({LISTED: ids}))
 
 
 def _tampering(data: ParseInput, tally: _Tally, shown: str, ran: int, bad: int) -> str:

@@ -22,6 +22,9 @@ PLUGIN = "looprun_outcome"
 # looprun's own writers of the channel: the pytest plugin and the plain re-run of tests
 SENDERS = (PLUGIN, "looprun_plain")
 PLUGIN_DIR = Path(__file__).resolve().parent / "pytest_plugin"
+# an option only the engine gives a parser (a template cannot: it is no declared one): the
+# command listed its tests over the channel instead of running them (``--collect-only``)
+LISTED = "listed"
 _MAX_BYTES = 8 << 20  # beyond this the channel counts as cut short, never as complete
 _MAX_EXERCISED = 8  # files kept per failing test (the plugin sends no more)
 _MAX_REASON = 300  # characters kept of why a failure was the test's own
@@ -40,6 +43,10 @@ class Outcomes:
     # node id -> why its failure was raised by the test itself, not by the code under test
     # nor at an assertion on what it returned (when it was watched)
     self_raised: dict[str, str] = field(default_factory=dict)
+    # under --collect-only: each collected test's JUnit (classname, name, file or None),
+    # and how many the plugin said it sent once it had sent them all (None: it never did)
+    collected: list[tuple[str, str, str | None]] = field(default_factory=list)
+    listed: int | None = None
     overflow: bool = False
     malformed: int = 0
 
@@ -62,6 +69,18 @@ class Outcomes:
             why = record.get("self_raised")
             if isinstance(why, str) and why and test not in self.self_raised:
                 self.self_raised[test] = why[:_MAX_REASON]
+        elif event == "collected":
+            key, where = record.get("junit"), record.get("file")
+            if not (
+                isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)
+            ):
+                self.malformed += 1  # a list with a line that is not the plugin's is unread
+                return
+            self.collected.append((key[0], key[1], where if isinstance(where, str) else None))
+        elif event == "listed":
+            count = record.get("count")
+            # said twice, or not a count: never a whole list
+            self.listed = count if type(count) is int and self.listed is None else -1
         elif event == "end":
             self.ended = True
 

@@ -27,6 +27,7 @@ from looprun.errors import UsageError
 from looprun.loop.ports import Triage
 from looprun.observe.base import Observation
 from looprun.observe.normalise import failure_signature
+from looprun.observe.outcome_channel import LISTED
 from looprun.observe.registry import empty_facts_of
 from looprun.sandbox import Confinement, Sandbox, sandbox_for
 from looprun.sandbox.hidden import hidden_paths
@@ -115,6 +116,7 @@ class RealObserver:
         base: str,
         holdout: Holdout | None,
         seal: bool = True,
+        listing: tuple[str, ...] = (),
     ) -> Observation:
         if spec.run is not None:
             safefs.remove_special(self.artifacts)  # no command writes through a planted link
@@ -139,6 +141,7 @@ class RealObserver:
                 snapshot=self.snapshot,
                 trees=self.trees,
                 seal=seal,
+                listing=listing,
             )
             ran = obs.ran
             return obs
@@ -157,6 +160,22 @@ class RealObserver:
         read-only for it (Landlock before ABI 3 lets a file be truncated; no sandbox,
         anything), so there is nothing to look for after it."""
         return spec.stack is not None and self.trees is not None and self.check_sandbox is not None
+
+    def list_ids(
+        self, spec: ObserverSpec, context: Mapping[str, Any], *, base: str
+    ) -> tuple[str, ...] | None:
+        """The test ids ``spec``'s command names (of the files ``spec.select`` names, when
+        it does), listed by its stack without running a test, on the tree, configuration
+        and sandbox a run of it has; None when the stack cannot list them or the list
+        could not be read whole."""
+        words = stacks.get(spec.stack).listing if spec.stack is not None else None
+        if not words or spec.run is None or spec.holdout is not None:
+            return None
+        obs = self._run(spec, context, deadline=None, base=base, holdout=None, listing=words)
+        listed = obs.facts.get(LISTED)
+        if obs.error or not obs.ok or obs.exit_code != 0 or not isinstance(listed, tuple):
+            return None
+        return tuple(str(i) for i in listed)
 
     def related_tests(self, changed: Sequence[str]) -> tuple[str, ...] | None:
         """Test files importing what changed, read with ``ast`` (never run); None: unsure."""

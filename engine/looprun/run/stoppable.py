@@ -71,6 +71,14 @@ class StoppableObserver:
     def keeps_tree(self, spec: Any) -> bool:
         return bool(self.inner.keeps_tree(spec))
 
+    def list_ids(self, spec: Any, context: Any, *, base: str) -> Any:
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        listed = self.inner.list_ids(spec, context, base=base)
+        if self._stop.is_set():
+            raise Stopped("stopped: the outer loop was interrupted")
+        return listed
+
 
 class StoppableActor:
     """Wraps the actor port (act.agent) like the observer: once stopped, no CLI turn

@@ -409,3 +409,6 @@ class TracedObserver:
 
     def keeps_tree(self, spec: Any) -> bool:
         return bool(self._inner.keeps_tree(spec))
+
+    def list_ids(self, spec: Any, context: Mapping[str, Any], *, base: str) -> Any:
+        return self._inner.list_ids(spec, context, base=base)

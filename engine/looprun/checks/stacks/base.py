@@ -104,6 +104,11 @@ class Stack:
     varying: (
         Callable[[Callable[[str], str | None], Sequence[str]], tuple[str, ...] | None] | None
     ) = None
+    # the words that make the test command list the tests it would run, without running
+    # any (its parser, told ``listed``, reads their ids spelled as a run reports them),
+    # so the baseline learns which ids move from a listing rather than a second run;
+    # None: the stack cannot list them, and the second run stays
+    listing: tuple[str, ...] | None = None
 
     def describe(self) -> str:
         return f"{self.name} ({', '.join(self.markers)})"

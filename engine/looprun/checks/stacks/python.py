@@ -24,4 +24,7 @@ STACK = Stack(
     ),
     untrusted=("__pycache__/", "*.pyc", "*.pyo", "*.egg-info/", "*.dist-info/", ".pytest_cache/"),
     varying=varying,
+    # pytest names every case at collection: looprun's outcome plugin, loaded in the
+    # command, sends each collected test's JUnit name over its channel
+    listing=("--collect-only",),
 )

@@ -32,6 +32,10 @@ or a ``fail()`` call in the test, an ``assert`` on constants, or a statement tha
 nothing the code returned - a test that calls the code and then fails on its own. The
 statement is read with ``ast`` from the test's source and the names resolved in the
 failing frame without calling anything.
+
+Under ``--collect-only`` it lists every test the session would run, each under the name
+the JUnit report gives it, so the baseline can tell which parametrized ids move between
+two processes from a collection instead of a second run of the tests.
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ try:  # pytest's private junitxml naming: an older or newer pytest may not have 
     from _pytest.junitxml import mangle_test_address as _mangle
 except Exception:
     _mangle = None  # type: ignore[assignment]
+try:  # and how it writes a name into the report
+    from _pytest.junitxml import bin_xml_escape as _xml_escape
+except Exception:
+    _xml_escape = None  # type: ignore[assignment]
 
 _ENV = "LOOPRUN_OUTCOME_FD"
 _EXERCISED_ENV = "LOOPRUN_EXERCISED"
@@ -103,6 +111,36 @@ def _junit_key(nodeid: str, config: Any) -> list[str]:
     if prefix:
         names.insert(0, prefix)
     return [".".join(names[:-1]), names[-1]]
+
+
+def _listed(item: Any) -> dict[str, Any] | None:
+    """A collected test as the JUnit report would name it: the key of ``_junit_key`` with
+    the name escaped as pytest writes it, and its file where the report family keeps one
+    (``xunit1``); None when pytest's naming cannot be had (then nothing is listed)."""
+    if _mangle is None or _xml_escape is None:
+        return None
+    try:
+        classname, name = _junit_key(item.nodeid, item.config)
+        family = str(item.config.getini("junit_family"))
+        where = item.location[0] if family in ("xunit1", "legacy") else None
+        return {"event": "collected", "junit": [classname, _xml_escape(name)], "file": where}
+    except Exception:
+        return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: Any) -> None:
+    """With ``--collect-only``, every test the session would run, then how many: looprun
+    learns which ids a run names without running one. The count closes the list, so one
+    cut short or spoken over is never read as whole."""
+    if _out is None or not session.config.option.collectonly:
+        return
+    records = [r for item in session.items if (r := _listed(item)) is not None]
+    if len(records) != len(session.items):
+        return  # a list with holes is no list: nothing is said, and a run tells instead
+    for record in records:
+        _send(record)
+    _send({"event": "listed", "count": len(records)})
 
 
 def _project_source(filename: str) -> str:
