@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from looprun.checks.seeded_cache import SOURCES, SeededCache, seed_home
+from looprun.checks import seeded_cache
+from looprun.checks.seeded_cache import SOURCES, SeededCache, copy_ahead, seed_home
 
 BASE, CHANGED = "tree-of-the-base", "tree-after-a-turn"
 
@@ -235,3 +238,76 @@ def test_a_build_cannot_write_a_dated_seed_s_record(tmp_path: Path) -> None:
     _check(two, {}, CHANGED)
     assert json.loads((seed / SOURCES).read_text()) == {"src/lib.rs": "blob-2"}
     assert (seed / SOURCES).stat().st_ino != recorded
+
+
+def _saved_seed(tmp_path: Path, dated: bool = False) -> Path:
+    """A seed as a run's baseline saves it."""
+    seed = tmp_path / "seed"
+    run = SeededCache(tmp_path / "r0" / "c", seed, dated=dated)
+    run.before_check(BASE, True)
+    if dated:
+        run.tree_written({"src/lib.rs": "blob-1"})
+    _check(run, {"a1/std-d": "std", "b2/vet-d": "facts"})
+    _check(run, {}, CHANGED)
+    return seed
+
+
+def _copies(scratch: Path) -> list[Path]:
+    return sorted(scratch.glob(".seed-*")) if scratch.is_dir() else []
+
+
+def test_the_first_check_takes_the_copy_made_while_the_run_started(tmp_path: Path) -> None:
+    seed, scratch = _saved_seed(tmp_path), tmp_path / "checks"
+    copy_ahead(seed, False, scratch)
+    ahead = seeded_cache._AHEAD[seed]
+    ahead.thread.join()  # (the check would wait for it too)
+    made_ino = ahead.into.stat().st_ino
+    assert _copies(scratch) == [ahead.into]
+    run = SeededCache(tmp_path / "r1" / "c", seed)
+    run.before_check(BASE, True)
+    assert run.cache.stat().st_ino == made_ino and not _copies(scratch)  # moved, not copied
+    assert _files(run.cache) == _files(seed)
+    assert run.copied_at is not None
+    assert (run.cache / "a1" / "std-d").stat().st_mtime < time.time() - 3600  # dated back
+    run.after_check()
+    _check(run, {}, CHANGED)  # and the run goes on as with a copy of its own
+
+
+def test_a_copy_made_before_the_seed_was_saved_again_is_not_taken(tmp_path: Path) -> None:
+    seed, scratch = _saved_seed(tmp_path), tmp_path / "checks"
+    copy_ahead(seed, False, scratch)
+    other = SeededCache(tmp_path / "r9" / "c", seed)  # another run saves a new seed
+    other.before_check(BASE, True)
+    _check(other, {"c3/new-d": "new"})
+    for rel in ("a1/std-d", "b2/vet-d"):
+        os.utime(other.cache / rel)  # used
+    other.after_check()
+    _check(other, {}, CHANGED)
+    assert "c3/new-d" in _files(seed)
+
+    run = SeededCache(tmp_path / "r1" / "c", seed)
+    run.before_check(BASE, True)
+    assert _files(run.cache) == _files(seed)  # the seed as it is now
+    assert not _copies(scratch)  # the stale copy is gone
+
+
+def test_a_dated_seed_copied_ahead_keeps_its_dates_and_record(tmp_path: Path) -> None:
+    seed, scratch = _saved_seed(tmp_path, dated=True), tmp_path / "checks"
+    copy_ahead(seed, True, scratch)
+    run = SeededCache(tmp_path / "r1" / "t", seed, dated=True)
+    run.before_check(BASE, True)
+    assert run.sources == {"src/lib.rs": "blob-1"}
+    assert not (run.cache / SOURCES).exists()
+    stamp = (seed / "a1" / "std-d").stat().st_mtime_ns
+    assert (run.cache / "a1" / "std-d").stat().st_mtime_ns == stamp
+
+
+def test_a_copy_no_check_took_is_gone_when_the_process_ends(tmp_path: Path) -> None:
+    seed, scratch = _saved_seed(tmp_path), tmp_path / "checks"
+    code = (
+        "import sys; from pathlib import Path;"
+        "from looprun.checks.seeded_cache import copy_ahead;"
+        "copy_ahead(Path(sys.argv[1]), False, Path(sys.argv[2]))"
+    )
+    subprocess.run([sys.executable, "-c", code, str(seed), str(scratch)], check=True)
+    assert scratch.is_dir() and not _copies(scratch)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looprun.checks import stacks
-from looprun.checks.seeded_cache import SOURCE_DATE, SeededCache
+from looprun.checks.seeded_cache import SOURCE_DATE, SeededCache, copy_ahead, seed_home
 from looprun.checks.stacks.base import Stack
 from looprun.data.globs import matcher
 from looprun.data.value import valueclass
@@ -305,6 +305,18 @@ def tool_env(names: Iterable[str], cache: Path) -> dict[str, str]:
     for name in names:
         env.update(_stack_env(stacks.get(name), cache))
     return env
+
+
+def seeds_ahead(name: str | None, workdir: Path, env: Mapping[str, str] | None = None) -> None:
+    """Start copying the seeds stack ``name``'s checks start from in ``workdir`` (see
+    ``copy_ahead``), into the directory that holds every run's checks."""
+    if name is None or name not in stacks.names():
+        return
+    stack = stacks.get(name)
+    scratch = checks_home("-", env).parent
+    for sub in stack.seeded:
+        seed = seed_home(workdir, env) / stack.name / sub
+        copy_ahead(seed, stack.fresh_by == "dates", scratch)
 
 
 def checks_home(run_id: str, env: Mapping[str, str] | None = None) -> Path:

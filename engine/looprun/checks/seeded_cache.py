@@ -8,8 +8,10 @@ compile of the standard library's test dependencies (and ``go vet``'s analysis o
 
 The seed belongs to one working tree (keyed by its real path), so no repository's checks
 fill another's. It is written only by the engine, never by a check: a run copies it in
-when its cache is new, and saves the cache as it stood after the baseline's last check.
-A check belongs to the baseline while it runs on the tree the first check ran on and no
+when its cache is new (the copy is started in a thread as the run starts, while its
+template loads, and the first check takes it if the seed has not been saved again
+since), and saves the cache as it stood after the baseline's last check. A check
+belongs to the baseline while it runs on the tree the first check ran on and no
 command but the stack's checks has started since (a model's command may write the
 checks' caches). The cache is fingerprinted after each such check and saved only when it
 still matches that fingerprint before and after the copy (every file's inode and ctime:
@@ -43,12 +45,14 @@ saved files the old seed held with the same size and date are hard links to it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import os
 import shutil
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -171,6 +175,76 @@ def _scan(directory: Path) -> tuple[Fingerprint, dict[str, os.stat_result]]:
     return out, files
 
 
+def _ino(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+class _Ahead:
+    """A copy of one seed made in a thread while the run starts (:func:`copy_ahead`)."""
+
+    def __init__(self, seed: Path, dated: bool, into: Path) -> None:
+        self.seed, self.dated, self.into = seed, dated, into
+        self.ino = _ino(seed)  # a seed saved again since is another seed: not this copy
+        self.copied_at = time.time() - _AGED_S
+        self.ok = False
+        self.thread = threading.Thread(target=self._copy, name="looprun-seed", daemon=True)
+        self.thread.start()
+
+    def _copy(self) -> None:
+        try:
+            _copy_in(self.seed, self.into, self.dated)
+            self.ok = self.ino is not None and _ino(self.seed) == self.ino
+        except OSError:
+            self.ok = False
+
+    def discard(self) -> None:
+        self.thread.join(timeout=30)
+        shutil.rmtree(self.into, ignore_errors=True)
+
+
+_AHEAD: dict[Path, _Ahead] = {}
+_AHEAD_LOCK = threading.Lock()
+
+
+def copy_ahead(seed: Path, dated: bool, scratch: Path) -> None:
+    """Start copying ``seed`` (as a run's first check would, dated alike) into a new
+    directory under ``scratch``, in a thread, for that check to take: a seed is hundreds of
+    files, and creating them overlaps the loading of the template and the run's setup
+    instead of coming before the first check. ``scratch`` must be on the file system of
+    the runs' caches and writable by no command (the copy is the engine's until taken);
+    a copy not taken is removed when the process exits."""
+    if not seed.is_dir():
+        return
+    with _AHEAD_LOCK:
+        if seed in _AHEAD:
+            return
+        ahead = _AHEAD[seed] = _Ahead(seed, dated, scratch / f".seed-{uuid.uuid4().hex}")
+    atexit.register(ahead.discard)
+
+
+def _take(seed: Path, cache: Path, dated: bool) -> float | None:
+    """The copy of ``seed`` made ahead, moved to ``cache``: the date its entries were given
+    (None: there is none, or it is not a whole copy of the seed as it is now)."""
+    with _AHEAD_LOCK:
+        ahead = _AHEAD.pop(seed, None)
+    if ahead is None:
+        return None
+    ahead.thread.join()
+    if not (ahead.ok and ahead.dated == dated and _ino(seed) == ahead.ino):
+        ahead.discard()
+        return None
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(ahead.into, cache)
+    except OSError:
+        ahead.discard()
+        return None
+    return ahead.copied_at
+
+
 class SeededCache:
     """One stack cache directory of a run and the seed it starts from."""
 
@@ -199,11 +273,14 @@ class SeededCache:
             self.tree = tree
             if self.seed.is_dir() and not self.cache.exists():
                 try:
-                    _copy_in(self.seed, self.cache, self.dated)
+                    copied_at = _take(self.seed, self.cache, self.dated)
+                    if copied_at is None:
+                        copied_at = time.time() - _AGED_S
+                        _copy_in(self.seed, self.cache, self.dated)
                     if self.dated:
                         self.sources = _sources(self.seed)
                     else:
-                        self.copied_at = time.time() - _AGED_S
+                        self.copied_at = copied_at
                 except OSError:
                     shutil.rmtree(self.cache, ignore_errors=True)  # starts cold
                     self.sources = {}

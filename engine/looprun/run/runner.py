@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from looprun.checks.clean_tree import seeds_ahead
 from looprun.checks.holdout import resolve as resolve_holdouts
 from looprun.checks.stacks import get as get_stack
 from looprun.checks.stacks import missing_tools
@@ -188,6 +189,7 @@ def run_from_cli(
         ref = resolve_ref(options["template"])
     sets = parse_sets(options.get("sets") or ())
     choice = choose_stack(workdir, sets)
+    seeds_ahead(choice.name, workdir)  # the first check's copy of its seeds, while we load
     with recording() as built, slots.chosen(choice) as composed:  # every file, recorded
         template = load(ref, None if until_text is not None else cache)
     choice = composed.choice or choice  # a template that includes a pack pins its stack
