@@ -28,8 +28,11 @@ as whole ones).
     python benchmarks/bench_staged.py [--package more-itertools|tomlkit] [--rounds 5]
         [--python venv|host]
 
-Measured on 2 cores shared with other work (load 1-3), medians of 3,
-``python benchmarks/bench_staged.py --package tomlkit --rounds 3``:
+Measured on 2 cores, medians of 3,
+``python benchmarks/bench_staged.py --package tomlkit --rounds 3``, at load about 1 after
+the baseline started listing its tests: staged + related 18.77 s, narrow only 21.23 s,
+whole 31.24 s: 0.60x, narrow only 0.68x; floor 12.65 s = 0.41x. Shared with other work
+(load 1-3):
 
     tomlkit:        staged + related 21.38 s, narrow only 22.85 s, whole 30.32 s:
                     0.71x, narrow only 0.75x; floor 13.23 s = 0.44x
