@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -112,10 +113,16 @@ def _exchanges(sub: Path) -> Counter:
 
 
 def _checks_running(tasks: tuple[str, ...]) -> bool:
-    """Whether a check (pytest) of each sub-loop runs now."""
+    """Whether a check (pytest) of each sub-loop runs now: as many check trees in use as
+    sub-loops (each sub-loop's working tree has a check tree of its own)."""
     out = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
-    rows = [line for line in out.splitlines() if "pytest" in line]
-    return all(any(f".{t}-1/" in line for line in rows) for t in tasks)
+    roots = {
+        found.group(1)
+        for line in out.splitlines()
+        if line.startswith("python -m pytest") and "-p looprun_outcome" in line
+        if (found := re.search(r"--rootdir (\S+)", line))
+    }
+    return len(roots) >= len(tasks)
 
 
 @pytest.mark.parametrize("phase", ["model", "check"])
