@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
 import stat
@@ -34,7 +33,7 @@ from looprun.checks.seeded_cache import SOURCE_DATE, SeededCache, copy_ahead, se
 from looprun.checks.stacks.base import Stack
 from looprun.data.globs import matcher
 from looprun.data.value import valueclass
-from looprun.system.cache_home import cache_home
+from looprun.system.cache_home import engine_cache, workdir_key
 from looprun.system.proc import spawned
 from looprun.workspace.git import EMPTY_TREE, Git, GitError
 from looprun.workspace.ignore import base_ignore_rules
@@ -313,7 +312,7 @@ def seeds_ahead(name: str | None, workdir: Path, env: Mapping[str, str] | None =
     if name is None or name not in stacks.names():
         return
     stack = stacks.get(name)
-    scratch = checks_home("-", env).parent
+    scratch = engine_cache(env) / "checks"
     for sub in stack.seeded:
         seed = seed_home(workdir, env) / stack.name / sub
         copy_ahead(seed, stack.fresh_by == "dates", scratch)
@@ -323,19 +322,14 @@ def checks_home(run_id: str, env: Mapping[str, str] | None = None) -> Path:
     """Where a run keeps its check trees and its tools' caches: outside the working tree,
     so no tool the model runs there walks into a copy of the repository.
     ``$LOOPRUN_CACHE_DIR/checks/RUN`` if set, else ``$XDG_CACHE_HOME/looprun/checks/RUN``."""
-    env = os.environ if env is None else env
-    root = Path(env["LOOPRUN_CACHE_DIR"]) if env.get("LOOPRUN_CACHE_DIR") else cache_home(env)
-    return root / "checks" / run_id
+    return engine_cache(env) / "checks" / run_id
 
 
 def trees_home(workdir: Path, env: Mapping[str, str] | None = None) -> Path:
     """Where one working tree's check trees are kept from run to run:
     ``$LOOPRUN_CACHE_DIR/trees/KEY`` (else under the user's cache home), KEY naming the
     working tree's real path, as its seed's does."""
-    env = os.environ if env is None else env
-    root = Path(env["LOOPRUN_CACHE_DIR"]) if env.get("LOOPRUN_CACHE_DIR") else cache_home(env)
-    key = hashlib.sha256(os.fsencode(os.path.realpath(workdir))).hexdigest()[:24]
-    return root / "trees" / key
+    return engine_cache(env) / "trees" / workdir_key(workdir)
 
 
 @dataclass

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -58,7 +57,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from looprun.system.cache_home import cache_home
+from looprun.system.cache_home import engine_cache, workdir_key
 
 # relative path -> (inode, ctime, size) of every entry below a cache directory
 Fingerprint = dict[str, tuple[int, int, int]]
@@ -82,10 +81,7 @@ SOURCE_DATE = 946684800
 def seed_home(workdir: Path, env: Mapping[str, str] | None = None) -> Path:
     """``$LOOPRUN_CACHE_DIR/seed/KEY`` (else under the user's cache home), KEY naming the
     working tree's real path."""
-    env = os.environ if env is None else env
-    root = Path(env["LOOPRUN_CACHE_DIR"]) if env.get("LOOPRUN_CACHE_DIR") else cache_home(env)
-    key = hashlib.sha256(os.fsencode(os.path.realpath(workdir))).hexdigest()[:24]
-    return root / "seed" / key
+    return engine_cache(env) / "seed" / workdir_key(workdir)
 
 
 def _names(directory: Path) -> set[str]:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from looprun.data.value import valueclass
-from looprun.system.cache_home import cache_home
+from looprun.system.cache_home import engine_cache
 
 _KEPT = "kept.json"
 _PLACE = "place.json"
@@ -29,9 +29,7 @@ _TESTS = "tests"
 def heldout_root(env: Mapping[str, str] | None = None) -> Path:
     """Where every run keeps its variants: ``$LOOPRUN_CACHE_DIR/heldout`` if set, else
     ``$XDG_CACHE_HOME/looprun/heldout`` (beside the check trees, not inside them)."""
-    env = os.environ if env is None else env
-    root = Path(env["LOOPRUN_CACHE_DIR"]) if env.get("LOOPRUN_CACHE_DIR") else cache_home(env)
-    return root / "heldout"
+    return engine_cache(env) / "heldout"
 
 
 @valueclass

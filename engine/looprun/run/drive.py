@@ -27,7 +27,7 @@ from looprun.run.executors import (
 )
 from looprun.run.interrupt import record_interrupted, signals_ignored, sigterm_interrupts
 from looprun.run.models import ModelEvents, price_warnings, roles_used
-from looprun.run.session import Session, Wiring, assemble, release_checks
+from looprun.run.session import Session, Wiring, assemble
 from looprun.run.subrun import local_executor
 from looprun.run.timing import RunTimer
 from looprun.system.crashpoint import crash_point
@@ -179,7 +179,6 @@ def drive(
         )
     finally:
         session.close()  # the MCP servers stop with the run, however it ends
-        release_checks(session, journal.dir)
 
 
 def _drive(

@@ -86,9 +86,9 @@ class Session:
     ports: Ports
     workspace: Workspace
     run: RunInfo
-    # stops the MCP servers, lets another run have the check trees
+    # stops the MCP servers, lets another run have the check trees, and removes the run's
+    # check caches once it has ended for good (``release_checks``)
     close: Callable[[], None] = field(default=lambda: None)
-    checks: Path | None = None  # the run's check caches (and trees, when not kept)
 
     def engine(
         self,
@@ -253,24 +253,26 @@ def assemble(
         subloops=_subloops(template, ws, w, tuple(held_out)),
     )
     run = RunInfo(journal.run_id, str(journal.dir), str(journal.artifacts), str(ws.workdir))
-    closing = (servers.close if servers else _nothing, trees.close if trees else _nothing)
-    return Session(template, ports, ws, run, close=functools.partial(_all, closing), checks=checks)
+    closing = (
+        servers.close if servers else _nothing,
+        trees.close if trees else _nothing,
+        functools.partial(release_checks, checks, journal.dir) if checks else _nothing,
+    )
+    return Session(template, ports, ws, run, close=functools.partial(_all, closing))
 
 
-def release_checks(session: Session, run_dir: Path) -> None:
+def release_checks(checks: Path, run_dir: Path) -> None:
     """Once a run has ended for good (``looprun resume`` has nothing left to do), its
     checks' copies go: their caches (a cargo target directory can take gigabytes) and any
     tree of its own. A run that can still be resumed keeps them: its caches hold what
     checks of the model's code built, and a resume must never take them for new ones a
     baseline would fill (and save as the repository's seed)."""
-    if session.checks is None:
-        return
     try:
         todo = run_status(run_dir).resume
     except (OSError, ValueError):
         return
     if not todo:
-        shutil.rmtree(session.checks, ignore_errors=True)
+        shutil.rmtree(checks, ignore_errors=True)
 
 
 def _variants_hidden(backend: str | None) -> str:

@@ -23,7 +23,7 @@ from looprun.models.registry import resolve_model
 from looprun.models.scripted import ScriptedModel
 from looprun.run.executor import LocalExecutor, Report, Stopped, SubloopJob, SubloopResult
 from looprun.run.models import NO_MODEL, ModelEvents, agent_role, needs_http_model
-from looprun.run.session import Wiring, assemble, release_checks
+from looprun.run.session import Wiring, assemble
 from looprun.run.stoppable import StoppableModel
 from looprun.template import slots
 from looprun.template.deps import recording
@@ -128,7 +128,6 @@ def run_subloop(
                 ).run()
             finally:
                 session.close()  # its MCP servers stop with it
-                release_checks(session, opened.dir)
                 if trace is not None:
                     trace.close()
             final = ws.checkpoint(f"{job.run_id}/final") if result.outcome != "error" else None
