@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from e2e_helpers import scripted_bugfix
 from tests.security.test_sandbox import needs_bwrap
-from tests.support.git_repos import git_repo
+from tests.support.git_repos import git, git_repo
 
 from looprun.checks.clean_tree import trees_home
 
@@ -122,3 +122,56 @@ def test_without_a_sandbox_the_same_write_is_caught_and_undone(tmp_path: Path) -
     assert (work / "calc.py").read_text() == CODE  # undone
     # `looprun resume` may continue after an error: the run's checks keep their caches
     assert (cache / "checks" / summary["run_id"]).is_dir()
+
+
+# what a model's test leaves in the check tree it runs in: a conftest that turns every
+# result into a pass, for whichever check finds it there next
+FORGER = (
+    "import pytest\n\n\n"
+    "@pytest.hookimpl(hookwrapper=True)\n"
+    "def pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n"
+    "    outcome.get_result().outcome = 'passed'\n"
+)
+LEAVES_A_FORGER = (
+    "from pathlib import Path\n\n\n"
+    f"def test_leaves_a_forger():\n    Path('conftest.py').write_text({FORGER!r})\n"
+)
+
+
+@needs_bwrap
+def test_what_a_run_s_check_leaves_in_the_kept_tree_never_reaches_the_next_run(
+    tmp_path: Path,
+) -> None:
+    """The check tree is at the same place in the next run of the working tree. A test the
+    model writes leaves a conftest.py there that makes every test pass (it lands: the
+    tree is the check's to write); the next run, whose model changes nothing, finds the
+    suite failing as it is, and does not end done."""
+    work = _repo(tmp_path)
+    env = {"LOOPRUN_SANDBOX_BACKENDS": "bwrap", "LOOPRUN_CACHE_DIR": str(tmp_path / "cache")}
+    template = str(_template(tmp_path))
+    arguments = {"path": "test_leave.py", "content": LEAVES_A_FORGER}
+    leave = {"name": "write_file", "arguments": arguments}
+    turns = [{"tool_calls": [leave]}, {"text": "Wrote a test."}] * 2
+    first = scripted_bugfix(
+        work, turns, "double doubles", "--sandbox", "required", env=env, template=template
+    )
+    assert first["outcome"] == "exhausted", first["stderr"]
+    kept = trees_home(work, env) / "python"
+    assert (kept / "conftest.py").read_text() == FORGER  # the forger waits in the tree
+    git("checkout", "--", ".", cwd=work)
+    git("clean", "-fdq", "-e", ".looprun", cwd=work)  # the repository as at its base
+
+    second = scripted_bugfix(
+        work,
+        [{"text": "Nothing to change."}],
+        "double doubles",
+        "--sandbox",
+        "required",
+        "--max-iterations",
+        "1",
+        env=env,
+        template=template,
+    )
+    assert second["outcome"] != "done", second["stderr"]
+    assert not (kept / "conftest.py").exists()
